@@ -1,0 +1,61 @@
+/**
+ * `npm test` after build and lint: starts one Azurite for the whole run (free ports, temporary data
+ * folder), runs every compiled test file with Node's built-in test runner (whose summary CI reads),
+ * then stops Azurite. Arguments narrow the run: `npm test -- test/unit` or a file name fragment.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+
+import { startAzurite } from '../test/support/azurite';
+
+const root = join(__dirname, '..', '..');
+const compiledTests = join(root, 'dist', 'test');
+
+function findTests(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .flatMap((name) => {
+      const full = join(dir, name);
+      if (statSync(full).isDirectory()) return name === 'support' ? [] : findTests(full);
+      return name.endsWith('.test.js') ? [full] : [];
+    })
+    .sort();
+}
+
+async function main(): Promise<number> {
+  const filters = process.argv.slice(2).map((f) => f.replace(/\.ts$/, '').replace(/[\\/]/g, sep).replace(/^test[\\/]/, ''));
+  const files = findTests(compiledTests).filter((f) => filters.length === 0 || filters.some((flt) => relative(compiledTests, f).includes(flt)));
+  if (files.length === 0) {
+    console.error(`No test files matched ${filters.join(' ') || '(all)'} under ${relative(root, compiledTests)}; did the build run?`);
+    return 1;
+  }
+  const azurite = await startAzurite();
+  console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
+  const concurrency = process.env.TEST_CONCURRENCY ?? '4';
+  try {
+    return await new Promise<number>((resolve) => {
+      const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files], {
+        stdio: 'inherit',
+        cwd: root,
+        env: { ...process.env, AZURITE_CONNECTION_STRING: azurite.connectionString, COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn' },
+      });
+      const forward = (signal: NodeJS.Signals): void => {
+        child.kill(signal);
+      };
+      process.once('SIGINT', forward);
+      process.once('SIGTERM', forward);
+      child.once('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+    });
+  } finally {
+    await azurite.stop();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,349 @@
+/**
+ * The app's configuration: one validated object built from environment settings (app settings on
+ * Azure, `local.settings.json` under `func start`, the process environment in tests).
+ *
+ * Guarantees: every setting the app reads is named in `SETTING_NAMES`, has its default in
+ * `DEFAULTS`, and is checked here; a bad value fails `loadSettings` with a `ConfigError` that names
+ * the setting and says what would be accepted. Nothing else in the app reads `process.env` for its
+ * own settings (the development host and scripts read their own flags).
+ *
+ * Storage: the app's own blobs and queues use the connection named by `CoordinatorStorage`
+ * (a connection string, `UseDevelopmentStorage=true` included, or identity-based
+ * `CoordinatorStorage__blobServiceUri` / `__queueServiceUri` / `__accountName`, with
+ * `__credential` and `__clientId` for a user-assigned identity). When no `CoordinatorStorage*`
+ * setting exists it falls back to `AzureWebJobsStorage`, read the same way, and the queue trigger
+ * is bound to that connection name instead, so the fallback holds on the real host too.
+ */
+import { ConfigError } from './ConfigError';
+
+/** Every setting the app reads, by purpose. The settings-parity test walks this list. */
+export const SETTING_NAMES = {
+  storageConnection: 'CoordinatorStorage',
+  hostStorageConnection: 'AzureWebJobsStorage',
+  instanceId: 'COORDINATOR_INSTANCE_ID',
+  leaseContainer: 'LEADER_LEASE_CONTAINER',
+  leaseBlob: 'LEADER_LEASE_BLOB',
+  leaseSeconds: 'LEADER_LEASE_SECONDS',
+  renewDeadlineSeconds: 'LEADER_RENEW_DEADLINE_SECONDS',
+  retryPeriodSeconds: 'LEADER_RETRY_PERIOD_SECONDS',
+  requestTimeoutSeconds: 'LEADER_REQUEST_TIMEOUT_SECONDS',
+  stallTimeoutSeconds: 'LEADER_STALL_TIMEOUT_SECONDS',
+  drainTimeoutSeconds: 'LEADER_DRAIN_TIMEOUT_SECONDS',
+  passIntervalSeconds: 'LEADER_PASS_INTERVAL_SECONDS',
+  timerSchedule: 'LEADER_TIMER_SCHEDULE',
+  jobsQueue: 'JOBS_QUEUE',
+  workItemsQueue: 'WORK_ITEMS_QUEUE',
+  resultsContainer: 'JOB_RESULTS_CONTAINER',
+  taskHubName: 'TASK_HUB_NAME',
+} as const;
+
+/** Every default, in one place. Seconds unless the name says otherwise. */
+export const DEFAULTS = {
+  leaseContainer: 'leader-election',
+  leaseBlob: 'coordinator',
+  /** L: the blob lease duration. Azure accepts 15..60 s for a finite lease. */
+  leaseSeconds: 15,
+  /** D = 2L/3: a leader that could not renew for this long steps down before the lease can expire. */
+  renewDeadlineSeconds: 10,
+  /** Followers campaign this often between timer ticks (with jitter); leaders retry a failed renewal this often. */
+  retryPeriodSeconds: 2,
+  /** Hard limit on one storage request of the elector; the SDK's own retry policy can take minutes. */
+  requestTimeoutSeconds: 2,
+  /** The watchdog: a leader whose work reported no progress for this long steps down. */
+  stallTimeoutSeconds: 120,
+  /** Graceful stop waits at most this long for leader work to finish before releasing the lease. */
+  drainTimeoutSeconds: 10,
+  /** While leading, run a coordination pass this often even when this instance's timer does not fire. */
+  passIntervalSeconds: 5,
+  /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */
+  timerSchedule: '*/5 * * * * *',
+  jobsQueue: 'jobs',
+  workItemsQueue: 'work-items',
+  resultsContainer: 'job-results',
+  taskHubName: 'CoordinatorHub',
+} as const;
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+export type StorageConnection =
+  | {
+      readonly kind: 'connectionString';
+      /** The setting the value came from (never the value itself: it may hold a key). */
+      readonly settingName: string;
+      readonly connectionString: string;
+    }
+  | {
+      readonly kind: 'identity';
+      readonly settingName: string;
+      readonly blobServiceUri: string;
+      readonly queueServiceUri: string;
+      readonly tableServiceUri: string;
+      /** `managedidentity` when set; otherwise DefaultAzureCredential's chain. */
+      readonly credential?: string;
+      /** Client id of a user-assigned managed identity. */
+      readonly clientId?: string;
+    };
+
+export interface LeaderSettings {
+  readonly container: string;
+  readonly blob: string;
+  readonly leaseSeconds: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  readonly requestTimeoutMs: number;
+  readonly stallTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly passIntervalMs: number;
+  readonly timerSchedule: string;
+}
+
+export interface JobSettings {
+  readonly jobsQueue: string;
+  readonly workItemsQueue: string;
+  readonly resultsContainer: string;
+  readonly taskHubName: string;
+}
+
+export interface Settings {
+  /** The app's own blob and queue connection. */
+  readonly storage: StorageConnection;
+  /** The connection name to put in bindings (`CoordinatorStorage`, or `AzureWebJobsStorage` as fallback). */
+  readonly storageConnectionName: string;
+  /** This process's identity in logs and in the lease metadata (`holder`). */
+  readonly instanceId: string;
+  readonly leader: LeaderSettings;
+  readonly jobs: JobSettings;
+}
+
+/** Build and validate the settings; throws `ConfigError` naming the first bad setting. */
+export function loadSettings(env: Env = process.env): Settings {
+  const connectionName = hasConnection(env, SETTING_NAMES.storageConnection)
+    ? SETTING_NAMES.storageConnection
+    : SETTING_NAMES.hostStorageConnection;
+  const storage = readConnection(env, connectionName);
+
+  const leaseSeconds = readNumber(env, SETTING_NAMES.leaseSeconds, DEFAULTS.leaseSeconds, {
+    min: 15,
+    max: 60,
+    integer: true,
+    hint: 'Azure blob leases last 15 to 60 seconds',
+  });
+  const renewDeadlineSeconds = readNumber(env, SETTING_NAMES.renewDeadlineSeconds, defaultRenewDeadline(leaseSeconds), {
+    min: 0.1,
+    max: leaseSeconds - 0.001,
+    hint: `it must be shorter than ${SETTING_NAMES.leaseSeconds} (${leaseSeconds}) so a leader steps down before its lease can expire`,
+  });
+  const retryPeriodSeconds = readNumber(env, SETTING_NAMES.retryPeriodSeconds, DEFAULTS.retryPeriodSeconds, {
+    min: 0.05,
+    max: renewDeadlineSeconds - 0.001,
+    hint: `it must be shorter than ${SETTING_NAMES.renewDeadlineSeconds} (${renewDeadlineSeconds}) so a failed renewal is retried before the deadline`,
+  });
+  const requestTimeoutSeconds = readNumber(env, SETTING_NAMES.requestTimeoutSeconds, Math.min(DEFAULTS.requestTimeoutSeconds, renewDeadlineSeconds / 2), {
+    min: 0.05,
+    max: renewDeadlineSeconds - 0.001,
+    hint: `it must be shorter than ${SETTING_NAMES.renewDeadlineSeconds} (${renewDeadlineSeconds}) so one hung request cannot outlast the deadline`,
+  });
+  const stallTimeoutSeconds = readNumber(env, SETTING_NAMES.stallTimeoutSeconds, DEFAULTS.stallTimeoutSeconds, {
+    min: 1,
+    max: 24 * 3600,
+  });
+  const drainTimeoutSeconds = readNumber(env, SETTING_NAMES.drainTimeoutSeconds, DEFAULTS.drainTimeoutSeconds, {
+    min: 0,
+    max: 600,
+  });
+  const passIntervalSeconds = readNumber(env, SETTING_NAMES.passIntervalSeconds, DEFAULTS.passIntervalSeconds, {
+    min: 0.1,
+    max: 3600,
+  });
+  const timerSchedule = readSchedule(env);
+
+  return {
+    storage,
+    storageConnectionName: connectionName,
+    instanceId: readInstanceId(env),
+    leader: {
+      container: readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME),
+      blob: readName(env, SETTING_NAMES.leaseBlob, DEFAULTS.leaseBlob, BLOB_NAME),
+      leaseSeconds,
+      renewDeadlineMs: Math.round(renewDeadlineSeconds * 1000),
+      retryPeriodMs: Math.round(retryPeriodSeconds * 1000),
+      requestTimeoutMs: Math.round(requestTimeoutSeconds * 1000),
+      stallTimeoutMs: Math.round(stallTimeoutSeconds * 1000),
+      drainTimeoutMs: Math.round(drainTimeoutSeconds * 1000),
+      passIntervalMs: Math.round(passIntervalSeconds * 1000),
+      timerSchedule,
+    },
+    jobs: {
+      jobsQueue: readName(env, SETTING_NAMES.jobsQueue, DEFAULTS.jobsQueue, QUEUE_NAME),
+      workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
+      resultsContainer: readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME),
+      taskHubName: readName(env, SETTING_NAMES.taskHubName, DEFAULTS.taskHubName, TASK_HUB_NAME),
+    },
+  };
+}
+
+/** D defaults to 2L/3, rounded to whole milliseconds. */
+function defaultRenewDeadline(leaseSeconds: number): number {
+  return Math.round((leaseSeconds * 2000) / 3) / 1000;
+}
+
+interface NameRule {
+  readonly pattern: RegExp;
+  readonly description: string;
+}
+
+// Azure naming rules (containers and queues: 3-63 lowercase letters, digits, single hyphens).
+const CONTAINER_NAME: NameRule = {
+  pattern: /^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/,
+  description: '3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit',
+};
+const QUEUE_NAME = CONTAINER_NAME;
+const BLOB_NAME: NameRule = {
+  pattern: /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/,
+  description: '1-255 letters, digits, dots, underscores and hyphens, starting with a letter or digit',
+};
+// Durable task hub names: 3-45 alphanumeric characters, starting with a letter.
+const TASK_HUB_NAME: NameRule = {
+  pattern: /^[A-Za-z][A-Za-z0-9]{2,44}$/,
+  description: '3-45 letters and digits, starting with a letter',
+};
+
+function readRaw(env: Env, name: string): string | undefined {
+  const value = env[name];
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+function readName(env: Env, name: string, fallback: string, rule: NameRule): string {
+  const value = readRaw(env, name) ?? fallback;
+  if (!rule.pattern.test(value)) {
+    throw new ConfigError(name, `"${value}" is not a valid name: use ${rule.description}.`);
+  }
+  return value;
+}
+
+interface NumberRule {
+  readonly min: number;
+  readonly max: number;
+  readonly integer?: boolean;
+  readonly hint?: string;
+}
+
+function readNumber(env: Env, name: string, fallback: number, rule: NumberRule): number {
+  const raw = readRaw(env, name);
+  const value = raw === undefined ? fallback : Number(raw);
+  const shown = raw ?? String(fallback);
+  if (!Number.isFinite(value)) {
+    throw new ConfigError(name, `"${shown}" is not a number.`);
+  }
+  if (rule.integer === true && !Number.isInteger(value)) {
+    throw new ConfigError(name, `"${shown}" must be a whole number.`);
+  }
+  if (value < rule.min || value > rule.max) {
+    const range = `${rule.min} to ${formatBound(rule.max)}`;
+    throw new ConfigError(name, `${shown} is out of range: use ${range}${rule.hint === undefined ? '' : ` (${rule.hint})`}.`);
+  }
+  return value;
+}
+
+function formatBound(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(3);
+}
+
+function readInstanceId(env: Env): string {
+  const explicit = readRaw(env, SETTING_NAMES.instanceId);
+  // WEBSITE_INSTANCE_ID is set by App Service / Functions on Azure; it is long, so keep a prefix.
+  const azure = readRaw(env, 'WEBSITE_INSTANCE_ID');
+  const value = explicit ?? (azure === undefined ? `${hostName()}-${process.pid}` : azure.slice(0, 16));
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(value)) {
+    throw new ConfigError(SETTING_NAMES.instanceId, `"${value}" must be 1-128 letters, digits, '.', '_', ':' or '-'.`);
+  }
+  return value;
+}
+
+function hostName(): string {
+  const name = (readRaw(process.env, 'HOSTNAME') ?? readRaw(process.env, 'COMPUTERNAME') ?? 'local').replace(/[^A-Za-z0-9._-]/g, '-');
+  return name.slice(0, 64);
+}
+
+// Six-field NCRONTAB (seconds first) or a TimeSpan "hh:mm:ss"; the host parses it fully, this catches typos.
+function readSchedule(env: Env): string {
+  const value = readRaw(env, SETTING_NAMES.timerSchedule) ?? DEFAULTS.timerSchedule;
+  const fields = value.split(/\s+/);
+  const isTimeSpan = /^\d{1,2}:\d{2}:\d{2}$/.test(value);
+  if (!isTimeSpan && (fields.length !== 6 || !fields.every((f) => /^[0-9A-Za-z*,/-]+$/.test(f)))) {
+    throw new ConfigError(
+      SETTING_NAMES.timerSchedule,
+      `"${value}" is not a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}), e.g. "${DEFAULTS.timerSchedule}".`,
+    );
+  }
+  return value;
+}
+
+const IDENTITY_SUFFIXES = ['blobServiceUri', 'queueServiceUri', 'tableServiceUri', 'serviceUri', 'accountName'] as const;
+
+function hasConnection(env: Env, name: string): boolean {
+  return readRaw(env, name) !== undefined || IDENTITY_SUFFIXES.some((s) => readRaw(env, `${name}__${s}`) !== undefined);
+}
+
+function readConnection(env: Env, name: string): StorageConnection {
+  const connectionString = readRaw(env, name);
+  if (connectionString !== undefined) {
+    if (connectionString !== 'UseDevelopmentStorage=true' && !/(^|;)\s*(AccountName|BlobEndpoint|QueueEndpoint)\s*=/i.test(connectionString)) {
+      // Never echo the value: it may contain an account key.
+      throw new ConfigError(name, 'is not a storage connection string (expected AccountName=... or BlobEndpoint=..., or UseDevelopmentStorage=true).');
+    }
+    return { kind: 'connectionString', settingName: name, connectionString };
+  }
+  const accountName = readRaw(env, `${name}__accountName`);
+  if (accountName !== undefined && !/^[a-z0-9]{3,24}$/.test(accountName)) {
+    throw new ConfigError(`${name}__accountName`, `"${accountName}" is not a storage account name (3-24 lowercase letters and digits).`);
+  }
+  const fromAccount = (service: string): string | undefined =>
+    accountName === undefined ? undefined : `https://${accountName}.${service}.core.windows.net`;
+  const blobServiceUri = readRaw(env, `${name}__blobServiceUri`) ?? readRaw(env, `${name}__serviceUri`) ?? fromAccount('blob');
+  const queueServiceUri = readRaw(env, `${name}__queueServiceUri`) ?? fromAccount('queue');
+  const tableServiceUri = readRaw(env, `${name}__tableServiceUri`) ?? fromAccount('table');
+  if (blobServiceUri === undefined && queueServiceUri === undefined) {
+    throw new ConfigError(
+      name,
+      `is not set: give a connection string (UseDevelopmentStorage=true for Azurite), or identity-based settings ${name}__blobServiceUri and ${name}__queueServiceUri (or ${name}__accountName).`,
+    );
+  }
+  if (blobServiceUri === undefined) {
+    throw new ConfigError(`${name}__blobServiceUri`, `is missing: the app needs blob access for leases and results (or set ${name}__accountName).`);
+  }
+  if (queueServiceUri === undefined) {
+    throw new ConfigError(`${name}__queueServiceUri`, `is missing: the app needs queue access for jobs and work items (or set ${name}__accountName).`);
+  }
+  for (const [suffix, uri] of [
+    ['blobServiceUri', blobServiceUri],
+    ['queueServiceUri', queueServiceUri],
+  ] as const) {
+    if (!isHttpUrl(uri)) throw new ConfigError(`${name}__${suffix}`, `"${uri}" is not an http(s) URL.`);
+  }
+  const credential = readRaw(env, `${name}__credential`);
+  if (credential !== undefined && credential.toLowerCase() !== 'managedidentity') {
+    throw new ConfigError(`${name}__credential`, `"${credential}" is not supported: use "managedidentity" or leave it unset for DefaultAzureCredential.`);
+  }
+  const clientId = readRaw(env, `${name}__clientId`);
+  return {
+    kind: 'identity',
+    settingName: name,
+    blobServiceUri,
+    queueServiceUri,
+    tableServiceUri: tableServiceUri ?? blobServiceUri.replace('.blob.', '.table.'),
+    ...(credential === undefined ? {} : { credential: credential.toLowerCase() }),
+    ...(clientId === undefined ? {} : { clientId }),
+  };
+}
+
+function isHttpUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' || url.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * The app's error base: every error we raise on purpose carries a stable `code` (what clients and
+ * operators match on) and says whether the fault is the caller's (`isUserError`: bad input, bad
+ * configuration) or the system's. Anything else thrown is normalized once, at the boundary that
+ * answers (HTTP handler, queue trigger, activity), with `toCoordinatorError`.
+ */
+export class CoordinatorError extends Error {
+  override readonly name: string = 'CoordinatorError';
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly isUserError = false,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Normalize anything thrown into a CoordinatorError without losing the original as `cause`. */
+export function toCoordinatorError(err: unknown, fallbackCode = 'INTERNAL'): CoordinatorError {
+  if (err instanceof CoordinatorError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new CoordinatorError(fallbackCode, message, false, { cause: err });
+}

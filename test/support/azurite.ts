@@ -1,0 +1,156 @@
+/**
+ * Starts a private Azurite (blob, queue, table) as a child process on free loopback ports with its
+ * data in a temporary folder (Azurite's in-memory mode stalls for seconds to minutes after thousands
+ * of queue deletions). Used once per test run by scripts/runTests, by the benchmarks, by `npm start`,
+ * and by tests that need to stop and restart storage on purpose.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const AZURITE_ACCOUNT = 'devstoreaccount1';
+// Azurite's well-known development key (public, documented; not a secret).
+export const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+
+export interface AzuriteOptions {
+  /** Data folder; a fresh temporary one (removed on stop) when absent. */
+  readonly location?: string;
+  readonly blobPort?: number;
+  readonly queuePort?: number;
+  readonly tablePort?: number;
+  /** Print Azurite's own output (debugging). */
+  readonly verbose?: boolean;
+}
+
+export interface AzuriteInstance {
+  readonly blobPort: number;
+  readonly queuePort: number;
+  readonly tablePort: number;
+  readonly location: string;
+  readonly connectionString: string;
+  /** Stops the process (SIGTERM, then SIGKILL) and removes a temporary data folder. */
+  stop(): Promise<void>;
+  /** Stops the process but keeps the data folder, so `restart` comes back with the same state. */
+  kill(): Promise<void>;
+  /** Starts again on the same ports and data folder. */
+  restart(): Promise<void>;
+}
+
+export function connectionStringFor(host: string, blobPort: number, queuePort: number, tablePort: number): string {
+  return (
+    `DefaultEndpointsProtocol=http;AccountName=${AZURITE_ACCOUNT};AccountKey=${AZURITE_KEY};` +
+    `BlobEndpoint=http://${host}:${blobPort}/${AZURITE_ACCOUNT};` +
+    `QueueEndpoint=http://${host}:${queuePort}/${AZURITE_ACCOUNT};` +
+    `TableEndpoint=http://${host}:${tablePort}/${AZURITE_ACCOUNT};`
+  );
+}
+
+/** A free TCP port on 127.0.0.1 (bind to 0, read, close). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function azuriteEntry(): string {
+  // require('azurite') resolves to its VS Code extension entry; the CLI lives in dist/src.
+  return join(require.resolve('azurite/package.json'), '..', 'dist', 'src', 'azurite.js');
+}
+
+async function waitForPort(port: number, deadline: number): Promise<void> {
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = new Socket();
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+      socket.connect(port, '127.0.0.1');
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`Azurite did not listen on port ${port} in time`);
+}
+
+export async function startAzurite(options: AzuriteOptions = {}): Promise<AzuriteInstance> {
+  const temporary = options.location === undefined;
+  const location = options.location ?? mkdtempSync(join(tmpdir(), 'azurite-'));
+  const blobPort = options.blobPort ?? (await freePort());
+  const queuePort = options.queuePort ?? (await freePort());
+  const tablePort = options.tablePort ?? (await freePort());
+  let child: ChildProcess | undefined;
+
+  const launch = async (): Promise<void> => {
+    const args = [
+      azuriteEntry(),
+      '--silent',
+      '--disableTelemetry',
+      '--skipApiVersionCheck',
+      '--location',
+      location,
+      '--blobHost',
+      '127.0.0.1',
+      '--blobPort',
+      String(blobPort),
+      '--queueHost',
+      '127.0.0.1',
+      '--queuePort',
+      String(queuePort),
+      '--tableHost',
+      '127.0.0.1',
+      '--tablePort',
+      String(tablePort),
+    ];
+    const proc = spawn(process.execPath, args, { stdio: options.verbose === true ? 'inherit' : 'ignore' });
+    child = proc;
+    let exited = false;
+    proc.once('exit', () => {
+      exited = true;
+    });
+    const deadline = Date.now() + 30_000;
+    for (const port of [blobPort, queuePort, tablePort]) {
+      await waitForPort(port, deadline);
+      if (exited) throw new Error('Azurite exited during start');
+    }
+  };
+
+  const kill = async (): Promise<void> => {
+    const proc = child;
+    child = undefined;
+    if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+      proc.once('exit', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      proc.kill('SIGTERM');
+    });
+  };
+
+  await launch();
+  return {
+    blobPort,
+    queuePort,
+    tablePort,
+    location,
+    connectionString: connectionStringFor('127.0.0.1', blobPort, queuePort, tablePort),
+    kill,
+    restart: launch,
+    stop: async () => {
+      await kill();
+      if (temporary) rmSync(location, { recursive: true, force: true });
+    },
+  };
+}

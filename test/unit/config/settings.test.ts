@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { ConfigError } from '../../../shared/config/ConfigError';
+import { DEFAULTS, loadSettings, SETTING_NAMES } from '../../../shared/config/settings';
+
+const DEV = { AzureWebJobsStorage: 'UseDevelopmentStorage=true' };
+
+function configErrorFor(env: Record<string, string>): ConfigError {
+  try {
+    loadSettings(env);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, `expected ConfigError, got ${String(err)}`);
+    return err;
+  }
+  assert.fail(`expected loadSettings to reject ${JSON.stringify(env)}`);
+}
+
+describe('settings', () => {
+  it('applies every default with only a development connection', () => {
+    const s = loadSettings(DEV);
+    assert.equal(s.storageConnectionName, 'AzureWebJobsStorage');
+    assert.deepEqual(s.storage, { kind: 'connectionString', settingName: 'AzureWebJobsStorage', connectionString: 'UseDevelopmentStorage=true' });
+    assert.equal(s.leader.container, DEFAULTS.leaseContainer);
+    assert.equal(s.leader.blob, DEFAULTS.leaseBlob);
+    assert.equal(s.leader.leaseSeconds, 15);
+    assert.equal(s.leader.renewDeadlineMs, 10_000);
+    assert.equal(s.leader.retryPeriodMs, 2_000);
+    assert.equal(s.leader.requestTimeoutMs, 2_000);
+    assert.equal(s.leader.timerSchedule, '*/5 * * * * *');
+    assert.equal(s.jobs.jobsQueue, 'jobs');
+    assert.equal(s.jobs.workItemsQueue, 'work-items');
+    assert.equal(s.jobs.resultsContainer, 'job-results');
+    assert.equal(s.jobs.taskHubName, 'CoordinatorHub');
+  });
+
+  it('derives the renew deadline from the lease duration', () => {
+    assert.equal(loadSettings({ ...DEV, LEADER_LEASE_SECONDS: '60' }).leader.renewDeadlineMs, 40_000);
+  });
+
+  it('prefers CoordinatorStorage over AzureWebJobsStorage and binds to it', () => {
+    const s = loadSettings({ ...DEV, CoordinatorStorage: 'AccountName=x;AccountKey=y' });
+    assert.equal(s.storageConnectionName, 'CoordinatorStorage');
+    assert.equal(s.storage.kind, 'connectionString');
+  });
+
+  it('reads identity-based connections from service URIs', () => {
+    const s = loadSettings({
+      CoordinatorStorage__blobServiceUri: 'https://acct.blob.core.windows.net',
+      CoordinatorStorage__queueServiceUri: 'https://acct.queue.core.windows.net',
+      CoordinatorStorage__credential: 'managedidentity',
+      CoordinatorStorage__clientId: '00000000-0000-0000-0000-000000000001',
+    });
+    assert.deepEqual(s.storage, {
+      kind: 'identity',
+      settingName: 'CoordinatorStorage',
+      blobServiceUri: 'https://acct.blob.core.windows.net',
+      queueServiceUri: 'https://acct.queue.core.windows.net',
+      tableServiceUri: 'https://acct.table.core.windows.net',
+      credential: 'managedidentity',
+      clientId: '00000000-0000-0000-0000-000000000001',
+    });
+  });
+
+  it('derives service URIs from an account name', () => {
+    const s = loadSettings({ AzureWebJobsStorage__accountName: 'myacct' });
+    assert.equal(s.storage.kind, 'identity');
+    if (s.storage.kind === 'identity') {
+      assert.equal(s.storage.blobServiceUri, 'https://myacct.blob.core.windows.net');
+      assert.equal(s.storage.queueServiceUri, 'https://myacct.queue.core.windows.net');
+    }
+  });
+
+  const bad: Array<[string, Record<string, string>, string, RegExp]> = [
+    ['no storage at all', {}, 'AzureWebJobsStorage', /is not set/],
+    ['a connection string that is not one', { AzureWebJobsStorage: 'hello' }, 'AzureWebJobsStorage', /not a storage connection string/],
+    ['identity without a queue URI', { CoordinatorStorage__blobServiceUri: 'https://a.blob.core.windows.net' }, 'CoordinatorStorage__queueServiceUri', /missing/],
+    ['identity without a blob URI', { CoordinatorStorage__queueServiceUri: 'https://a.queue.core.windows.net' }, 'CoordinatorStorage__blobServiceUri', /missing/],
+    ['a service URI that is not a URL', { CoordinatorStorage__blobServiceUri: 'nope', CoordinatorStorage__queueServiceUri: 'https://a.queue.core.windows.net' }, 'CoordinatorStorage__blobServiceUri', /not an http/],
+    ['an unsupported credential', { AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__credential: 'password' }, 'AzureWebJobsStorage__credential', /not supported/],
+    ['a bad account name', { AzureWebJobsStorage__accountName: 'Bad_Name' }, 'AzureWebJobsStorage__accountName', /not a storage account name/],
+    ['a lease shorter than Azure allows', { ...DEV, LEADER_LEASE_SECONDS: '10' }, 'LEADER_LEASE_SECONDS', /15 to 60/],
+    ['a lease longer than Azure allows', { ...DEV, LEADER_LEASE_SECONDS: '61' }, 'LEADER_LEASE_SECONDS', /15 to 60/],
+    ['a fractional lease', { ...DEV, LEADER_LEASE_SECONDS: '15.5' }, 'LEADER_LEASE_SECONDS', /whole number/],
+    ['a lease that is not a number', { ...DEV, LEADER_LEASE_SECONDS: 'soon' }, 'LEADER_LEASE_SECONDS', /not a number/],
+    ['a renew deadline not below the lease', { ...DEV, LEADER_RENEW_DEADLINE_SECONDS: '15' }, 'LEADER_RENEW_DEADLINE_SECONDS', /shorter than LEADER_LEASE_SECONDS/],
+    ['a retry period not below the deadline', { ...DEV, LEADER_RETRY_PERIOD_SECONDS: '10' }, 'LEADER_RETRY_PERIOD_SECONDS', /shorter than LEADER_RENEW_DEADLINE_SECONDS/],
+    ['a request timeout not below the deadline', { ...DEV, LEADER_REQUEST_TIMEOUT_SECONDS: '12' }, 'LEADER_REQUEST_TIMEOUT_SECONDS', /shorter than LEADER_RENEW_DEADLINE_SECONDS/],
+    ['a zero stall timeout', { ...DEV, LEADER_STALL_TIMEOUT_SECONDS: '0' }, 'LEADER_STALL_TIMEOUT_SECONDS', /out of range/],
+    ['a five-field cron', { ...DEV, LEADER_TIMER_SCHEDULE: '*/5 * * * *' }, 'LEADER_TIMER_SCHEDULE', /six-field/],
+    ['an uppercase container', { ...DEV, LEADER_LEASE_CONTAINER: 'Leases' }, 'LEADER_LEASE_CONTAINER', /not a valid name/],
+    ['a blob name with a slash', { ...DEV, LEADER_LEASE_BLOB: '../x' }, 'LEADER_LEASE_BLOB', /not a valid name/],
+    ['a queue name with underscores', { ...DEV, JOBS_QUEUE: 'my_jobs' }, 'JOBS_QUEUE', /not a valid name/],
+    ['a task hub with a hyphen', { ...DEV, TASK_HUB_NAME: 'my-hub' }, 'TASK_HUB_NAME', /not a valid name/],
+    ['an instance id with spaces', { ...DEV, COORDINATOR_INSTANCE_ID: 'a b' }, 'COORDINATOR_INSTANCE_ID', /must be/],
+  ];
+  for (const [what, env, setting, message] of bad) {
+    it(`rejects ${what}, naming ${setting}`, () => {
+      const err = configErrorFor(env);
+      assert.equal(err.setting, setting);
+      assert.equal(err.code, 'CONFIG_INVALID');
+      assert.match(err.message, new RegExp(`^Setting ${setting}: `));
+      assert.match(err.message, message);
+    });
+  }
+
+  it('never echoes a connection string in its error', () => {
+    const err = configErrorFor({ AzureWebJobsStorage: 'AccountKey=s3cr3t' });
+    assert.doesNotMatch(err.message, /s3cr3t/);
+  });
+
+  it('names every setting it reads exactly once', () => {
+    const names = Object.values(SETTING_NAMES);
+    assert.equal(new Set(names).size, names.length);
+  });
+});
