@@ -9,8 +9,10 @@ import { join, relative, sep } from 'node:path';
 
 import { startAzurite } from '../test/support/azurite';
 
-const root = join(__dirname, '..', '..');
-const compiledTests = join(root, 'dist', 'test');
+// Compiled layout: <outDir>/scripts/runTests.js beside <outDir>/test. Any outDir works (helpers
+// building in parallel use their own), so paths come from here, not from a fixed "dist".
+const root = process.cwd();
+const compiledTests = join(__dirname, '..', 'test');
 
 function findTests(dir: string): string[] {
   if (!existsSync(dir)) return [];
