@@ -38,8 +38,33 @@ export interface InvocationRequest {
   readonly inputs?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * An HTTP trigger's request as the host passes it (the `trigger` of an `httpTrigger` invocation):
+ * sent to the library as RPC `http` typed data, so the handler gets the library's own HttpRequest.
+ */
+export interface HttpRequestData {
+  readonly method: string;
+  /** Absolute URL as the client called it. */
+  readonly url: string;
+  /** Lower-case header names; repeated headers joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, string>>;
+  /** Route parameters by name. */
+  readonly params: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+}
+
+/** An `http` output binding's value (an HTTP function's response) converted back from typed data. */
+export interface HttpResponseData {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** `Set-Cookie` header values. */
+  readonly cookies: readonly string[];
+  readonly body: Buffer;
+}
+
 export interface InvocationResult {
-  /** The function's return value, converted back from typed data (JSON parsed where it was JSON). */
+  /** The function's return value, converted back from typed data (JSON parsed where it was JSON; an `HttpResponseData` for an `http` binding). */
   readonly returnValue: unknown;
   /** Output binding values by binding name. */
   readonly outputs: Readonly<Record<string, unknown>>;
