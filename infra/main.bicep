@@ -1,0 +1,296 @@
+// Everything the coordinator needs in one resource group, for `azd up` (or `az deployment sub
+// create`): a Flex Consumption Function App on Node.js 22, a storage account with shared-key
+// access disabled, a user-assigned managed identity holding data-plane roles only, and Application
+// Insights with local authentication disabled. Every app setting the app reads is set here with the
+// app's own default (shared/config/settings.ts DEFAULTS); test/unit/infra keeps the two in step.
+//
+// Not here: networking (VNet integration, private endpoints). The storage account accepts public
+// traffic authenticated with Entra ID only; add network rules for a locked-down deployment.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('azd environment name; it seeds the unique suffix of every resource name.')
+param environmentName string
+
+@minLength(1)
+@description('Region for all resources; it must offer Flex Consumption (az functionapp list-flexconsumption-locations).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Optional resource group name; default rg-<environmentName>.')
+param resourceGroupName string = ''
+
+@description('Optional Function App name; default func-<unique suffix>.')
+param functionAppName string = ''
+
+@description('Upper bound on Function App instances.')
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int = 100
+
+@description('Memory per instance in MB.')
+@allowed([512, 2048, 4096])
+param instanceMemoryMB int = 2048
+
+// ---- One coordinator across apps or regions -------------------------------------------------
+// Leave both empty: the app's own storage account holds the lease, queues and results. To run one
+// coordinator across several apps (regions, slots), create one account for it and point every app
+// at it: its leader lease, jobs queue, work-items queue and results then live there, and only one
+// app's instance leads at a time. Each app keeps its own account for the host and Durable.
+@description('Optional existing storage account shared by several apps for the lease, queues and results.')
+param coordinatorStorageAccountName string = ''
+
+@description('Resource group of coordinatorStorageAccountName (same subscription); default: this deployment\'s group.')
+param coordinatorStorageResourceGroupName string = ''
+
+// ---- App settings with the app's defaults (shared/config/settings.ts DEFAULTS) --------------
+@description('TASK_HUB_NAME: Durable Functions task hub (host.json reads it as %TASK_HUB_NAME%). Apps sharing one AzureWebJobsStorage account need different names.')
+@minLength(3)
+@maxLength(45)
+param taskHubName string = 'CoordinatorHub'
+
+@description('LEADER_LEASE_CONTAINER: container of the leader-election blob.')
+param leaderLeaseContainer string = 'leader-election'
+
+@description('LEADER_LEASE_BLOB: the blob whose lease elects the leader (used for nothing else).')
+param leaderLeaseBlob string = 'coordinator'
+
+@description('LEADER_LEASE_SECONDS: blob lease duration L.')
+@minValue(15)
+@maxValue(60)
+param leaderLeaseSeconds int = 15
+
+@description('LEADER_RENEW_DEADLINE_SECONDS: step down if no renewal succeeded for this long. Empty: 2/3 of the lease duration.')
+param leaderRenewDeadlineSeconds string = ''
+
+@description('LEADER_RETRY_PERIOD_SECONDS: campaign/renew retry period (decimals allowed).')
+param leaderRetryPeriodSeconds string = '2'
+
+@description('LEADER_REQUEST_TIMEOUT_SECONDS: hard limit on one lease request. Empty: the smaller of 2 s and half the renew deadline.')
+param leaderRequestTimeoutSeconds string = ''
+
+@description('LEADER_STALL_TIMEOUT_SECONDS: a leader whose work made no progress for this long steps down.')
+param leaderStallTimeoutSeconds string = '120'
+
+@description('LEADER_DRAIN_TIMEOUT_SECONDS: graceful stop waits this long for leader work before releasing the lease.')
+param leaderDrainTimeoutSeconds string = '10'
+
+@description('LEADER_PASS_INTERVAL_SECONDS: while leading, run a coordination pass this often.')
+param leaderPassIntervalSeconds string = '5'
+
+@description('LEADER_TIMER_SCHEDULE: six-field NCRONTAB (UTC) of the leader timer.')
+param leaderTimerSchedule string = '*/5 * * * * *'
+
+@description('JOBS_QUEUE: queue of job submissions.')
+param jobsQueue string = 'jobs'
+
+@description('WORK_ITEMS_QUEUE: queue of chunk messages every instance works.')
+param workItemsQueue string = 'work-items'
+
+@description('JOB_RESULTS_CONTAINER: container of chunk results.')
+param jobResultsContainer string = 'job-results'
+
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = { 'azd-env-name': environmentName }
+var appName = !empty(functionAppName) ? functionAppName : 'func-${resourceToken}'
+// Flex Consumption reads the deployment package from this container, with the app's identity.
+var deploymentContainerName = 'app-package-${take(appName, 32)}-${take(toLower(uniqueString(appName, resourceToken)), 7)}'
+var storageSuffix = environment().suffixes.storage
+var sharesCoordinatorStorage = !empty(coordinatorStorageAccountName)
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: !empty(resourceGroupName) ? resourceGroupName : 'rg-${environmentName}'
+  location: location
+  tags: tags
+}
+
+module identity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1' = {
+  name: 'identity'
+  scope: rg
+  params: {
+    name: 'id-${resourceToken}'
+    location: location
+    tags: tags
+  }
+}
+
+module plan 'br/public:avm/res/web/serverfarm:0.1.1' = {
+  name: 'plan'
+  scope: rg
+  params: {
+    name: 'plan-${resourceToken}'
+    sku: {
+      name: 'FC1'
+      tier: 'FlexConsumption'
+    }
+    reserved: true // Linux: Flex Consumption runs on Linux only
+    location: location
+    tags: tags
+  }
+}
+
+module storage 'br/public:avm/res/storage/storage-account:0.8.3' = {
+  name: 'storage'
+  scope: rg
+  params: {
+    name: 'st${resourceToken}'
+    location: location
+    tags: tags
+    // Entra ID only: no account key works, so none can leak. The host, Durable, the deployment
+    // and the app all authenticate with the managed identity.
+    allowSharedKeyAccess: false
+    allowBlobPublicAccess: false
+    minimumTlsVersion: 'TLS1_2'
+    dnsEndpointType: 'Standard'
+    publicNetworkAccess: 'Enabled'
+    networkAcls: {
+      defaultAction: 'Allow'
+      bypass: 'AzureServices'
+    }
+    blobServices: {
+      containers: [{ name: deploymentContainerName }]
+    }
+  }
+}
+
+module logAnalytics 'br/public:avm/res/operational-insights/workspace:0.11.1' = {
+  name: 'logAnalytics'
+  scope: rg
+  params: {
+    name: 'log-${resourceToken}'
+    location: location
+    tags: tags
+    dataRetention: 30
+  }
+}
+
+module monitoring 'br/public:avm/res/insights/component:0.6.0' = {
+  name: 'monitoring'
+  scope: rg
+  params: {
+    name: 'appi-${resourceToken}'
+    location: location
+    tags: tags
+    workspaceResourceId: logAnalytics.outputs.resourceId
+    // Telemetry is accepted only with an Entra ID token (see monitoringAccess.bicep).
+    disableLocalAuth: true
+  }
+}
+
+module hostStorageAccess 'app/storageAccess.bicep' = {
+  name: 'hostStorageAccess'
+  scope: rg
+  params: {
+    storageAccountName: storage.outputs.name
+    principalId: identity.outputs.principalId
+  }
+}
+
+module coordinatorStorageAccess 'app/storageAccess.bicep' = if (sharesCoordinatorStorage) {
+  name: 'coordinatorStorageAccess-${resourceToken}'
+  scope: resourceGroup(!empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
+  params: {
+    storageAccountName: coordinatorStorageAccountName
+    principalId: identity.outputs.principalId
+  }
+}
+
+module monitoringAccess 'app/monitoringAccess.bicep' = {
+  name: 'monitoringAccess'
+  scope: rg
+  params: {
+    applicationInsightsName: monitoring.outputs.name
+    principalId: identity.outputs.principalId
+  }
+}
+
+var coordinatorAccountName = sharesCoordinatorStorage ? coordinatorStorageAccountName : storage.outputs.name
+
+module coordinatorStorage 'app/coordinatorStorage.bicep' = {
+  name: 'coordinatorStorage-${resourceToken}'
+  scope: resourceGroup(sharesCoordinatorStorage && !empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
+  params: {
+    storageAccountName: coordinatorAccountName
+    queueNames: [jobsQueue, workItemsQueue]
+    containerNames: [leaderLeaseContainer, jobResultsContainer]
+  }
+}
+
+// Every app setting, by who reads it. test/unit/infra/settingsParity.test.ts parses this object:
+// each key must be read by the app (shared/config/settings.ts) or by the Functions host.
+var appSettings = {
+  // The host's own storage (timers, queue-trigger bookkeeping, Durable's task hub): identity-based.
+  AzureWebJobsStorage__blobServiceUri: 'https://${storage.outputs.name}.blob.${storageSuffix}'
+  AzureWebJobsStorage__queueServiceUri: 'https://${storage.outputs.name}.queue.${storageSuffix}'
+  AzureWebJobsStorage__tableServiceUri: 'https://${storage.outputs.name}.table.${storageSuffix}'
+  AzureWebJobsStorage__credential: 'managedidentity'
+  AzureWebJobsStorage__clientId: identity.outputs.clientId
+  // The app's own blobs and queues (lease, jobs, work items, results): the queue trigger binds to
+  // this connection too.
+  CoordinatorStorage__blobServiceUri: 'https://${coordinatorAccountName}.blob.${storageSuffix}'
+  CoordinatorStorage__queueServiceUri: 'https://${coordinatorAccountName}.queue.${storageSuffix}'
+  CoordinatorStorage__tableServiceUri: 'https://${coordinatorAccountName}.table.${storageSuffix}'
+  CoordinatorStorage__credential: 'managedidentity'
+  CoordinatorStorage__clientId: identity.outputs.clientId
+  // Telemetry with Entra ID: the connection string says where, the authentication string says who.
+  APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.connectionString
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identity.outputs.clientId};Authorization=AAD'
+  TASK_HUB_NAME: taskHubName
+  LEADER_LEASE_CONTAINER: leaderLeaseContainer
+  LEADER_LEASE_BLOB: leaderLeaseBlob
+  LEADER_LEASE_SECONDS: string(leaderLeaseSeconds)
+  LEADER_RENEW_DEADLINE_SECONDS: leaderRenewDeadlineSeconds
+  LEADER_RETRY_PERIOD_SECONDS: leaderRetryPeriodSeconds
+  LEADER_REQUEST_TIMEOUT_SECONDS: leaderRequestTimeoutSeconds
+  LEADER_STALL_TIMEOUT_SECONDS: leaderStallTimeoutSeconds
+  LEADER_DRAIN_TIMEOUT_SECONDS: leaderDrainTimeoutSeconds
+  LEADER_PASS_INTERVAL_SECONDS: leaderPassIntervalSeconds
+  LEADER_TIMER_SCHEDULE: leaderTimerSchedule
+  JOBS_QUEUE: jobsQueue
+  WORK_ITEMS_QUEUE: workItemsQueue
+  JOB_RESULTS_CONTAINER: jobResultsContainer
+  // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
+  // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the
+  // runtime from functionAppConfig and rejects the setting).
+}
+
+module app 'app/functionApp.bicep' = {
+  name: 'functionApp'
+  scope: rg
+  params: {
+    name: appName
+    location: location
+    tags: tags
+    appServicePlanId: plan.outputs.resourceId
+    deploymentBlobEndpoint: 'https://${storage.outputs.name}.blob.${storageSuffix}/'
+    deploymentContainerName: deploymentContainerName
+    identityId: identity.outputs.resourceId
+    runtimeName: 'node'
+    runtimeVersion: '22'
+    instanceMemoryMB: instanceMemoryMB
+    maximumInstanceCount: maximumInstanceCount
+    appSettings: appSettings
+  }
+  // The host starts as soon as the app exists: its identity must already hold its roles.
+  dependsOn: [
+    hostStorageAccess
+    coordinatorStorageAccess
+    monitoringAccess
+    coordinatorStorage
+  ]
+}
+
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_APP_NAME string = app.outputs.name
+output SERVICE_API_NAME string = app.outputs.name
+output SERVICE_API_URI string = 'https://${app.outputs.defaultHostname}'
+output AZURE_STORAGE_ACCOUNT_NAME string = storage.outputs.name
+output AZURE_COORDINATOR_STORAGE_ACCOUNT string = coordinatorAccountName
+output APPLICATIONINSIGHTS_CONNECTION_STRING string = monitoring.outputs.connectionString
