@@ -95,6 +95,10 @@ param workItemsQueue string = 'work-items'
 @description('JOB_RESULTS_CONTAINER: container of chunk results.')
 param jobResultsContainer string = 'job-results'
 
+@description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
+@allowed(['debug', 'info', 'warn', 'error'])
+param coordinatorLogLevel string = 'info'
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var appName = !empty(functionAppName) ? functionAppName : 'func-${resourceToken}'
@@ -254,6 +258,7 @@ var appSettings = {
   JOBS_QUEUE: jobsQueue
   WORK_ITEMS_QUEUE: workItemsQueue
   JOB_RESULTS_CONTAINER: jobResultsContainer
+  COORDINATOR_LOG_LEVEL: coordinatorLogLevel
   // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the
   // runtime from functionAppConfig and rejects the setting).

@@ -1,0 +1,222 @@
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+
+import { ConfigError } from '../../../shared/config/ConfigError';
+import { DEFAULTS, type Env, loadSettings, SETTING_NAMES } from '../../../shared/config/settings';
+import { BicepFile, plain } from './BicepFile';
+import { readRepoFile, readRepoJson, repoFilesUnder, repoPath } from './repoFiles';
+
+/**
+ * Settings the Functions host (not our code) reads, each with the page that documents it. A
+ * provisioned setting must be read by the app or be on this list.
+ */
+const HOST_SETTINGS: Readonly<Record<string, string>> = {
+  // https://learn.microsoft.com/azure/azure-functions/functions-reference#connecting-to-host-storage-with-an-identity
+  AzureWebJobsStorage__blobServiceUri: 'host storage (blobs: leases, timers, Flex deployment)',
+  AzureWebJobsStorage__queueServiceUri: 'host storage (queues: Durable control and work-item queues)',
+  AzureWebJobsStorage__tableServiceUri: 'host storage (tables: Durable instances and history)',
+  AzureWebJobsStorage__credential: 'identity-based host storage: managedidentity',
+  AzureWebJobsStorage__clientId: 'identity-based host storage: which user-assigned identity',
+  // https://learn.microsoft.com/azure/azure-functions/functions-app-settings#applicationinsights_connection_string
+  APPLICATIONINSIGHTS_CONNECTION_STRING: 'where telemetry goes',
+  // https://learn.microsoft.com/azure/azure-functions/functions-app-settings#applicationinsights_authentication_string
+  APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'Entra ID authentication for telemetry',
+};
+
+/** Settings the app reads that the Bicep must NOT set, and why. */
+const NOT_PROVISIONED: Readonly<Record<string, string>> = {
+  [SETTING_NAMES.instanceId]: 'app settings are shared by all instances; each derives its own id from WEBSITE_INSTANCE_ID',
+};
+
+/**
+ * Settings read outside `loadSettings` (a module reading process.env itself), with the file that
+ * reads it and its default. Keep this short: new settings belong in shared/config/settings.ts.
+ */
+const READ_ELSEWHERE: Readonly<Record<string, { readonly file: string; readonly fallback: string }>> = {
+  COORDINATOR_LOG_LEVEL: { file: 'shared/observability/log.ts', fallback: 'info' },
+};
+
+/** Set by the platform or the OS, never by us. */
+const PLATFORM_PROVIDED = new Set(['WEBSITE_INSTANCE_ID', 'HOSTNAME', 'COMPUTERNAME']);
+
+/** SETTING_NAMES entries without a DEFAULTS entry, and what stands in for one (checked below). */
+const DEFAULT_BY_DERIVATION: Readonly<Record<string, string>> = {
+  storageConnection: `falls back to ${SETTING_NAMES.hostStorageConnection}`,
+  hostStorageConnection: `not needed by the app when ${SETTING_NAMES.storageConnection} is set (the host itself requires it)`,
+  instanceId: 'derived from WEBSITE_INSTANCE_ID or the host name and process id',
+};
+
+const CONNECTION_SETTINGS: readonly string[] = [SETTING_NAMES.storageConnection, SETTING_NAMES.hostStorageConnection];
+const DEV_ENV: Env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true' };
+
+interface LocalSettings {
+  readonly Values: Readonly<Record<string, string>>;
+}
+
+function withoutStorage(settings: ReturnType<typeof loadSettings>): unknown {
+  // Storage and instance id differ by design between environments; everything else must match.
+  return { leader: settings.leader, jobs: settings.jobs };
+}
+
+function isConnectionSetting(name: string): boolean {
+  return CONNECTION_SETTINGS.some((c) => name === c || name.startsWith(`${c}__`));
+}
+
+/** True when loadSettings visibly depends on `name`: removing or corrupting it changes the outcome. */
+function appReads(env: Env, name: string): boolean {
+  const outcome = (e: Env): string => {
+    try {
+      return JSON.stringify(loadSettings(e));
+    } catch (err) {
+      return err instanceof ConfigError ? `ConfigError:${err.setting}` : `Error:${String(err)}`;
+    }
+  };
+  const baseline = outcome(env);
+  const without = Object.fromEntries(Object.entries(env).filter(([k]) => k !== name));
+  return [without, { ...env, [name]: '!! not a valid value !!' }].some((variant) => outcome(variant) !== baseline);
+}
+
+describe('settings parity: the app, the Bicep and local.settings.sample.json agree', () => {
+  let provisioned: Map<string, string>;
+  let sample: Readonly<Record<string, string>>;
+
+  before(async () => {
+    const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
+    provisioned = new Map([...main.evaluateObjectVariable('appSettings')].map(([k, v]) => [k, plain(v) ?? '']));
+    sample = readRepoJson<LocalSettings>('local.settings.sample.json').Values;
+  });
+
+  const appSettings = (): Env => Object.fromEntries(provisioned);
+
+  it('every setting the app reads has a default (or a tested stand-in for one)', () => {
+    for (const [key, name] of Object.entries(SETTING_NAMES)) {
+      if (key in DEFAULTS) continue;
+      assert.ok(key in DEFAULT_BY_DERIVATION, `${name} (${key}) has no entry in DEFAULTS and no stated derivation`);
+    }
+    // The stand-ins hold: the app starts without each of them.
+    assert.doesNotThrow(() => loadSettings({ CoordinatorStorage: 'UseDevelopmentStorage=true' }));
+    assert.equal(loadSettings(DEV_ENV).storageConnectionName, SETTING_NAMES.hostStorageConnection);
+    assert.ok(loadSettings(DEV_ENV).instanceId.length > 0);
+  });
+
+  it('every setting the app reads is provisioned by the Bicep, or deliberately not', () => {
+    const names = [...Object.values(SETTING_NAMES), ...Object.keys(READ_ELSEWHERE)];
+    for (const name of names) {
+      if (name in NOT_PROVISIONED) {
+        assert.ok(!provisioned.has(name), `${name} must not be provisioned: ${NOT_PROVISIONED[name]}`);
+        continue;
+      }
+      const present = CONNECTION_SETTINGS.includes(name) ? [...provisioned.keys()].some((k) => k.startsWith(`${name}__`)) : provisioned.has(name);
+      assert.ok(present, `${name} is read by the app but infra/main.bicep does not set it (add it to appSettings, or to NOT_PROVISIONED with a reason)`);
+    }
+  });
+
+  it('every setting the app reads appears in local.settings.sample.json', () => {
+    for (const name of [...Object.values(SETTING_NAMES), ...Object.keys(READ_ELSEWHERE)]) {
+      assert.ok(name in sample, `${name} is missing from local.settings.sample.json`);
+    }
+  });
+
+  it('the provisioned values are the app defaults', () => {
+    const fromBicep = loadSettings(appSettings());
+    assert.deepEqual(withoutStorage(fromBicep), withoutStorage(loadSettings(DEV_ENV)));
+    for (const [key, value] of Object.entries(DEFAULTS)) {
+      const name = SETTING_NAMES[key as keyof typeof SETTING_NAMES];
+      const provisionedValue = provisioned.get(name);
+      // An empty value means "use the app's default"; the app treats '' as unset (asserted above).
+      if (provisionedValue !== '') assert.equal(provisionedValue, String(value), `${name}: Bicep default differs from DEFAULTS.${key}`);
+    }
+    for (const [name, { fallback }] of Object.entries(READ_ELSEWHERE)) {
+      assert.equal(provisioned.get(name), fallback, `${name}: Bicep default differs from the reader's fallback`);
+    }
+  });
+
+  it('local.settings.sample.json gives the app defaults', () => {
+    assert.deepEqual(withoutStorage(loadSettings(sample)), withoutStorage(loadSettings(DEV_ENV)));
+    for (const [name, { fallback }] of Object.entries(READ_ELSEWHERE)) assert.equal(sample[name], fallback, name);
+  });
+
+  it('the app connects to storage with the managed identity the roles are granted to', () => {
+    const settings = loadSettings(appSettings());
+    assert.equal(settings.storageConnectionName, SETTING_NAMES.storageConnection);
+    assert.equal(settings.storage.kind, 'identity');
+    if (settings.storage.kind !== 'identity') return;
+    assert.equal(settings.storage.credential, 'managedidentity');
+    assert.equal(settings.storage.clientId, 'identityoutputsclientid', 'CoordinatorStorage__clientId must be the user-assigned identity (identity.outputs.clientId)');
+    assert.equal(settings.storage.blobServiceUri, 'https://storageoutputsname.blob.core.windows.net');
+    assert.equal(settings.storage.queueServiceUri, 'https://storageoutputsname.queue.core.windows.net');
+    // The host's own connection, read the same way (the app falls back to it): same identity,
+    // and all three services, because Durable's Azure Storage backend uses queues and tables.
+    const hostOnly = Object.fromEntries([...provisioned].filter(([k]) => !k.startsWith(`${SETTING_NAMES.storageConnection}__`)));
+    const host = loadSettings(hostOnly).storage;
+    assert.equal(host.kind, 'identity');
+    if (host.kind !== 'identity') return;
+    assert.equal(host.clientId, settings.storage.clientId);
+    assert.equal(host.credential, 'managedidentity');
+    assert.equal(provisioned.get('AzureWebJobsStorage__tableServiceUri'), 'https://storageoutputsname.table.core.windows.net');
+    assert.equal(provisioned.get('APPLICATIONINSIGHTS_AUTHENTICATION_STRING'), 'ClientId=identityoutputsclientid;Authorization=AAD');
+  });
+
+  it('no provisioned setting is unused by the app or the host', () => {
+    const env = appSettings();
+    for (const name of provisioned.keys()) {
+      if (name in HOST_SETTINGS) continue;
+      if (name in READ_ELSEWHERE) {
+        const reader = READ_ELSEWHERE[name];
+        assert.ok(reader !== undefined && readRepoFile(reader.file).includes(name), `${name}: ${reader?.file} no longer reads it`);
+        continue;
+      }
+      assert.ok(appReads(env, name), `${name} is provisioned but neither the app (loadSettings) nor the host reads it`);
+    }
+  });
+
+  it('settings the host reads are provisioned only in their identity-based form', () => {
+    for (const name of CONNECTION_SETTINGS) {
+      assert.ok(!provisioned.has(name), `${name} as a connection string would need an account key: use ${name}__* settings`);
+    }
+    for (const name of provisioned.keys()) {
+      assert.ok(isConnectionSetting(name) || !name.includes('__') || name in HOST_SETTINGS, `${name}: unexpected nested setting`);
+    }
+  });
+
+  it('every process.env read in the app is a known setting', () => {
+    const known = new Set<string>([...Object.values(SETTING_NAMES), ...Object.keys(READ_ELSEWHERE), ...PLATFORM_PROVIDED]);
+    const files = [...repoFilesUnder('functions', '.ts'), ...repoFilesUnder('shared', '.ts')];
+    const patterns = [/process\.env\.([A-Za-z_][A-Za-z0-9_]*)/g, /process\.env\[\s*['"]([^'"]+)['"]\s*\]/g, /readRaw\(\s*(?:process\.)?env\s*,\s*['"]([^'"]+)['"]/g];
+    const unknown: string[] = [];
+    for (const file of files) {
+      const source = readRepoFile(file);
+      for (const pattern of patterns) {
+        for (const match of source.matchAll(pattern)) {
+          const name = match[1];
+          if (name !== undefined && !known.has(name)) unknown.push(`${file}: ${name}`);
+        }
+      }
+    }
+    assert.deepEqual(unknown, [], 'add these to SETTING_NAMES/DEFAULTS (or READ_ELSEWHERE here) so they are provisioned and documented');
+  });
+
+  it('host.json placeholders are provisioned, in the sample, and read by the app with a default', () => {
+    const hostJson = readRepoFile('host.json');
+    const placeholders = [...hostJson.matchAll(/%([A-Za-z0-9_]+)%/g)].map((m) => m[1] ?? '');
+    assert.ok(placeholders.includes(SETTING_NAMES.taskHubName), 'host.json must take the Durable task hub from TASK_HUB_NAME');
+    for (const name of placeholders) {
+      assert.ok(provisioned.has(name), `host.json uses %${name}% but the Bicep does not set it`);
+      assert.ok(name in sample, `host.json uses %${name}% but local.settings.sample.json lacks it`);
+      assert.ok((Object.values(SETTING_NAMES) as string[]).includes(name), `%${name}% has no entry in SETTING_NAMES`);
+    }
+  });
+
+  it('the runtime is node in both places: Flex functionAppConfig and the local sample', async () => {
+    const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
+    const appModule = main.nodesOfType('module_declaration').find((m) => m.text.includes("'app/functionApp.bicep'"));
+    assert.ok(appModule !== undefined, 'main.bicep must deploy app/functionApp.bicep');
+    const params = appModule.descendantsOfType('object_property').find((p) => p?.namedChild(0)?.text === 'params')?.namedChildren.at(-1);
+    assert.ok(params !== null && params !== undefined);
+    const values = new Map(BicepFile.objectProperties(params).map(([k, v]) => [k, plain(main.evaluate(v))]));
+    assert.equal(values.get('runtimeName'), sample.FUNCTIONS_WORKER_RUNTIME);
+    assert.equal(values.get('runtimeVersion'), '22');
+    // Flex Consumption rejects FUNCTIONS_WORKER_RUNTIME as an app setting.
+    assert.ok(!provisioned.has('FUNCTIONS_WORKER_RUNTIME'));
+  });
+});
