@@ -1,0 +1,226 @@
+/**
+ * The process-wide wiring of the elector to the leader's work: every timer firing calls `tick`,
+ * which campaigns and, while this instance leads, runs a coordination pass; while leading the
+ * runtime also runs passes every `passIntervalMs` on its own (on Azure the host's timer lock may
+ * sit on another instance, so this instance's timer may never fire while it leads).
+ *
+ * Guarantees: passes never overlap within a process; a pass runs only while the elector believes
+ * it leads and gets that term's epoch and an AbortSignal that fires on step-down; graceful shutdown
+ * (SIGTERM/SIGINT, the host's app-terminate hook, or `stop()`) aborts the pass, waits for it
+ * (bounded by the drain timeout) and releases the lease.
+ * Not guaranteed: that a pass finishes (it is aborted on step-down), or that a pass never runs
+ * twice for one epoch (passes must be idempotent; the epoch is their fencing token).
+ */
+import { type Settings } from '../config/settings';
+import { toCoordinatorError } from '../errors';
+import { createLogger, type Logger } from '../observability/log';
+import { BlobLeaseStore } from './BlobLeaseStore';
+import { type Clock, systemClock } from './Clock';
+import { ElectorConfigError } from './errors';
+import { type CurrentLeader, type ElectorCounters, type ElectorRole, type Leadership, LeaseElector, type LeaseElectorOptions } from './LeaseElector';
+
+export interface CoordinationContext<S> {
+  readonly epoch: number;
+  readonly holder: string;
+  readonly signal: AbortSignal;
+  readonly services: S;
+  /** Report progress; a pass silent for longer than the stall timeout makes the leader step down. */
+  progress(): void;
+}
+
+export type CoordinationPass<S> = (ctx: CoordinationContext<S>) => Promise<void>;
+
+export interface CoordinatorRuntimeOptions<S> {
+  readonly elector: Omit<LeaseElectorOptions, 'callbacks'>;
+  readonly pass: CoordinationPass<S>;
+  readonly passIntervalMs: number;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+export interface RuntimeState {
+  readonly role: ElectorRole;
+  /** This instance's holder id (what the lease metadata shows when it leads). */
+  readonly holder: string;
+  /** This instance's epoch while it leads. */
+  readonly epoch: number | undefined;
+  readonly passes: number;
+  readonly lastPass: { readonly epoch: number; readonly at: string; readonly durationMs: number } | undefined;
+  readonly lastPassError: { readonly code: string; readonly message: string; readonly at: string } | undefined;
+  /** The leader this instance last observed (itself included). */
+  readonly observedLeader: { readonly holder: string; readonly epoch: number } | undefined;
+}
+
+export class CoordinatorRuntime<S> {
+  readonly elector: LeaseElector;
+  private readonly pass: CoordinationPass<S>;
+  private readonly passIntervalMs: number;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private services: S | undefined;
+  private leadership: Leadership | undefined;
+  private passInFlight: Promise<void> | undefined;
+  private passes = 0;
+  private lastPass: RuntimeState['lastPass'];
+  private lastPassError: RuntimeState['lastPassError'];
+  private observedLeader: RuntimeState['observedLeader'];
+  private stopping: Promise<void> | undefined;
+  private signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
+
+  constructor(options: CoordinatorRuntimeOptions<S>) {
+    const interval = options.passIntervalMs;
+    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval <= 0) {
+      throw new ElectorConfigError('passIntervalMs', `${String(interval)} must be a number of milliseconds greater than 0.`);
+    }
+    if (interval >= options.elector.stallTimeoutMs) {
+      throw new ElectorConfigError('passIntervalMs', `${interval} ms must be shorter than stallTimeoutMs (${options.elector.stallTimeoutMs} ms), or the watchdog fires between passes.`);
+    }
+    this.pass = options.pass;
+    this.passIntervalMs = interval;
+    this.clock = options.clock ?? options.elector.clock ?? systemClock;
+    this.log = options.logger ?? options.elector.logger ?? createLogger('leader');
+    this.elector = new LeaseElector({
+      ...options.elector,
+      callbacks: {
+        onStartedLeading: (leadership) => this.lead(leadership),
+        onNewLeader: (leader) => {
+          this.observedLeader = leader;
+        },
+      },
+    });
+  }
+
+  /** A timer firing: campaign (acquire-or-renew) and, while leading, run one pass with these services. */
+  async tick(services: S): Promise<RuntimeState> {
+    this.services = services;
+    if (this.stopping !== undefined) return this.state();
+    await this.elector.campaignNow();
+    const leadership = this.leadership;
+    if (leadership !== undefined && !leadership.signal.aborted) await this.runPass(leadership);
+    return this.state();
+  }
+
+  state(): RuntimeState {
+    return {
+      role: this.elector.role,
+      holder: this.elector.holder,
+      epoch: this.elector.epoch,
+      passes: this.passes,
+      lastPass: this.lastPass,
+      lastPassError: this.lastPassError,
+      observedLeader: this.observedLeader,
+    };
+  }
+
+  counters(): Readonly<ElectorCounters> {
+    return this.elector.counters();
+  }
+
+  currentLeader(): Promise<CurrentLeader> {
+    return this.elector.currentLeader();
+  }
+
+  /** Graceful: abort the pass, wait for it (bounded), release the lease. Idempotent. */
+  stop(): Promise<void> {
+    this.stopping ??= this.elector.stop();
+    return this.stopping;
+  }
+
+  /** Stop gracefully on SIGTERM/SIGINT, then let the signal do what it would have done without us. */
+  installSignalHandlers(): void {
+    if (this.signalHandlers.length > 0) return;
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const handler = (): void => {
+        this.removeSignalHandlers();
+        this.log.info('leader.shutdown', { signal });
+        void this.stop().finally(() => {
+          // Our listener suppressed the default exit; restore it unless someone else handles the signal.
+          if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+        });
+      };
+      process.once(signal, handler);
+      this.signalHandlers.push([signal, handler]);
+    }
+  }
+
+  removeSignalHandlers(): void {
+    for (const [signal, handler] of this.signalHandlers) process.removeListener(signal, handler);
+    this.signalHandlers = [];
+  }
+
+  private async lead(leadership: Leadership): Promise<void> {
+    this.leadership = leadership;
+    try {
+      while (!leadership.signal.aborted) {
+        // Idle leadership is healthy; only a pass that hangs starves the watchdog.
+        leadership.progress();
+        if (this.services !== undefined) await this.runPass(leadership);
+        await this.clock.sleep(this.passIntervalMs, leadership.signal);
+      }
+    } finally {
+      if (this.leadership === leadership) this.leadership = undefined;
+    }
+    await this.passInFlight;
+  }
+
+  /** Runs a pass unless one is already running (then waits for that one): passes never overlap. */
+  private runPass(leadership: Leadership): Promise<void> {
+    if (this.passInFlight !== undefined) return this.passInFlight;
+    const services = this.services;
+    if (services === undefined || leadership.signal.aborted) return Promise.resolve();
+    const run = async (): Promise<void> => {
+      const startedAt = this.clock.now();
+      leadership.progress();
+      try {
+        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, services, progress: () => leadership.progress() });
+        leadership.progress();
+        this.passes += 1;
+        this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs: Math.round(this.clock.now() - startedAt) };
+        this.lastPassError = undefined;
+      } catch (err) {
+        if (leadership.signal.aborted) {
+          this.log.info('leader.pass_aborted', { epoch: leadership.epoch });
+          return;
+        }
+        const error = toCoordinatorError(err, 'PASS_FAILED');
+        this.lastPassError = { code: error.code, message: error.message, at: this.clock.wallNow().toISOString() };
+        this.log.error('leader.pass_failed', { epoch: leadership.epoch, code: error.code, error: err });
+      }
+    };
+    const inFlight = run().finally(() => {
+      this.passInFlight = undefined;
+    });
+    this.passInFlight = inFlight;
+    return inFlight;
+  }
+}
+
+let processRuntime: CoordinatorRuntime<unknown> | undefined;
+
+/**
+ * The one runtime of this process, built from the settings on first use (the timer function and
+ * the HTTP functions share it). Installs the SIGTERM/SIGINT handlers.
+ */
+export function processCoordinatorRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
+  if (processRuntime === undefined) {
+    const leader = settings.leader;
+    const runtime = new CoordinatorRuntime<S>({
+      elector: {
+        store: BlobLeaseStore.fromConnection(settings.storage, leader.container, leader.blob, leader.requestTimeoutMs),
+        holder: settings.instanceId,
+        leaseSeconds: leader.leaseSeconds,
+        renewDeadlineMs: leader.renewDeadlineMs,
+        retryPeriodMs: leader.retryPeriodMs,
+        requestTimeoutMs: leader.requestTimeoutMs,
+        stallTimeoutMs: leader.stallTimeoutMs,
+        drainTimeoutMs: leader.drainTimeoutMs,
+      },
+      pass,
+      passIntervalMs: leader.passIntervalMs,
+    });
+    runtime.installSignalHandlers();
+    // The runtime is generic only in the services the timer hands it; one process has one pass type.
+    processRuntime = runtime as CoordinatorRuntime<unknown>;
+  }
+  return processRuntime as CoordinatorRuntime<S>;
+}

@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type CoordinationContext, type CoordinationPass,CoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
+import { ElectorConfigError } from '../../../shared/leader/errors';
+import { debugMemoryLogger, TIMING } from './contender';
+import { ManualClock } from './ManualClock';
+import { MemoryLeaseStore } from './MemoryLeaseStore';
+
+interface Services {
+  readonly name: string;
+}
+
+function runtime(
+  clock: ManualClock,
+  store: MemoryLeaseStore,
+  pass: CoordinationPass<Services>,
+  holder = 'r',
+  overrides: { passIntervalMs?: number; stallTimeoutMs?: number } = {},
+): CoordinatorRuntime<Services> {
+  return new CoordinatorRuntime<Services>({
+    elector: { ...TIMING, stallTimeoutMs: overrides.stallTimeoutMs ?? TIMING.stallTimeoutMs, store, clock, holder, logger: debugMemoryLogger(holder), random: () => 0 },
+    pass,
+    passIntervalMs: overrides.passIntervalMs ?? 5_000,
+  });
+}
+
+describe('CoordinatorRuntime', () => {
+  it('a tick campaigns and, once leading, runs a pass with the epoch and the services of the tick', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const seen: Array<{ epoch: number; holder: string; services: string; at: number }> = [];
+    const rt = runtime(clock, store, (ctx) => {
+      seen.push({ epoch: ctx.epoch, holder: ctx.holder, services: ctx.services.name, at: clock.now() });
+      return Promise.resolve();
+    });
+    const ticked = rt.tick({ name: 'first' });
+    await clock.advance(0);
+    const state = await ticked;
+    assert.equal(state.role, 'leader');
+    assert.equal(state.epoch, 1);
+    assert.ok(seen.length >= 1);
+    assert.deepEqual(seen[0], { epoch: 1, holder: 'r', services: 'first', at: 0 });
+    assert.equal(rt.state().passes, seen.length);
+    assert.equal(rt.state().lastPass?.epoch, 1);
+  });
+
+  it('runs passes on its own interval while leading, with the latest services, without ticks', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const times: number[] = [];
+    const names: string[] = [];
+    const rt = runtime(clock, store, (ctx) => {
+      times.push(clock.now());
+      names.push(ctx.services.name);
+      return Promise.resolve();
+    });
+    const ticked = rt.tick({ name: 'a' });
+    await clock.advance(0);
+    await ticked;
+    const t2 = rt.tick({ name: 'b' });
+    await clock.advance(0);
+    await t2;
+    await clock.advance(20_000);
+    const own = times.filter((t) => t > 0);
+    assert.deepEqual(own, [5_000, 10_000, 15_000, 20_000]);
+    assert.equal(names.at(-1), 'b');
+  });
+
+  it('never runs two passes at once, however ticks and the interval coincide', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    let running = 0;
+    let maxRunning = 0;
+    let count = 0;
+    const rt = runtime(
+      clock,
+      store,
+      async (ctx) => {
+        running += 1;
+        maxRunning = Math.max(maxRunning, running);
+        count += 1;
+        await clock.sleep(7_000, ctx.signal); // slower than the pass interval and the ticks
+        ctx.progress();
+        running -= 1;
+      },
+      'r',
+      { passIntervalMs: 1_000 },
+    );
+    const ticks: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 10; i++) {
+      ticks.push(rt.tick({ name: `t${i}` }));
+      await clock.advance(1_000);
+    }
+    await clock.advance(10_000);
+    await Promise.all(ticks);
+    assert.equal(maxRunning, 1);
+    assert.ok(count >= 2);
+  });
+
+  it('aborts a running pass when leadership is lost, and records no error for it', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const signals: AbortSignal[] = [];
+    const rt = runtime(clock, store, (ctx: CoordinationContext<Services>) => {
+      signals.push(ctx.signal);
+      return new Promise<void>((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('pass aborted')), { once: true }));
+    });
+    void rt.tick({ name: 'x' });
+    await clock.advance(1_000);
+    assert.equal(signals.length, 1);
+    assert.equal(signals[0]?.aborted, false);
+    store.breakLease();
+    await clock.advance(3_999);
+    assert.equal(signals[0]?.aborted, false);
+    await clock.advance(1);
+    assert.equal(signals[0]?.aborted, true);
+    assert.equal(rt.counters().lost, 1);
+    assert.equal(rt.state().lastPassError, undefined);
+  });
+
+  it('records a failed pass with a code and keeps leading', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const rt = runtime(clock, store, () => Promise.reject(new Error('boom')));
+    void rt.tick({ name: 'x' });
+    await clock.advance(0);
+    const state = rt.state();
+    assert.equal(state.role, 'leader');
+    assert.equal(state.lastPassError?.code, 'PASS_FAILED');
+    assert.equal(state.lastPassError?.message, 'boom');
+    assert.equal(state.passes, 0);
+  });
+
+  it('steps down through the watchdog when a pass hangs without progress', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const rt = runtime(clock, store, () => new Promise<void>(() => undefined), 'r', { stallTimeoutMs: 20_000 });
+    void rt.tick({ name: 'x' });
+    await clock.advance(19_999);
+    assert.equal(rt.state().role, 'leader');
+    await clock.advance(1);
+    assert.equal(rt.state().role, 'follower');
+    assert.equal(rt.counters().stalls, 1);
+  });
+
+  it('stop() aborts the pass, waits for it, then releases the lease', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    let finishedAt: number | undefined;
+    const rt = runtime(clock, store, async (ctx) => {
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+      await clock.sleep(500);
+      finishedAt = clock.now();
+    });
+    void rt.tick({ name: 'x' });
+    await clock.advance(1_000);
+    const stopped = rt.stop();
+    await clock.advance(499);
+    assert.equal(store.leaseState, 'leased');
+    await clock.advance(1);
+    await stopped;
+    assert.equal(finishedAt, 1_500);
+    assert.equal(store.leaseState, 'available');
+    assert.equal(rt.state().role, 'stopped');
+    const after = await rt.tick({ name: 'late' });
+    assert.equal(after.role, 'stopped');
+  });
+
+  it('rejects a pass interval the watchdog would mistake for a stall', () => {
+    const clock = new ManualClock();
+    assert.throws(
+      () => runtime(clock, new MemoryLeaseStore(clock), () => Promise.resolve(), 'r', { passIntervalMs: 60_000, stallTimeoutMs: 60_000 }),
+      (err: unknown) => err instanceof ElectorConfigError && err.option === 'passIntervalMs',
+    );
+    assert.throws(
+      () => runtime(clock, new MemoryLeaseStore(clock), () => Promise.resolve(), 'r', { passIntervalMs: 0 }),
+      (err: unknown) => err instanceof ElectorConfigError && err.option === 'passIntervalMs',
+    );
+  });
+});
