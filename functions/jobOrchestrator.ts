@@ -1,0 +1,9 @@
+/**
+ * Registers the job orchestration (see shared/jobs/jobOrchestration.ts for what it guarantees).
+ * One instance per job, id `job-<jobId>`, started by the leader's coordination pass.
+ */
+import * as df from 'durable-functions';
+
+import { JOB_ORCHESTRATOR, jobOrchestration } from '../shared/jobs/jobOrchestration';
+
+df.app.orchestration(JOB_ORCHESTRATOR, jobOrchestration);

@@ -1,0 +1,70 @@
+/**
+ * The jobs HTTP API: submit (POST /api/jobs), status (GET /api/jobs/{jobId}), full result
+ * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=), cancel (DELETE /api/jobs/{jobId}).
+ * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
+ * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
+ * (they go to the log). The logic is in shared/jobs/JobService.ts.
+ */
+import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import * as df from 'durable-functions';
+
+import { jobComponents } from '../shared/jobs/jobComponents';
+import { JobError } from '../shared/jobs/JobError';
+import { durableJobOrchestrations, type JobOrchestrations } from '../shared/jobs/JobOrchestrations';
+
+function orchestrations(context: InvocationContext): JobOrchestrations {
+  return durableJobOrchestrations(df.getClient(context));
+}
+
+function errorResponse(err: unknown, context: InvocationContext): HttpResponseInit {
+  if (err instanceof JobError) {
+    jobComponents().logger.warn('api.refused', { function: context.functionName, code: err.code, reason: err.message });
+    return { status: err.httpStatus, jsonBody: { code: err.code, message: err.message } };
+  }
+  jobComponents().logger.error('api.failed', { function: context.functionName, invocationId: context.invocationId, error: err });
+  return { status: 500, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };
+}
+
+function guarded(handler: (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>): HttpHandler {
+  return async (request, context) => {
+    try {
+      return await handler(request, context);
+    } catch (err) {
+      return errorResponse(err, context);
+    }
+  };
+}
+
+export const submitJob = guarded(async (request, context) => {
+  const submitted = await jobComponents().service.submit(await request.text(), orchestrations(context));
+  const location = new URL(submitted.location, request.url).href;
+  return { status: 202, headers: { Location: location }, jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued } };
+});
+
+export const getJob = guarded(async (request, context) => {
+  return { status: 200, jsonBody: await jobComponents().service.get(request.params.jobId ?? '', orchestrations(context)) };
+});
+
+export const getJobResult = guarded(async (request) => {
+  const text = await jobComponents().service.resultText(request.params.jobId ?? '');
+  return { status: 200, headers: { 'Content-Type': 'application/json' }, body: text };
+});
+
+export const listJobs = guarded(async (request, context) => {
+  const status = request.query.get('status') ?? undefined;
+  const jobs = await jobComponents().service.list(orchestrations(context), status === '' ? undefined : status);
+  return { status: 200, jsonBody: { jobs } };
+});
+
+export const cancelJob = guarded(async (request, context) => {
+  const view = await jobComponents().service.cancel(request.params.jobId ?? '', orchestrations(context));
+  return { status: 202, jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href } };
+});
+
+const durableClient = df.input.durableClient();
+
+app.http('jobsSubmit', { route: 'jobs', methods: ['POST'], authLevel: 'function', extraInputs: [durableClient], handler: submitJob });
+app.http('jobsList', { route: 'jobs', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: listJobs });
+app.http('jobsGet', { route: 'jobs/{jobId}', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJob });
+app.http('jobsResult', { route: 'jobs/{jobId}/result', methods: ['GET'], authLevel: 'function', handler: getJobResult });
+app.http('jobsCancel', { route: 'jobs/{jobId}', methods: ['DELETE'], authLevel: 'function', extraInputs: [durableClient], handler: cancelJob });

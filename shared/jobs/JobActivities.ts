@@ -1,0 +1,293 @@
+/**
+ * The orchestration's activities: plan (read the items, put one message per chunk on the
+ * work-items queue), measure progress (one listing), re-dispatch or expire chunks past their
+ * deadline, and aggregate (combine every chunk's partial once, store the full result).
+ *
+ * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): the
+ * planner's messages are idempotent at the worker (a chunk's result is created once), expiring a
+ * chunk is the same conditional create, and aggregation reads the same results and rewrites the
+ * same result blob. Chunking is deterministic (chunk n holds items [n*size, (n+1)*size)), so a
+ * re-dispatch rebuilds exactly the chunk that went missing. Aggregation folds partials in chunk
+ * order, counting each chunk's single result once.
+ * Not guaranteed: that a slow first delivery and its re-dispatch do not both do the work (they do;
+ * only one result is kept).
+ */
+import { type QueueClient } from '@azure/storage-queue';
+
+import { type Logger } from '../observability/log';
+import { type Json } from '../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { JobError, type JobErrorInfo } from './JobError';
+import { JOB_LIMITS } from './jobLimits';
+import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary, type WorkItemMessage } from './JobRun';
+import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobStore } from './JobStore';
+import { assertChunkCount, encodeQueueMessage } from './JobSubmission';
+import { mapLimit } from './pool';
+
+export interface JobPipelineDeps {
+  readonly store: JobStore;
+  readonly workItems: QueueClient;
+  readonly registry: WorkTypeRegistry;
+  readonly logger: Logger;
+  /** This process (recorded as the writer of expired chunk results). */
+  readonly instanceId: string;
+  readonly now?: () => Date;
+}
+
+export type PlanOutcome =
+  | { readonly ok: true; readonly cancelled: boolean; readonly chunkCount: number; readonly itemCount: number }
+  | { readonly ok: false; readonly error: JobErrorInfo };
+
+export interface ProgressInput {
+  readonly jobId: string;
+  readonly chunkCount: number;
+  readonly itemCount: number;
+}
+
+export interface ProgressOutcome extends JobProgress {
+  readonly cancelled: boolean;
+}
+
+export interface RedispatchInput {
+  readonly run: JobRun;
+  readonly chunkCount: number;
+  readonly itemCount: number;
+  /** The dispatch round these messages belong to (2 for the first re-dispatch). */
+  readonly dispatch: number;
+  /** True when the chunks have used all their attempts: record them failed instead of sending again. */
+  readonly expire: boolean;
+}
+
+export interface AggregateInput {
+  readonly run: JobRun;
+  readonly chunkCount: number;
+  readonly itemCount: number;
+  readonly cancelled: boolean;
+}
+
+const SEND_CONCURRENCY = 16;
+const READ_CONCURRENCY = 16;
+/** The result blob keeps this many chunk and item errors; the summary the first few. */
+const MAX_RECORDED_ERRORS = 100;
+const SUMMARY_ERRORS = 5;
+
+export class JobActivities {
+  private queueReady: Promise<void> | undefined;
+
+  constructor(private readonly deps: JobPipelineDeps) {}
+
+  private now(): Date {
+    return this.deps.now?.() ?? new Date();
+  }
+
+  private async ensureQueue(): Promise<void> {
+    this.queueReady ??= this.deps.workItems.createIfNotExists().then(
+      () => undefined,
+      (err: unknown) => {
+        this.queueReady = undefined;
+        throw err;
+      },
+    );
+    return this.queueReady;
+  }
+
+  /** The job's items, checked: a blob must exist, hold a JSON array, and every item must be valid. */
+  async loadItems(run: JobRun): Promise<Json[]> {
+    const type = this.deps.registry.get(run.workType);
+    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
+    let items: Json[];
+    if (run.source.kind === 'inline') {
+      items = run.source.items;
+    } else {
+      const { container, blob } = run.source;
+      const client = this.deps.store.blobs.getContainerClient(container).getBlobClient(blob);
+      let text: string;
+      try {
+        const props = await client.getProperties();
+        if ((props.contentLength ?? 0) > JOB_LIMITS.maxItemsBlobBytes) {
+          throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is ${props.contentLength} bytes; the limit is ${JOB_LIMITS.maxItemsBlobBytes}.`);
+        }
+        text = (await client.downloadToBuffer()).toString('utf8');
+      } catch (err) {
+        if (isStatus(err, 404)) throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${container}/${blob} does not exist.`);
+        throw err;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is not JSON.`);
+      }
+      if (!Array.isArray(parsed)) throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} must hold a JSON array of items.`);
+      if (parsed.length === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${container}/${blob} holds an empty array.`);
+      items = parsed as Json[];
+      const problems: string[] = [];
+      let rejected = 0;
+      items.forEach((item, index) => {
+        const reason = type.validateItem(item);
+        if (reason === undefined) return;
+        rejected += 1;
+        if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
+      });
+      if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}.`);
+    }
+    assertChunkCount(items.length, run.options.chunkSize);
+    return items;
+  }
+
+  async plan(run: JobRun): Promise<PlanOutcome> {
+    if (await this.deps.store.isCancelled(run.jobId)) return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0 };
+    let items: Json[];
+    try {
+      items = await this.loadItems(run);
+    } catch (err) {
+      // Bad input is an outcome the job reports; anything else (storage down) is retried by Durable.
+      if (err instanceof JobError && err.isUserError) return { ok: false, error: err.toJSON() };
+      throw err;
+    }
+    const chunkCount = Math.ceil(items.length / run.options.chunkSize);
+    await this.dispatch(run, items, range(chunkCount), 1);
+    this.deps.logger.info('job.planned', { jobId: run.jobId, items: items.length, chunks: chunkCount, epoch: run.epoch });
+    return { ok: true, cancelled: false, chunkCount, itemCount: items.length };
+  }
+
+  /** One message per chunk; a chunk too big for a message travels as a blob it references. */
+  async dispatch(run: JobRun, items: readonly Json[], chunks: readonly number[], dispatch: number): Promise<void> {
+    await this.ensureQueue();
+    const size = run.options.chunkSize;
+    await mapLimit(chunks, SEND_CONCURRENCY, async (chunk) => {
+      const chunkItems = items.slice(chunk * size, (chunk + 1) * size);
+      const base = { v: 1 as const, jobId: run.jobId, chunk, workType: run.workType, firstIndex: chunk * size, itemCount: chunkItems.length, attempts: run.options.attempts, epoch: run.epoch, dispatch };
+      let message: WorkItemMessage = { ...base, items: chunkItems };
+      if (Buffer.byteLength(JSON.stringify(message), 'utf8') > JOB_LIMITS.maxMessageJsonBytes) {
+        const itemsRef = await this.deps.store.writeChunkItems(run.jobId, chunk, chunkItems);
+        message = { ...base, itemsRef };
+      }
+      await this.deps.workItems.sendMessage(encodeQueueMessage(message));
+    });
+  }
+
+  async progress(input: ProgressInput): Promise<ProgressOutcome> {
+    const listing = await this.deps.store.listJob(input.jobId);
+    return { cancelled: listing.cancelled, ...countProgress(listing.results, input.chunkCount, input.itemCount) };
+  }
+
+  /** Re-sends (or, out of attempts, records as failed) every chunk that has no result yet. */
+  async redispatch(input: RedispatchInput): Promise<{ readonly missing: number }> {
+    const { run } = input;
+    const listing = await this.deps.store.listJob(run.jobId);
+    const have = new Set(listing.results.map((r) => r.chunk));
+    const missing = range(input.chunkCount).filter((c) => !have.has(c));
+    if (missing.length === 0 || listing.cancelled) return { missing: 0 };
+    if (input.expire) {
+      const size = run.options.chunkSize;
+      await mapLimit(missing, SEND_CONCURRENCY, async (chunk) => {
+        const itemCount = Math.min(size, input.itemCount - chunk * size);
+        const result: ChunkResult = {
+          jobId: run.jobId,
+          chunk,
+          status: 'failed',
+          itemCount,
+          itemsFailed: itemCount,
+          partial: null,
+          itemErrors: [],
+          error: { code: 'DEADLINE_EXCEEDED', message: `No result within ${run.options.deadlineSeconds} s after each of ${input.dispatch - 1} dispatches.` },
+          attempt: input.dispatch - 1,
+          writtenBy: `orchestration@${this.deps.instanceId}`,
+          writtenAt: this.now().toISOString(),
+        };
+        // If a worker's result lands first, the conditional create keeps the worker's.
+        await this.deps.store.writeChunkResult(result);
+      });
+      this.deps.logger.warn('job.chunks_expired', { jobId: run.jobId, chunks: missing.length, epoch: run.epoch });
+    } else {
+      const items = await this.loadItems(run);
+      await this.dispatch(run, items, missing, input.dispatch);
+      this.deps.logger.warn('job.chunks_redispatched', { jobId: run.jobId, chunks: missing.length, dispatch: input.dispatch, epoch: run.epoch });
+    }
+    return { missing: missing.length };
+  }
+
+  async aggregate(input: AggregateInput): Promise<JobSummary> {
+    const { run } = input;
+    const type = this.deps.registry.get(run.workType);
+    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
+    const listing = await this.deps.store.listJob(run.jobId);
+    const entries = listing.results.filter((e) => e.chunk < input.chunkCount).sort((a, b) => a.chunk - b.chunk);
+    const needRead = entries.filter((e) => (e.status === 'ok' && e.partial === undefined) || e.status === 'failed' || e.itemsFailed > 0);
+    // Errors are only read for the first chunks that have them; partials always.
+    let errorReads = 0;
+    const toRead = needRead.filter((e) => (e.status === 'ok' && e.partial === undefined) || errorReads++ < MAX_RECORDED_ERRORS);
+    const read = new Map<number, ChunkResult>();
+    await mapLimit(toRead, READ_CONCURRENCY, async (e) => {
+      const full = await this.deps.store.readChunkResult(run.jobId, e.chunk);
+      if (full !== undefined) read.set(e.chunk, full);
+    });
+
+    let total = type.empty();
+    const chunkErrors: Array<JobErrorInfo & { chunk: number }> = [];
+    const itemErrors: ItemError[] = [];
+    for (const e of entries) {
+      const full = read.get(e.chunk);
+      if (e.status === 'ok') {
+        const partial = e.partial ?? full?.partial;
+        if (partial === undefined) throw new Error(`Chunk ${e.chunk} of job ${run.jobId} has no readable partial`);
+        total = type.combine(total, partial);
+      } else if (chunkErrors.length < MAX_RECORDED_ERRORS) {
+        chunkErrors.push({ chunk: e.chunk, code: full?.error?.code ?? e.errorCode ?? 'CHUNK_FAILED', message: full?.error?.message ?? 'chunk failed' });
+      }
+      for (const itemError of full?.itemErrors ?? []) if (itemErrors.length < MAX_RECORDED_ERRORS) itemErrors.push(itemError);
+    }
+    const result = type.finish(total);
+    const progress = countProgress(entries, input.chunkCount, input.itemCount);
+    const status: FinalStatus = input.cancelled
+      ? 'cancelled'
+      : progress.chunks.failed === input.chunkCount && input.chunkCount > 0
+        ? 'failed'
+        : progress.chunks.failed > 0 || progress.items.failed > 0
+          ? 'completed_with_errors'
+          : 'completed';
+    const finishedAt = this.now().toISOString();
+    const stored = await this.deps.store.writeJobResult(run.jobId, { jobId: run.jobId, workType: run.workType, status, progress, result, chunkErrors, itemErrors, epoch: run.epoch, finishedAt });
+    const inline = Buffer.byteLength(JSON.stringify(result), 'utf8') <= INLINE_RESULT_BYTES;
+    const errors: JobErrorInfo[] = [
+      ...chunkErrors.map((e) => ({ code: e.code, message: `chunk ${e.chunk}: ${e.message}` })),
+      ...itemErrors.map((e) => ({ code: e.code, message: `item ${e.index}: ${e.message}` })),
+    ].slice(0, SUMMARY_ERRORS);
+    this.deps.logger.info('job.aggregated', { jobId: run.jobId, status, chunks: progress.chunks, items: progress.items, epoch: run.epoch });
+    return {
+      jobId: run.jobId,
+      workType: run.workType,
+      status,
+      progress,
+      ...(inline ? { result } : {}),
+      resultBlob: stored.blob,
+      ...(status === 'failed' ? { error: { code: chunkErrors[0]?.code ?? 'CHUNK_FAILED', message: `All ${input.chunkCount} chunks failed; first: ${chunkErrors[0]?.message ?? 'unknown'}` } } : {}),
+      ...(errors.length > 0 ? { errors } : {}),
+      epoch: run.epoch,
+      finishedAt,
+    };
+  }
+}
+
+export function countProgress(entries: readonly ChunkResultEntry[], chunkCount: number, itemCount: number): JobProgress {
+  let chunksDone = 0;
+  let chunksFailed = 0;
+  let itemsDone = 0;
+  let itemsFailed = 0;
+  for (const e of entries) {
+    if (e.chunk >= chunkCount) continue;
+    if (e.status === 'ok') chunksDone += 1;
+    else chunksFailed += 1;
+    itemsDone += e.itemCount - e.itemsFailed;
+    itemsFailed += e.itemsFailed;
+  }
+  return {
+    chunks: { total: chunkCount, done: chunksDone, failed: chunksFailed },
+    items: { total: itemCount, done: itemsDone, failed: itemsFailed },
+  };
+}
+
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}

@@ -1,0 +1,246 @@
+/**
+ * What the HTTP API does with jobs, free of HTTP types: submit (validate and enqueue exactly the
+ * message a queue client would send), status of one job, list, cancel, full result.
+ *
+ * Guarantees: a submission is validated by the same contract as the queue path before anything
+ * is written; the enqueued message is the submission with its (possibly generated) jobId, base64
+ * JSON; a job id already used by a different submission is refused (DUPLICATE_JOB_ID) and an
+ * identical resubmission answers with the same job. Status comes from the Durable instance when
+ * there is one, else from the job's record (pending or rejected). Job ids are validated before
+ * they touch storage.
+ */
+import { randomUUID } from 'node:crypto';
+
+import { type QueueClient } from '@azure/storage-queue';
+
+import { type Logger } from '../observability/log';
+import { type Json } from '../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { JobError, type JobErrorInfo } from './JobError';
+import { JOB_LIMITS } from './jobLimits';
+import { type OrchestrationState } from './jobOrchestration';
+import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
+import { instanceIdFor, type JobCustomStatus, jobIdFromInstanceId, type JobProgress, type JobSummary } from './JobRun';
+import { type JobRecord, type JobStore } from './JobStore';
+import { describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
+
+export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+export interface JobView {
+  readonly jobId: string;
+  readonly status: JobStatus;
+  readonly workType: string | null;
+  readonly progress: JobProgress | null;
+  readonly phase: string | null;
+  readonly result?: Json;
+  readonly resultUrl?: string;
+  readonly error: JobErrorInfo | null;
+  readonly errors?: readonly JobErrorInfo[];
+  readonly createdAt: string | null;
+  readonly updatedAt: string | null;
+  readonly epoch: number | null;
+  /** For a rejection stored under a derived id: the id the submission asked for. */
+  readonly submittedJobId?: string;
+}
+
+export interface JobListEntry {
+  readonly jobId: string;
+  readonly status: JobStatus;
+  readonly createdAt: string | null;
+  readonly updatedAt: string | null;
+}
+
+export interface JobServiceDeps {
+  readonly jobsQueue: QueueClient;
+  readonly store: JobStore;
+  readonly registry: WorkTypeRegistry;
+  readonly reservedContainers: readonly string[];
+  readonly logger: Logger;
+  /** Builds the status route for a job (Location header, resultUrl). */
+  readonly statusPath: (jobId: string) => string;
+  readonly now?: () => Date;
+}
+
+export interface Submitted {
+  readonly jobId: string;
+  readonly location: string;
+  /** False when an identical submission with this id was already accepted (nothing enqueued again). */
+  readonly enqueued: boolean;
+}
+
+export class JobService {
+  private queueReady: Promise<void> | undefined;
+
+  constructor(private readonly deps: JobServiceDeps) {}
+
+  private now(): Date {
+    return this.deps.now?.() ?? new Date();
+  }
+
+  /** Validates and enqueues a submission given as the request body's text. */
+  async submit(body: string, orchestrations: JobOrchestrations): Promise<Submitted> {
+    const { store } = this.deps;
+    if (Buffer.byteLength(body, 'utf8') > JOB_LIMITS.maxMessageJsonBytes) {
+      throw new JobError('PAYLOAD_TOO_LARGE', `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`);
+    }
+    const value = parseJsonText(body);
+    const job = validateSubmission(value, {
+      registry: this.deps.registry,
+      generateJobId: () => `j-${randomUUID()}`,
+      reservedContainers: this.deps.reservedContainers,
+    });
+    if (job.source.kind === 'blob' && !(await store.externalExists(job.source))) {
+      throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
+    }
+    // validateSubmission accepted an object; the message is that object with its job id filled in.
+    const message = { ...(value as Record<string, unknown>), jobId: job.jobId };
+    const encoded = encodeQueueMessage(message);
+    if (Buffer.byteLength(JSON.stringify(message), 'utf8') > JOB_LIMITS.maxMessageJsonBytes) {
+      throw new JobError('PAYLOAD_TOO_LARGE', 'With its generated jobId the submission no longer fits a queue message: use itemsBlob.');
+    }
+    const location = this.deps.statusPath(job.jobId);
+
+    const existing = await orchestrations.getStatus(instanceIdFor(job.jobId));
+    if (existing !== undefined) {
+      if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
+      throw duplicate(job.jobId);
+    }
+    const at = this.now().toISOString();
+    const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http' };
+    if ((await store.createRecord(record)) === 'exists') {
+      const current = await store.readRecord(job.jobId);
+      if (current?.status === 'pending' && current.fingerprint === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
+      throw duplicate(job.jobId);
+    }
+    try {
+      await this.ensureQueue();
+      await this.deps.jobsQueue.sendMessage(encoded);
+    } catch (err) {
+      await store.deleteRecord(job.jobId).catch(() => undefined);
+      throw new JobError('SERVICE_UNAVAILABLE', 'The jobs queue could not be reached; nothing was submitted. Try again.', { cause: err });
+    }
+    this.deps.logger.info('job.submitted', { jobId: job.jobId, workType: job.workType, via: 'http' });
+    return { jobId: job.jobId, location, enqueued: true };
+  }
+
+  private async ensureQueue(): Promise<void> {
+    this.queueReady ??= this.deps.jobsQueue.createIfNotExists().then(
+      () => undefined,
+      (err: unknown) => {
+        this.queueReady = undefined;
+        throw err;
+      },
+    );
+    return this.queueReady;
+  }
+
+  async get(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+    assertJobId(jobId);
+    const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
+    if (snapshot !== undefined) return this.fromSnapshot(jobId, snapshot);
+    const record = await this.deps.store.readRecord(jobId);
+    if (record === undefined) throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". A queue submission shows up here once the leader has read it (within a few seconds).`);
+    return fromRecord(record);
+  }
+
+  async list(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
+    if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
+      throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
+    }
+    const byId = new Map<string, JobListEntry>();
+    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, r);
+    for (const s of await orchestrations.list()) {
+      const jobId = jobIdFromInstanceId(s.instanceId);
+      if (jobId === undefined) continue;
+      const view = this.fromSnapshot(jobId, s);
+      byId.set(jobId, { jobId, status: view.status, createdAt: view.createdAt, updatedAt: view.updatedAt });
+    }
+    return [...byId.values()].filter((e) => status === undefined || e.status === status).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
+  }
+
+  /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
+  async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+    const view = await this.get(jobId, orchestrations);
+    if (view.status !== 'pending' && view.status !== 'running') {
+      throw new JobError('JOB_ALREADY_FINISHED', `Job "${jobId}" is ${view.status}; only pending or running jobs can be cancelled.`);
+    }
+    await this.deps.store.markCancelled(jobId, 'cancelled through the API');
+    if (view.status === 'running' || view.progress !== null) {
+      await orchestrations.raiseCancel(instanceIdFor(jobId), 'cancelled through the API');
+    }
+    this.deps.logger.info('job.cancel_requested', { jobId });
+    return view;
+  }
+
+  async resultText(jobId: string): Promise<string> {
+    assertJobId(jobId);
+    const text = await this.deps.store.readJobResultText(jobId);
+    if (text === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
+    return text;
+  }
+
+  private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
+    const input = s.input as Partial<OrchestrationState> | undefined;
+    const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
+    const base = {
+      jobId,
+      workType: input?.run?.workType ?? null,
+      createdAt: s.createdTime.toISOString(),
+      updatedAt: s.lastUpdatedTime.toISOString(),
+      epoch: input?.run?.epoch ?? custom?.epoch ?? null,
+      phase: custom?.phase ?? null,
+    };
+    switch (s.runtimeStatus) {
+      case 'Completed': {
+        const summary = s.output as JobSummary | null | undefined;
+        if (summary === null || summary === undefined) return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: 'The orchestration completed without a summary.' } };
+        return {
+          ...base,
+          status: summary.status,
+          progress: summary.progress,
+          ...(summary.result === undefined ? {} : { result: summary.result }),
+          ...(summary.result === undefined && summary.resultBlob !== undefined ? { resultUrl: `${this.deps.statusPath(jobId)}/result` } : {}),
+          error: summary.error ?? null,
+          ...(summary.errors === undefined ? {} : { errors: summary.errors }),
+        };
+      }
+      case 'Failed':
+        return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: typeof s.output === 'string' ? s.output.slice(0, 500) : 'The orchestration failed.' } };
+      case 'Terminated':
+      case 'Canceled':
+        return { ...base, status: 'cancelled', progress: custom?.progress ?? null, error: null };
+      case 'Pending':
+        return { ...base, status: 'pending', progress: custom?.progress ?? null, error: null };
+      default:
+        return { ...base, status: 'running', progress: custom?.progress ?? null, error: null };
+    }
+  }
+}
+
+function fromRecord(record: JobRecord): JobView {
+  return {
+    jobId: record.jobId,
+    status: record.status,
+    workType: null,
+    progress: null,
+    phase: null,
+    error: record.error ?? null,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    epoch: record.epoch ?? null,
+    ...(record.submittedJobId === undefined ? {} : { submittedJobId: record.submittedJobId }),
+  };
+}
+
+export function assertJobId(jobId: string): void {
+  if (!isValidJobId(jobId)) throw new JobError('INVALID_JOB_ID', describeJobIdProblem(jobId));
+}
+
+function fingerprintOf(snapshot: OrchestrationSnapshot): string | undefined {
+  return (snapshot.input as Partial<OrchestrationState> | undefined)?.run?.fingerprint;
+}
+
+function duplicate(jobId: string): JobError {
+  return new JobError('DUPLICATE_JOB_ID', `Job id "${jobId}" is already used by a different submission; submit with a new jobId (or none, to get one generated).`);
+}

@@ -1,0 +1,323 @@
+/**
+ * Everything the job pipeline keeps in blobs, in the results container (default `job-results`):
+ *
+ *   records/<jobId>.json              a submission that has no orchestration: pending (accepted by
+ *                                     HTTP, not yet started) or rejected (with its error)
+ *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
+ *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
+ *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
+ *   jobs/<jobId>/result.json          the job's full result
+ *
+ * Guarantees: a chunk result is written at most once, whoever writes first (a worker, a
+ * redelivered copy, or the orchestration expiring the chunk) wins, and every reader sees that one.
+ * Its status, counts and (when small) its partial are also in the blob's metadata, so progress and
+ * most aggregations cost one listing per 5,000 chunks instead of one read per chunk.
+ * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
+ * a job id becomes part of a blob name.
+ */
+import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/storage-blob';
+
+import { type Json } from '../worktypes/WorkType';
+import { type BlobRef } from './BlobRef';
+import { type JobErrorInfo } from './JobError';
+import { isValidJobId } from './JobSubmission';
+
+export type RecordStatus = 'pending' | 'rejected';
+
+export interface JobRecord {
+  readonly jobId: string;
+  readonly status: RecordStatus;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  /** Fingerprint of the submission, when it could be parsed. */
+  readonly fingerprint?: string;
+  readonly error?: JobErrorInfo;
+  /** The leader epoch that rejected it. */
+  readonly epoch?: number;
+  /** For a rejection stored under a derived id: the job id the submission asked for. */
+  readonly submittedJobId?: string;
+  readonly messageId?: string;
+  /** Set once the original message is in the poison queue, so a redelivery does not copy it twice. */
+  readonly poisonMessageId?: string;
+  readonly via: 'http' | 'queue';
+}
+
+export interface ItemError {
+  /** Index of the item in the job. */
+  readonly index: number;
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface ChunkResult {
+  readonly jobId: string;
+  readonly chunk: number;
+  readonly status: 'ok' | 'failed';
+  readonly itemCount: number;
+  readonly itemsFailed: number;
+  /** The work type's partial over the chunk's good items (null when the chunk failed). */
+  readonly partial: Json;
+  readonly itemErrors: readonly ItemError[];
+  readonly error?: JobErrorInfo;
+  readonly attempt: number;
+  readonly writtenBy: string;
+  readonly writtenAt: string;
+}
+
+/** What a listing tells about a chunk result without reading it. */
+export interface ChunkResultEntry {
+  readonly chunk: number;
+  readonly status: 'ok' | 'failed';
+  readonly itemCount: number;
+  readonly itemsFailed: number;
+  /** Present when the partial was small enough for metadata. */
+  readonly partial?: Json;
+  readonly errorCode?: string;
+}
+
+export interface JobListing {
+  readonly cancelled: boolean;
+  readonly results: ChunkResultEntry[];
+}
+
+/** Partials up to this size ride in metadata (Azure allows 8 KiB of metadata per blob). */
+const MAX_METADATA_PARTIAL = 6 * 1024;
+const CHUNK_DIGITS = 5;
+
+function pad(chunk: number): string {
+  return String(chunk).padStart(CHUNK_DIGITS, '0');
+}
+
+function checkJobId(jobId: string): string {
+  if (!isValidJobId(jobId)) throw new Error(`Refusing a blob path for invalid job id ${JSON.stringify(jobId).slice(0, 80)}`);
+  return jobId;
+}
+
+export function isStatus(err: unknown, ...codes: number[]): boolean {
+  return err instanceof RestError && err.statusCode !== undefined && codes.includes(err.statusCode);
+}
+
+export class JobStore {
+  readonly container: ContainerClient;
+  private ensured: Promise<void> | undefined;
+
+  constructor(
+    readonly blobs: BlobServiceClient,
+    containerName: string,
+  ) {
+    this.container = blobs.getContainerClient(containerName);
+  }
+
+  static recordBlob(jobId: string): string {
+    return `records/${checkJobId(jobId)}.json`;
+  }
+  static cancelBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/cancel.json`;
+  }
+  static chunkItemsBlob(jobId: string, chunk: number): string {
+    return `jobs/${checkJobId(jobId)}/chunks/${pad(chunk)}.json`;
+  }
+  static chunkResultBlob(jobId: string, chunk: number): string {
+    return `jobs/${checkJobId(jobId)}/results/${pad(chunk)}.json`;
+  }
+  static resultBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/result.json`;
+  }
+
+  /** Creates the container once per store; a concurrent create (409) is success. */
+  async ensureContainer(signal?: AbortSignal): Promise<void> {
+    this.ensured ??= this.container.createIfNotExists({ abortSignal: signal }).then(
+      () => undefined,
+      (err: unknown) => {
+        this.ensured = undefined;
+        throw err;
+      },
+    );
+    return this.ensured;
+  }
+
+  private async putJson(name: string, value: unknown, options: { ifNoneMatch?: boolean; metadata?: Record<string, string>; signal?: AbortSignal } = {}): Promise<'written' | 'exists'> {
+    const body = Buffer.from(JSON.stringify(value), 'utf8');
+    const upload = () =>
+      this.container.getBlockBlobClient(name).uploadData(body, {
+        blobHTTPHeaders: { blobContentType: 'application/json' },
+        ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+        ...(options.ifNoneMatch === true ? { conditions: { ifNoneMatch: '*' } } : {}),
+        abortSignal: options.signal,
+      });
+    try {
+      await upload();
+    } catch (err) {
+      // 409 (BlobAlreadyExists) or 412: someone wrote it first; that write is the one that counts.
+      if (options.ifNoneMatch === true && isStatus(err, 409, 412)) return 'exists';
+      if (!isStatus(err, 404)) throw err;
+      await this.ensureContainer(options.signal);
+      try {
+        await upload();
+      } catch (retryErr) {
+        if (options.ifNoneMatch === true && isStatus(retryErr, 409, 412)) return 'exists';
+        throw retryErr;
+      }
+    }
+    return 'written';
+  }
+
+  private async getJson<T>(name: string, signal?: AbortSignal): Promise<T | undefined> {
+    try {
+      const buffer = await this.container.getBlobClient(name).downloadToBuffer(undefined, undefined, { abortSignal: signal });
+      return JSON.parse(buffer.toString('utf8')) as T;
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
+  }
+
+  async getText(name: string, signal?: AbortSignal): Promise<string | undefined> {
+    try {
+      return (await this.container.getBlobClient(name).downloadToBuffer(undefined, undefined, { abortSignal: signal })).toString('utf8');
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
+  }
+
+  // --- records ---
+
+  async readRecord(jobId: string, signal?: AbortSignal): Promise<JobRecord | undefined> {
+    return this.getJson<JobRecord>(JobStore.recordBlob(jobId), signal);
+  }
+
+  /** Creates the record unless one exists; answers which. */
+  async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
+    return this.putJson(JobStore.recordBlob(record.jobId), record, { ifNoneMatch: true, metadata: recordMetadata(record), signal });
+  }
+
+  async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
+  }
+
+  async deleteRecord(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.container.getBlobClient(JobStore.recordBlob(jobId)).deleteIfExists({ abortSignal: signal });
+  }
+
+  /** Every record's id, status and times, from one listing (no reads). */
+  async listRecords(signal?: AbortSignal): Promise<Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt'>>> {
+    const out: Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt'>> = [];
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix: 'records/', includeMetadata: true, abortSignal: signal })) {
+        const jobId = blob.name.slice('records/'.length, -'.json'.length);
+        const meta = blob.metadata ?? {};
+        const status = meta.status === 'rejected' ? 'rejected' : 'pending';
+        out.push({ jobId, status, createdAt: meta.createdat ?? '', updatedAt: meta.updatedat ?? '' });
+      }
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    return out;
+  }
+
+  // --- cancel ---
+
+  async markCancelled(jobId: string, reason: string, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.cancelBlob(jobId), { jobId, reason, at: new Date().toISOString() }, { ifNoneMatch: true, signal });
+  }
+
+  async isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean> {
+    return this.exists(JobStore.cancelBlob(jobId), signal);
+  }
+
+  // --- chunks ---
+
+  async writeChunkItems(jobId: string, chunk: number, items: readonly Json[], signal?: AbortSignal): Promise<string> {
+    const name = JobStore.chunkItemsBlob(jobId, chunk);
+    await this.putJson(name, items, { signal });
+    return name;
+  }
+
+  async readChunkItems(name: string, signal?: AbortSignal): Promise<Json[] | undefined> {
+    return this.getJson<Json[]>(name, signal);
+  }
+
+  async chunkResultExists(jobId: string, chunk: number, signal?: AbortSignal): Promise<boolean> {
+    return this.exists(JobStore.chunkResultBlob(jobId, chunk), signal);
+  }
+
+  /** The conditional create: 'exists' means another writer won and this result was discarded. */
+  async writeChunkResult(result: ChunkResult, signal?: AbortSignal): Promise<'written' | 'exists'> {
+    const metadata: Record<string, string> = {
+      status: result.status,
+      items: String(result.itemCount),
+      itemsfailed: String(result.itemsFailed),
+    };
+    if (result.error !== undefined) metadata.errorcode = result.error.code;
+    const partial = Buffer.from(JSON.stringify(result.partial), 'utf8').toString('base64url');
+    if (partial.length <= MAX_METADATA_PARTIAL) metadata.partial = partial;
+    return this.putJson(JobStore.chunkResultBlob(result.jobId, result.chunk), result, { ifNoneMatch: true, metadata, signal });
+  }
+
+  async readChunkResult(jobId: string, chunk: number, signal?: AbortSignal): Promise<ChunkResult | undefined> {
+    return this.getJson<ChunkResult>(JobStore.chunkResultBlob(jobId, chunk), signal);
+  }
+
+  /** The job's chunk results (from metadata) and its cancel marker, in one listing. */
+  async listJob(jobId: string, signal?: AbortSignal): Promise<JobListing> {
+    const prefix = `jobs/${checkJobId(jobId)}/`;
+    const results: ChunkResultEntry[] = [];
+    let cancelled = false;
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix, includeMetadata: true, abortSignal: signal })) {
+        const rest = blob.name.slice(prefix.length);
+        if (rest === 'cancel.json') {
+          cancelled = true;
+          continue;
+        }
+        const match = /^results\/(\d+)\.json$/.exec(rest);
+        if (match?.[1] === undefined) continue;
+        const meta = blob.metadata ?? {};
+        results.push({
+          chunk: Number(match[1]),
+          status: meta.status === 'failed' ? 'failed' : 'ok',
+          itemCount: Number(meta.items ?? 0),
+          itemsFailed: Number(meta.itemsfailed ?? 0),
+          ...(meta.partial === undefined ? {} : { partial: JSON.parse(Buffer.from(meta.partial, 'base64url').toString('utf8')) as Json }),
+          ...(meta.errorcode === undefined ? {} : { errorCode: meta.errorcode }),
+        });
+      }
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    return { cancelled, results };
+  }
+
+  // --- the job's result ---
+
+  async writeJobResult(jobId: string, value: unknown, signal?: AbortSignal): Promise<{ blob: string; bytes: number }> {
+    const name = JobStore.resultBlob(jobId);
+    await this.putJson(name, value, { signal });
+    return { blob: name, bytes: Buffer.byteLength(JSON.stringify(value)) };
+  }
+
+  async readJobResultText(jobId: string, signal?: AbortSignal): Promise<string | undefined> {
+    return this.getText(JobStore.resultBlob(jobId), signal);
+  }
+
+  // --- generic ---
+
+  async exists(name: string, signal?: AbortSignal): Promise<boolean> {
+    return this.container.getBlobClient(name).exists({ abortSignal: signal });
+  }
+
+  /** Whether a blob elsewhere in the account exists (a job's itemsBlob). */
+  async externalExists(ref: BlobRef, signal?: AbortSignal): Promise<boolean> {
+    try {
+      return await this.blobs.getContainerClient(ref.container).getBlobClient(ref.blob).exists({ abortSignal: signal });
+    } catch (err) {
+      if (isStatus(err, 404)) return false;
+      throw err;
+    }
+  }
+}
+
+function recordMetadata(record: JobRecord): Record<string, string> {
+  return { status: record.status, createdat: record.createdAt, updatedat: record.updatedAt, ...(record.error === undefined ? {} : { code: record.error.code }) };
+}

@@ -1,0 +1,199 @@
+/**
+ * The job contract, enforced the same way on every path (HTTP body, queue message, code): decode,
+ * parse, check against schemas/job.schema.json, then the checks a schema cannot make (work type
+ * registered, each inline item valid for its type, chunk count, message size). Every refusal is a
+ * `JobError` with a stable code; checks run in a fixed order so one input always gets one code.
+ *
+ * Guarantees: an `AcceptedJob` has a valid job id, a registered work type, exactly one item source
+ * (inline items that each pass the type's `validateItem`, or a well-formed blob reference outside
+ * the app's own containers), options resolved to their defaults within bounds, and a fingerprint
+ * that is equal for equal submissions (key order ignored). Not checked here: that an `itemsBlob`
+ * exists or holds valid items (the coordination pass and the planner check those).
+ */
+import Ajv2020, { type ErrorObject } from 'ajv/dist/2020';
+
+import schema from '../../schemas/job.schema.json';
+import { type Json } from '../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type BlobRef, isBlobRef, parseBlobRef } from './BlobRef';
+import { canonicalJson, sha256Hex } from './canonicalJson';
+import { JobError } from './JobError';
+import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from './jobLimits';
+
+/** A submission as a client writes it (the schema's shape). */
+export interface JobSubmission {
+  jobId?: string;
+  workType: string;
+  items?: Json[];
+  itemsBlob?: string;
+  options?: Partial<JobOptions>;
+}
+
+export type ItemSource = { readonly kind: 'inline'; readonly items: Json[] } | ({ readonly kind: 'blob' } & BlobRef);
+
+export interface AcceptedJob {
+  readonly jobId: string;
+  readonly workType: string;
+  readonly source: ItemSource;
+  readonly options: JobOptions;
+  /** sha256 of the canonical submission without its job id: equal submissions, equal fingerprints. */
+  readonly fingerprint: string;
+}
+
+export interface ValidationContext {
+  readonly registry: WorkTypeRegistry;
+  /** Used when the submission has no job id (HTTP: random; queue: derived from the message id). */
+  readonly generateJobId: () => string;
+  /** Containers an itemsBlob may not name (the app's own: results, leases). */
+  readonly reservedContainers: readonly string[];
+}
+
+const ajv = new Ajv2020({ allErrors: true, strict: true });
+const validateSchema = ajv.compile<JobSubmission>(schema);
+
+/** The base64 text a queue client sends for a submission (the Functions host's default encoding). */
+export function encodeQueueMessage(submission: unknown): string {
+  return Buffer.from(JSON.stringify(submission), 'utf8').toString('base64');
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** A queue message's text to the JSON value it carries. */
+export function decodeQueueMessage(text: string): unknown {
+  const compact = text.replace(/\s+/g, '');
+  if (compact.length === 0 || !BASE64.test(compact)) {
+    throw new JobError('NOT_BASE64', 'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).');
+  }
+  let json: string;
+  try {
+    json = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(compact, 'base64'));
+  } catch {
+    throw new JobError('INVALID_JSON', 'The message decodes from base64 but not to UTF-8 text.');
+  }
+  return parseJsonText(json);
+}
+
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new JobError('INVALID_JSON', `The submission is not JSON: ${err instanceof Error ? err.message : String(err)}.`);
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+export function describeJobIdProblem(value: unknown): string {
+  if (typeof value !== 'string') return `jobId must be a string, got ${value === null ? 'null' : typeof value}.`;
+  if (value.length === 0 || value.length > 64) return `jobId must be 1-64 characters; this one has ${value.length}.`;
+  const bad = [...new Set(value.replace(/[A-Za-z0-9_-]/g, ''))].slice(0, 5).map((c) => JSON.stringify(c));
+  return `jobId may only hold letters, digits, '_' and '-'; it contains ${bad.join(', ')}.`;
+}
+
+export function isValidJobId(value: unknown): value is string {
+  return typeof value === 'string' && JOB_LIMITS.jobIdPattern.test(value);
+}
+
+/** Validates a parsed submission; throws `JobError` with the first problem found. */
+export function validateSubmission(value: unknown, ctx: ValidationContext): AcceptedJob {
+  if (!isPlainObject(value)) {
+    throw new JobError('NOT_AN_OBJECT', `A submission is a JSON object { workType, items | itemsBlob, ... }, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}.`);
+  }
+  if ('jobId' in value && !isValidJobId(value.jobId)) throw new JobError('INVALID_JOB_ID', describeJobIdProblem(value.jobId));
+  const hasItems = 'items' in value;
+  const hasBlob = 'itemsBlob' in value;
+  if (hasItems && hasBlob) throw new JobError('ITEMS_AMBIGUOUS', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array), not both.');
+  if (!hasItems && !hasBlob) throw new JobError('ITEMS_MISSING', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array).');
+
+  if (!validateSchema(value)) throw schemaError(validateSchema.errors ?? [], value);
+  const submission = value;
+
+  const workType = ctx.registry.get(submission.workType);
+  if (workType === undefined) {
+    throw new JobError('UNKNOWN_WORK_TYPE', `Unknown workType "${submission.workType}"; registered: ${ctx.registry.names().join(', ')}.`);
+  }
+  const options: JobOptions = { ...JOB_OPTION_DEFAULTS, ...submission.options };
+
+  let source: ItemSource;
+  if (submission.items !== undefined) {
+    const problems: string[] = [];
+    let rejected = 0;
+    submission.items.forEach((item, index) => {
+      const reason = workType.validateItem(item);
+      if (reason === undefined) return;
+      rejected += 1;
+      if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
+    });
+    if (rejected > 0) {
+      throw new JobError('ITEM_REJECTED', `${rejected} of ${submission.items.length} items rejected by work type "${workType.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
+    }
+    assertChunkCount(submission.items.length, options.chunkSize);
+    source = { kind: 'inline', items: submission.items };
+  } else {
+    const ref = parseBlobRef(submission.itemsBlob);
+    if (!isBlobRef(ref)) throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${ref.reason}.`);
+    if (ctx.reservedContainers.includes(ref.container)) {
+      throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob may not point into the app's own container "${ref.container}".`);
+    }
+    source = { kind: 'blob', container: ref.container, blob: ref.blob };
+  }
+
+  const { jobId: _ignored, ...content } = submission;
+  return {
+    jobId: submission.jobId ?? ctx.generateJobId(),
+    workType: workType.name,
+    source,
+    options,
+    fingerprint: sha256Hex(canonicalJson({ ...content, options })),
+  };
+}
+
+export function assertChunkCount(itemCount: number, chunkSize: number): void {
+  if (itemCount > JOB_LIMITS.maxItems) {
+    throw new JobError('ITEMS_TOO_MANY', `${itemCount} items; a job holds at most ${JOB_LIMITS.maxItems}.`);
+  }
+  const chunks = Math.ceil(itemCount / chunkSize);
+  if (chunks > JOB_LIMITS.maxChunks) {
+    throw new JobError('ITEMS_TOO_MANY', `${itemCount} items in chunks of ${chunkSize} make ${chunks} chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`);
+  }
+}
+
+const OPTION_NAMES = Object.keys(JOB_OPTION_BOUNDS);
+
+// One code per input: the most specific problem wins, in this order.
+function schemaError(errors: readonly ErrorObject[], value: Record<string, unknown>): JobError {
+  const find = (predicate: (e: ErrorObject) => boolean): ErrorObject | undefined => errors.find(predicate);
+  const at = (path: string) => (e: ErrorObject) => e.instancePath === path;
+
+  const items = find(at('/items'));
+  if (items?.keyword === 'minItems') return new JobError('ITEMS_EMPTY', 'items is empty: a job needs at least one item.');
+  if (items?.keyword === 'maxItems') return new JobError('ITEMS_TOO_MANY', `items holds more than ${JOB_LIMITS.maxItems} items.`);
+
+  if (find(at('/itemsBlob')) !== undefined) {
+    const ref = parseBlobRef(value.itemsBlob);
+    return new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${isBlobRef(ref) ? 'must be at most 1088 characters' : ref.reason}.`);
+  }
+  const workType = find(at('/workType'));
+  if (workType !== undefined) {
+    return typeof value.workType === 'string'
+      ? new JobError('UNKNOWN_WORK_TYPE', `workType "${value.workType.slice(0, 40)}" is not a valid work type name.`)
+      : new JobError('SCHEMA_VIOLATION', `workType must be a string.`);
+  }
+  const option = find((e) => e.instancePath.startsWith('/options/') && OPTION_NAMES.includes(e.instancePath.slice('/options/'.length)));
+  if (option !== undefined) {
+    const name = option.instancePath.slice('/options/'.length) as keyof typeof JOB_OPTION_BOUNDS;
+    const bounds = JOB_OPTION_BOUNDS[name];
+    return new JobError('OPTION_OUT_OF_RANGE', `options.${name} must be a whole number from ${bounds.min} to ${bounds.max}; got ${JSON.stringify((value.options as Record<string, unknown>)[name])}.`);
+  }
+  // The oneOf branch errors only restate "exactly one of items / itemsBlob", checked before the schema.
+  const first = errors.find((e) => !e.schemaPath.startsWith('#/oneOf') && e.keyword !== 'oneOf') ?? errors[0];
+  if (first === undefined) return new JobError('SCHEMA_VIOLATION', 'The submission does not match the job schema.');
+  if (first.keyword === 'required') return new JobError('SCHEMA_VIOLATION', `${String(first.params.missingProperty)} is required.`);
+  if (first.keyword === 'additionalProperties') {
+    const where = first.instancePath === '' ? 'a submission' : first.instancePath.slice(1);
+    return new JobError('SCHEMA_VIOLATION', `Unknown property "${String(first.params.additionalProperty)}" in ${where}; see schemas/job.schema.json.`);
+  }
+  return new JobError('SCHEMA_VIOLATION', `${first.instancePath === '' ? 'The submission' : first.instancePath.slice(1)} ${first.message ?? 'is invalid'}.`);
+}

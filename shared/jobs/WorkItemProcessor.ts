@@ -1,0 +1,160 @@
+/**
+ * The worker's logic for one work-item message (one chunk), on any instance.
+ *
+ * Guarantees: a chunk's result is written at most once (conditional create), so a redelivered or
+ * re-dispatched chunk never counts twice; a chunk whose result exists is skipped before any work;
+ * a chunk of a cancelled job is skipped; each bad item is recorded (index, code, message) and the
+ * chunk goes on; a chunk-level failure is thrown back for the host to redeliver until the
+ * message's last attempt (`dequeueCount >= attempts`), where it is recorded as a failed chunk
+ * with the reason instead, so the job always finishes. A permanent failure (unknown work type,
+ * missing chunk items) is recorded at once.
+ * Not guaranteed: that `process` runs once per item (a redelivery repeats it; only one result is kept).
+ */
+import { type BlobServiceClient } from '@azure/storage-blob';
+
+import { type Logger } from '../observability/log';
+import { ItemError, type Json } from '../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { JobError } from './JobError';
+import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
+import { type ChunkResult, type ItemError as RecordedItemError, type JobStore } from './JobStore';
+import { mapLimit } from './pool';
+
+export interface WorkerDeps {
+  readonly store: JobStore;
+  readonly blobs: BlobServiceClient;
+  readonly registry: WorkTypeRegistry;
+  readonly logger: Logger;
+  readonly instanceId: string;
+  readonly now?: () => Date;
+}
+
+export interface Delivery {
+  /** How many times the queue has handed out this message, this delivery included. */
+  readonly dequeueCount: number;
+  readonly messageId?: string;
+  readonly signal?: AbortSignal;
+}
+
+export type WorkOutcome = 'written' | 'failed_recorded' | 'duplicate' | 'cancelled';
+
+const ITEM_CONCURRENCY = 8;
+const MAX_ITEM_ERRORS_PER_CHUNK = 100;
+
+export class WorkItemProcessor {
+  constructor(private readonly deps: WorkerDeps) {}
+
+  /** Handles one delivery; throws to have the host deliver it again. */
+  async handle(body: unknown, delivery: Delivery): Promise<WorkOutcome> {
+    const message = parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body);
+    const { store, logger } = this.deps;
+    const signal = delivery.signal ?? new AbortController().signal;
+    const log = { jobId: message.jobId, chunk: message.chunk, dequeueCount: delivery.dequeueCount, dispatch: message.dispatch, epoch: message.epoch };
+
+    if (await store.chunkResultExists(message.jobId, message.chunk, signal)) {
+      logger.info('workitem.duplicate_skipped', log);
+      return 'duplicate';
+    }
+    if (await store.isCancelled(message.jobId, signal)) {
+      logger.info('workitem.cancelled_skipped', log);
+      return 'cancelled';
+    }
+
+    let result: ChunkResult;
+    try {
+      result = await this.process(message, delivery.dequeueCount, signal);
+    } catch (err) {
+      const permanent = err instanceof JobError && err.isUserError;
+      const lastAttempt = delivery.dequeueCount >= message.attempts;
+      if (!permanent && !lastAttempt) {
+        logger.warn('workitem.attempt_failed', { ...log, error: err });
+        throw err;
+      }
+      const itemCount = message.itemCount;
+      result = {
+        jobId: message.jobId,
+        chunk: message.chunk,
+        status: 'failed',
+        itemCount,
+        itemsFailed: itemCount,
+        partial: null,
+        itemErrors: [],
+        error: {
+          code: err instanceof JobError ? err.code : 'CHUNK_FAILED',
+          message: `${permanent ? 'Permanent failure' : `Failed on attempt ${delivery.dequeueCount} of ${message.attempts}`}: ${err instanceof Error ? err.message : String(err)}`,
+        },
+        attempt: delivery.dequeueCount,
+        writtenBy: this.deps.instanceId,
+        writtenAt: this.now(),
+      };
+    }
+
+    const written = await store.writeChunkResult(result, signal);
+    if (written === 'exists') {
+      logger.info('workitem.duplicate_discarded', log);
+      return 'duplicate';
+    }
+    if (result.status === 'failed') {
+      logger.error('workitem.chunk_failed', { ...log, error: result.error });
+      return 'failed_recorded';
+    }
+    logger.debug('workitem.done', { ...log, items: result.itemCount, itemsFailed: result.itemsFailed });
+    return 'written';
+  }
+
+  private now(): string {
+    return (this.deps.now?.() ?? new Date()).toISOString();
+  }
+
+  private async process(message: WorkItemMessage, attempt: number, signal: AbortSignal): Promise<ChunkResult> {
+    const type = this.deps.registry.get(message.workType);
+    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${message.workType}" is not registered on instance ${this.deps.instanceId}.`);
+    let items: Json[] | undefined = message.items;
+    if (items === undefined && message.itemsRef !== undefined) {
+      items = await this.deps.store.readChunkItems(message.itemsRef, signal);
+      if (items === undefined) throw new JobError('INVALID_WORK_ITEM', `The chunk's items blob ${message.itemsRef} is missing.`);
+    }
+    if (items === undefined) throw new JobError('INVALID_WORK_ITEM', 'The message carries no items.');
+
+    const ctx = { blobs: this.deps.blobs, signal, logger: this.deps.logger };
+    const itemErrors: RecordedItemError[] = [];
+    let itemsFailed = 0;
+    const partials = await mapLimit(items, ITEM_CONCURRENCY, async (item, i): Promise<Json | undefined> => {
+      const index = message.firstIndex + i;
+      const reason = type.validateItem(item);
+      try {
+        if (reason !== undefined) throw new ItemError('ITEM_REJECTED', reason);
+        return await type.process(item, ctx);
+      } catch (err) {
+        // Only an ItemError is the item's fault; anything else fails the chunk (and is retried).
+        if (!(err instanceof ItemError)) throw err;
+        itemsFailed += 1;
+        if (itemErrors.length < MAX_ITEM_ERRORS_PER_CHUNK) itemErrors.push({ index, code: err.code, message: err.message });
+        return undefined;
+      }
+    });
+    let partial = type.empty();
+    for (const p of partials) if (p !== undefined) partial = type.combine(partial, p);
+    itemErrors.sort((a, b) => a.index - b.index);
+    return {
+      jobId: message.jobId,
+      chunk: message.chunk,
+      status: 'ok',
+      itemCount: items.length,
+      itemsFailed,
+      partial,
+      itemErrors,
+      attempt,
+      writtenBy: this.deps.instanceId,
+      writtenAt: this.now(),
+    };
+  }
+}
+
+function parseText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new JobError('INVALID_WORK_ITEM', 'Not a work-item message: not JSON.');
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The job pipeline's parts wired from the app's settings, once per process (the functions in
+ * functions/ call this; tests build the parts themselves with their own names and clients).
+ * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`).
+ */
+import { loadSettings, type Settings } from '../config/settings';
+import { createLogger, type Logger } from '../observability/log';
+import { blobServiceClient, queueServiceClient } from '../storage/clients';
+import { workTypes, type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { JobActivities } from './JobActivities';
+import { JobIntake } from './JobIntake';
+import { JobService } from './JobService';
+import { JobStore } from './JobStore';
+import { WorkItemProcessor } from './WorkItemProcessor';
+
+export interface JobComponents {
+  readonly settings: Settings;
+  readonly store: JobStore;
+  readonly activities: JobActivities;
+  readonly worker: WorkItemProcessor;
+  readonly intake: JobIntake;
+  readonly service: JobService;
+  readonly logger: Logger;
+}
+
+/** Where the HTTP API serves a job's status (the host's route prefix is `api`, see host.json). */
+export function jobStatusPath(jobId: string): string {
+  return `/api/jobs/${jobId}`;
+}
+
+export function poisonQueueName(queue: string): string {
+  return `${queue}-poison`;
+}
+
+export function buildJobComponents(settings: Settings, registry: WorkTypeRegistry = workTypes, logger: Logger = createLogger('jobs')): JobComponents {
+  const blobs = blobServiceClient(settings.storage);
+  const queues = queueServiceClient(settings.storage);
+  const store = new JobStore(blobs, settings.jobs.resultsContainer);
+  const reservedContainers = [settings.jobs.resultsContainer, settings.leader.container];
+  const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
+  return {
+    settings,
+    store,
+    logger,
+    activities: new JobActivities({ store, workItems: queues.getQueueClient(settings.jobs.workItemsQueue), registry, logger: logger.child('activities'), instanceId: settings.instanceId }),
+    worker: new WorkItemProcessor({ store, blobs, registry, logger: logger.child('worker'), instanceId: settings.instanceId }),
+    intake: new JobIntake({
+      jobsQueue,
+      poisonQueue: queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue)),
+      store,
+      registry,
+      reservedContainers,
+      logger: logger.child('intake'),
+    }),
+    service: new JobService({ jobsQueue, store, registry, reservedContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
+  };
+}
+
+let components: JobComponents | undefined;
+
+/** The process's components, built from `process.env` on first use. */
+export function jobComponents(): JobComponents {
+  components ??= buildJobComponents(loadSettings());
+  return components;
+}

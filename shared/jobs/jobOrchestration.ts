@@ -1,0 +1,160 @@
+/**
+ * The job orchestration (one Durable instance per job, id `job-<jobId>`): plan -> poll progress ->
+ * (re-dispatch chunks past their deadline) -> aggregate.
+ *
+ * Guarantees: the history stays bounded whatever the job's size: chunks, not items, are the unit,
+ * and they never appear as history events (fan-out is one activity that sends the queue messages);
+ * each execution polls at most `POLL.pollsPerGeneration` times and then continues as new with its
+ * state. Polls use durable timers at an interval growing from `POLL.initialMs` by `POLL.factor` to
+ * `POLL.maxMs`, reset after a re-dispatch. A chunk with no result `deadlineSeconds` after its
+ * dispatch is dispatched again, up to `attempts` dispatches, then recorded as failed, so the job
+ * always finishes. A `cancel` event (or the cancel marker seen by a progress poll) ends the job as
+ * cancelled with what was done. The custom status carries phase, progress and the leader's epoch.
+ * The output is a small `JobSummary`; the full result is in a blob.
+ *
+ * Deterministic, as Durable replay requires: time comes from `currentUtcDateTime`, all I/O is in
+ * activities, and the state carried across continue-as-new is plain JSON.
+ */
+import * as df from 'durable-functions';
+import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
+
+import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput } from './JobActivities';
+import { type JobErrorInfo } from './JobError';
+import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobRun, type JobSummary } from './JobRun';
+
+export const JOB_ORCHESTRATOR = 'jobOrchestrator';
+export const JOB_ACTIVITIES = {
+  plan: 'jobPlan',
+  progress: 'jobProgress',
+  redispatch: 'jobRedispatch',
+  aggregate: 'jobAggregate',
+} as const;
+export const CANCEL_EVENT = 'cancel';
+
+export const POLL = {
+  initialMs: 1_000,
+  maxMs: 15_000,
+  factor: 1.5,
+  /** Polls per execution before continue-as-new; ~6 history events each. */
+  pollsPerGeneration: 20,
+} as const;
+
+/** Activities are retried on infrastructure errors (bad input is an outcome, not an error). */
+const ACTIVITY_RETRY = { firstRetryMs: 2_000, attempts: 4 } as const;
+
+export interface OrchestrationState {
+  readonly run: JobRun;
+  readonly plan?: { readonly chunkCount: number; readonly itemCount: number };
+  /** Dispatch rounds so far (1 after planning). */
+  readonly dispatch: number;
+  readonly roundStartedAt?: string;
+  readonly pollMs: number;
+  /** Executions so far, counting this one from 1. */
+  readonly generation: number;
+  readonly progress?: JobProgress;
+}
+
+export function initialState(run: JobRun): OrchestrationState {
+  return { run, dispatch: 0, pollMs: POLL.initialMs, generation: 1 };
+}
+
+const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
+
+export const jobOrchestration: OrchestrationHandler = function* (context: OrchestrationContext): Generator<Task, JobSummary | undefined, unknown> {
+  let state = context.df.getInput<OrchestrationState>();
+  const { run } = state;
+  const now = (): Date => context.df.currentUtcDateTime;
+  const retry = new df.RetryOptions(ACTIVITY_RETRY.firstRetryMs, ACTIVITY_RETRY.attempts);
+  const publish = (phase: JobCustomStatus['phase']): void => {
+    const status: JobCustomStatus = {
+      phase,
+      epoch: run.epoch,
+      progress: state.progress ?? EMPTY_PROGRESS,
+      dispatch: state.dispatch,
+      generation: state.generation,
+      updatedAt: now().toISOString(),
+    };
+    context.df.setCustomStatus(status);
+  };
+  const finishEarly = (status: FinalStatus, error?: JobErrorInfo): JobSummary => {
+    publish('done');
+    return {
+      jobId: run.jobId,
+      workType: run.workType,
+      status,
+      progress: state.progress ?? EMPTY_PROGRESS,
+      ...(error === undefined ? {} : { error }),
+      epoch: run.epoch,
+      finishedAt: now().toISOString(),
+    };
+  };
+
+  try {
+    if (state.plan === undefined) {
+      publish('planning');
+      const planned = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.plan, retry, run)) as PlanOutcome;
+      if (!planned.ok) return finishEarly('failed', planned.error);
+      if (planned.cancelled) return finishEarly('cancelled');
+      state = {
+        ...state,
+        plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount },
+        dispatch: 1,
+        roundStartedAt: now().toISOString(),
+        pollMs: POLL.initialMs,
+        progress: { chunks: { total: planned.chunkCount, done: 0, failed: 0 }, items: { total: planned.itemCount, done: 0, failed: 0 } },
+      };
+    }
+    const plan = state.plan;
+    if (plan === undefined) throw new Error('unreachable: planned state without a plan');
+
+    // One event task per execution: Task.any below may pick it up on any poll.
+    const cancelEvent = context.df.waitForExternalEvent(CANCEL_EVENT);
+    let cancelled = false;
+    for (let poll = 0; poll < POLL.pollsPerGeneration && !cancelled; poll++) {
+      const progressInput: ProgressInput = { jobId: run.jobId, chunkCount: plan.chunkCount, itemCount: plan.itemCount };
+      const progress = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.progress, retry, progressInput)) as ProgressOutcome;
+      state = { ...state, progress: { chunks: progress.chunks, items: progress.items } };
+      publish('running');
+      if (progress.cancelled) {
+        cancelled = true;
+        break;
+      }
+      if (progress.chunks.done + progress.chunks.failed >= plan.chunkCount) return yield* aggregate(false);
+
+      const roundStarted = Date.parse(state.roundStartedAt ?? now().toISOString());
+      if (now().getTime() - roundStarted >= run.options.deadlineSeconds * 1000) {
+        const expire = state.dispatch >= run.options.attempts;
+        const input: RedispatchInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, dispatch: state.dispatch + 1, expire };
+        yield context.df.callActivityWithRetry(JOB_ACTIVITIES.redispatch, retry, input);
+        state = { ...state, dispatch: expire ? state.dispatch : state.dispatch + 1, roundStartedAt: now().toISOString(), pollMs: POLL.initialMs };
+        continue;
+      }
+
+      const timer = context.df.createTimer(new Date(now().getTime() + state.pollMs));
+      const winner = yield context.df.Task.any([timer, cancelEvent]);
+      if (winner === cancelEvent) {
+        timer.cancel();
+        cancelled = true;
+      } else {
+        state = { ...state, pollMs: Math.min(Math.round(state.pollMs * POLL.factor), POLL.maxMs) };
+      }
+    }
+    if (cancelled) return yield* aggregate(true);
+
+    context.df.continueAsNew({ ...state, generation: state.generation + 1 });
+    return undefined;
+  } catch (err) {
+    // An activity failed after its retries: the job fails visibly rather than hanging.
+    return finishEarly('failed', { code: 'INTERNAL', message: err instanceof Error ? err.message.slice(0, 500) : String(err).slice(0, 500) });
+  }
+
+  function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
+    const plan = state.plan ?? { chunkCount: 0, itemCount: 0 };
+    publish('aggregating');
+    const input: AggregateInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
+    const summary = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary;
+    state = { ...state, progress: summary.progress };
+    publish('done');
+    return summary;
+  }
+};
