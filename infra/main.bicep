@@ -28,10 +28,13 @@ param resourceGroupName string = ''
 @description('Optional Function App name; default func-<unique suffix>.')
 param functionAppName string = ''
 
-@description('Upper bound on Function App instances.')
-@minValue(40)
+@description('Upper bound on Function App instances (Flex Consumption allows up to 1000).')
 @maxValue(1000)
 param maximumInstanceCount int = 100
+
+@description('Redundancy of the app\'s storage account.')
+@allowed(['Standard_LRS', 'Standard_ZRS', 'Standard_GRS', 'Standard_GZRS'])
+param storageSkuName string = 'Standard_LRS'
 
 @description('Memory per instance in MB.')
 @allowed([512, 2048, 4096])
@@ -145,6 +148,9 @@ module storage 'br/public:avm/res/storage/storage-account:0.8.3' = {
     name: 'st${resourceToken}'
     location: location
     tags: tags
+    // Locally redundant: the account holds working state (queues, leases, Durable history) whose
+    // cost is per transaction; choose a zone- or geo-redundant SKU if jobs must survive a zone loss.
+    skuName: storageSkuName
     // Entra ID only: no account key works, so none can leak. The host, Durable, the deployment
     // and the app all authenticate with the managed identity.
     allowSharedKeyAccess: false

@@ -30,8 +30,7 @@ param runtimeVersion string = '22'
 @allowed([512, 2048, 4096])
 param instanceMemoryMB int = 2048
 
-@description('Upper bound on instances the platform scales out to (40..1000).')
-@minValue(40)
+@description('Upper bound on instances the platform scales out to (at most 1000).')
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
