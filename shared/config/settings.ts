@@ -287,6 +287,15 @@ function hasConnection(env: Env, name: string): boolean {
   return readRaw(env, name) !== undefined || IDENTITY_SUFFIXES.some((s) => readRaw(env, `${name}__${s}`) !== undefined);
 }
 
+/**
+ * Reads the storage connection named by a binding's `connection` property (a connection string or
+ * identity-based `<name>__*` settings), with the same validation as the app's own. Used by the
+ * development host for trigger and output bindings.
+ */
+export function readStorageConnection(env: Env, name: string): StorageConnection {
+  return readConnection(env, name);
+}
+
 function readConnection(env: Env, name: string): StorageConnection {
   const connectionString = readRaw(env, name);
   if (connectionString !== undefined) {
