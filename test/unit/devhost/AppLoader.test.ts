@@ -48,7 +48,7 @@ describe('loadFunctionApp', () => {
 
     const tick = byName.get('tick');
     assert.equal(tick?.triggerType, 'timerTrigger');
-    assert.equal(tick.bindings[tick.triggerName]?.schedule, '*/2 * * * * *');
+    assert.equal(tick.bindings[tick.triggerName]?.schedule, '%FIXTURE_TIMER_SCHEDULE%');
 
     assert.equal(byName.get('fixtureOrchestrator')?.triggerType, 'orchestrationTrigger');
     assert.equal(byName.get('fixtureActivity')?.triggerType, 'activityTrigger');
@@ -106,6 +106,7 @@ describe('loadFunctionApp', () => {
       trigger: { Schedule: { AdjustForDST: true }, ScheduleStatus: { Last: 'a', Next: 'b', LastUpdated: 'c' }, IsPastDue: true },
     });
     assert.deepEqual(result.returnValue, {
+      instance: process.env.WEBSITE_INSTANCE_ID ?? null,
       isPastDue: true,
       schedule: { adjustForDST: true },
       scheduleStatus: { last: 'a', next: 'b', lastUpdated: 'c' },

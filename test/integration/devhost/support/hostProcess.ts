@@ -1,0 +1,120 @@
+/**
+ * Runs real development host processes (`node <outDir>/devhost/main.js`) for tests: a temporary app
+ * root with its own host.json and local.settings.json whose entry point loads a compiled fixture
+ * app, a process per instance on a free port, its output collected, and a graceful or hard stop.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const READY = 'Development host listening on ';
+const compiledRoot = join(__dirname, '..', '..', '..', '..');
+export const hostMain = join(compiledRoot, 'devhost', 'main.js');
+export const fixtureEntry = (name: string): string => join(compiledRoot, 'test', 'fixtures', 'devhost', name, 'functions.js');
+
+export interface AppRoot {
+  readonly dir: string;
+  remove(): void;
+}
+
+/** A temporary app folder: package.json (main index.js), host.json, local.settings.json, index.js requiring the fixture. */
+export function createAppRoot(options: { fixture: string; hostJson: unknown; values: Record<string, string> }): AppRoot {
+  const dir = mkdtempSync(join(tmpdir(), 'devhost-app-'));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fixture-app', main: 'index.js' }));
+  writeFileSync(join(dir, 'host.json'), JSON.stringify(options.hostJson));
+  writeFileSync(join(dir, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: options.values }));
+  writeFileSync(join(dir, 'index.js'), `require(${JSON.stringify(fixtureEntry(options.fixture))});\n`);
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export interface HostProcess {
+  readonly baseUrl: string;
+  readonly instanceId: string;
+  readonly child: ChildProcess;
+  /** Everything the process printed so far, as lines. */
+  lines(): string[];
+  /** Parsed JSON log lines with this `event`. */
+  events(event: string): Array<Record<string, unknown>>;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL and wait for exit. */
+  kill(): Promise<void>;
+}
+
+export async function startHost(options: {
+  appRoot: string;
+  hostId: string;
+  instanceId: string;
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}): Promise<HostProcess> {
+  const child = spawn(process.execPath, [hostMain, options.appRoot, '--port', '0', '--host-id', options.hostId, '--instance-id', options.instanceId], {
+    // Only what the host needs: local.settings.json must fill the rest, as it does for `npm start`.
+    env: { PATH: process.env.PATH ?? '', COORDINATOR_LOG_LEVEL: 'warn', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  let partial = '';
+  const collect = (chunk: Buffer): void => {
+    const text = partial + chunk.toString('utf8');
+    const parts = text.split('\n');
+    partial = parts.pop() ?? '';
+    output.push(...parts);
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const deadline = setTimeout(() => reject(new Error(`host did not start in time:\n${output.join('\n')}`)), options.timeoutMs ?? 20_000);
+    const check = (): void => {
+      const line = output.find((l) => l.startsWith(READY));
+      if (line !== undefined) {
+        clearTimeout(deadline);
+        resolve(/^\S+ \S+ \S+ \S+ (http:\/\/[^ ]+)/.exec(line)?.[1] ?? '');
+      }
+    };
+    child.stdout?.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(deadline);
+      reject(new Error(`host exited with ${String(code)} before it was ready:\n${output.join('\n')}${partial}`));
+    });
+  });
+
+  return {
+    baseUrl,
+    instanceId: options.instanceId,
+    child,
+    lines: () => [...output, ...(partial === '' ? [] : [partial])],
+    events: (event) =>
+      output.flatMap((line) => {
+        if (!line.startsWith('{')) return [];
+        try {
+          const parsed = JSON.parse(line) as Record<string, unknown>;
+          return parsed.event === event ? [parsed] : [];
+        } catch {
+          return [];
+        }
+      }),
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      return exited;
+    },
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+/** Polls `probe` until it returns a value (not undefined) or the time is up. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
