@@ -48,7 +48,8 @@ export interface ValidationContext {
   readonly reservedContainers: readonly string[];
 }
 
-const ajv = new Ajv2020({ allErrors: true, strict: true });
+// strictRequired is off: the oneOf branches name properties defined at the top level, which is the point.
+const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false });
 const validateSchema = ajv.compile<JobSubmission>(schema);
 
 /** The base64 text a queue client sends for a submission (the Functions host's default encoding). */

@@ -6,7 +6,7 @@
 import { loadSettings, type Settings } from '../config/settings';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
-import { workTypes, type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
 import { JobActivities } from './JobActivities';
 import { JobIntake } from './JobIntake';
 import { JobService } from './JobService';

@@ -1,0 +1,63 @@
+/**
+ * A job pipeline for one test: its own results container and work-items queue in the run's
+ * Azurite, the real JobStore / JobActivities / WorkItemProcessor, and helpers to move the
+ * work-items queue's messages through the worker the way the host would (base64 decoded, with a
+ * delivery count).
+ */
+import { BlobServiceClient } from '@azure/storage-blob';
+import { type DequeuedMessageItem, QueueServiceClient } from '@azure/storage-queue';
+
+import { JobActivities } from '../../../../shared/jobs/JobActivities';
+import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { JobStore } from '../../../../shared/jobs/JobStore';
+import { decodeQueueMessage } from '../../../../shared/jobs/JobSubmission';
+import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/WorkItemProcessor';
+import { memoryLogger } from '../../../../shared/observability/log';
+import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';
+import { azuriteConnectionString, uniqueName } from '../../../support/env';
+
+export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes()) {
+  const conn = azuriteConnectionString();
+  const blobs = BlobServiceClient.fromConnectionString(conn);
+  const queues = QueueServiceClient.fromConnectionString(conn);
+  const store = new JobStore(blobs, uniqueName(`${prefix}-res`));
+  await store.ensureContainer();
+  const workItems = queues.getQueueClient(uniqueName(`${prefix}-wi`));
+  await workItems.create();
+  const logger = memoryLogger('jobs');
+  const activities = new JobActivities({ store, workItems, registry, logger, instanceId: 'test-instance' });
+  const worker = new WorkItemProcessor({ store, blobs, registry, logger, instanceId: 'test-instance' });
+
+  /** Takes every visible message off the work-items queue (deleting them). */
+  async function drainMessages(): Promise<DequeuedMessageItem[]> {
+    const all: DequeuedMessageItem[] = [];
+    for (;;) {
+      const batch = await workItems.receiveMessages({ numberOfMessages: 32, visibilityTimeout: 30 });
+      if (batch.receivedMessageItems.length === 0) return all;
+      for (const m of batch.receivedMessageItems) {
+        all.push(m);
+        await workItems.deleteMessage(m.messageId, m.popReceipt);
+      }
+    }
+  }
+
+  async function deliver(message: DequeuedMessageItem, dequeueCount = 1): Promise<WorkOutcome> {
+    return worker.handle(decodeQueueMessage(message.messageText), { dequeueCount, messageId: message.messageId });
+  }
+
+  return { blobs, queues, store, workItems, logger, activities, worker, registry, drainMessages, deliver };
+}
+
+export function jobRun(jobId: string, workType: string, items: JobRun['source'], options: Partial<JobRun['options']> = {}): JobRun {
+  return {
+    jobId,
+    workType,
+    fingerprint: 'f'.repeat(64),
+    options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300, ...options },
+    source: items,
+    epoch: 3,
+    holder: 'test-leader',
+    submittedAt: new Date().toISOString(),
+    via: 'queue',
+  };
+}

@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type WorkItemMessage } from '../../../shared/jobs/JobRun';
+import { JobStore } from '../../../shared/jobs/JobStore';
+import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { ItemError, type WorkType } from '../../../shared/worktypes/WorkType';
+import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
+import { uniqueName } from '../../support/env';
+import { jobPipeline, jobRun } from './support/jobPipeline';
+
+/** A work type whose processing fails (an injected fault), for the last-attempt path. */
+const failing: WorkType<{ count: number }, { count: number }> = {
+  name: 'failing',
+  description: 'always throws',
+  validateItem: () => undefined,
+  process: () => {
+    throw new Error('disk on fire');
+  },
+  empty: () => ({ count: 0 }),
+  combine: (a, b) => ({ count: a.count + b.count }),
+  finish: (t) => t,
+};
+
+describe('work-items worker (Azurite)', () => {
+  it('counts a chunk once however often it is delivered, concurrently or again later', async () => {
+    const p = await jobPipeline('dup');
+    const items = Array.from({ length: 25 }, (_, i) => i + 1);
+    const run = jobRun('dup-job', 'sum', { kind: 'inline', items });
+    const planned = await p.activities.plan(run);
+    assert.deepEqual(planned, { ok: true, cancelled: false, chunkCount: 3, itemCount: 25 });
+    const messages = await p.drainMessages();
+    assert.equal(messages.length, 3, 'one message per chunk');
+
+    const first = messages[0];
+    assert.ok(first !== undefined);
+    const concurrent = await Promise.all([p.deliver(first), p.deliver(first, 2)]);
+    assert.deepEqual([...concurrent].sort(), ['duplicate', 'written']);
+    assert.equal(await p.deliver(first, 3), 'duplicate');
+    for (const m of messages.slice(1)) {
+      assert.equal(await p.deliver(m), 'written');
+      assert.equal(await p.deliver(m, 2), 'duplicate');
+    }
+    const summary = await p.activities.aggregate({ run, chunkCount: 3, itemCount: 25, cancelled: false });
+    assert.equal(summary.status, 'completed');
+    assert.deepEqual(summary.result, { count: 25, sum: 325, min: 1, max: 25 });
+    assert.deepEqual(summary.progress, { chunks: { total: 3, done: 3, failed: 0 }, items: { total: 25, done: 25, failed: 0 } });
+  });
+
+  it('throws for redelivery before the last attempt and records the chunk as failed on it', async () => {
+    const registry = builtInWorkTypes().register(failing);
+    const p = await jobPipeline('last', registry);
+    const run = jobRun('last-job', 'failing', { kind: 'inline', items: [1, 2, 3] }, { attempts: 2 });
+    await p.activities.plan(run);
+    const [message] = await p.drainMessages();
+    assert.ok(message !== undefined);
+    await assert.rejects(p.deliver(message, 1), /disk on fire/);
+    assert.equal(await p.store.chunkResultExists('last-job', 0), false, 'nothing recorded before the last attempt');
+    assert.equal(await p.deliver(message, 2), 'failed_recorded');
+    const result = await p.store.readChunkResult('last-job', 0);
+    assert.equal(result?.status, 'failed');
+    assert.equal(result?.error?.code, 'CHUNK_FAILED');
+    assert.match(result?.error?.message ?? '', /attempt 2 of 2: disk on fire/);
+    assert.equal(result?.itemsFailed, 3);
+    const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 3, cancelled: false });
+    assert.equal(summary.status, 'failed');
+    assert.equal(summary.error?.code, 'CHUNK_FAILED');
+    assert.deepEqual(summary.progress.items, { total: 3, done: 0, failed: 3 });
+  });
+
+  it('skips the chunks of a cancelled job', async () => {
+    const p = await jobPipeline('cancel');
+    const run = jobRun('cancel-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2 });
+    await p.activities.plan(run);
+    const messages = await p.drainMessages();
+    assert.equal(await p.deliver(messages[0] ?? assert.fail()), 'written');
+    await p.store.markCancelled('cancel-job', 'test');
+    assert.equal(await p.deliver(messages[1] ?? assert.fail()), 'cancelled');
+    assert.equal(await p.store.chunkResultExists('cancel-job', 1), false);
+    const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 4, cancelled: true });
+    assert.equal(summary.status, 'cancelled');
+    assert.deepEqual(summary.result, { count: 2, sum: 3, min: 1, max: 2 });
+  });
+
+  it('records each bad item with its index and code, and finishes the chunk', async () => {
+    const p = await jobPipeline('items');
+    const texts = p.blobs.getContainerClient(uniqueName('texts'));
+    await texts.create();
+    await texts.getBlockBlobClient('a.txt').upload('one two two', 11);
+    await texts.getBlockBlobClient('b.txt').upload('three three three\nfour', 22);
+    const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`];
+    const run = jobRun('wc-job', 'wordcount', { kind: 'inline', items });
+    await p.activities.plan(run);
+    const [message] = await p.drainMessages();
+    assert.equal(await p.deliver(message ?? assert.fail()), 'written');
+    const chunk = await p.store.readChunkResult('wc-job', 0);
+    assert.equal(chunk?.itemsFailed, 1);
+    assert.deepEqual(
+      chunk?.itemErrors.map((e) => [e.index, e.code]),
+      [[1, 'BLOB_NOT_FOUND']],
+    );
+    const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 3, cancelled: false });
+    assert.equal(summary.status, 'completed_with_errors');
+    const result = summary.result as { blobs: number; words: number; topWords: Array<{ word: string; count: number }> };
+    assert.equal(result.blobs, 2);
+    assert.equal(result.words, 7);
+    assert.deepEqual(result.topWords[0], { word: 'three', count: 3 });
+    assert.equal(summary.errors?.[0]?.code, 'BLOB_NOT_FOUND');
+  });
+
+  it('sends a chunk too big for a queue message by blob reference and still processes it', async () => {
+    const p = await jobPipeline('big');
+    const items = Array.from({ length: 30 }, (_, i) => `${i}-${'x'.repeat(3_000)}`);
+    const run = jobRun('big-job', 'noop', { kind: 'inline', items }, { chunkSize: 20 });
+    await p.activities.plan(run);
+    const messages = await p.drainMessages();
+    assert.equal(messages.length, 2);
+    const bodies = messages.map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage).sort((a, b) => a.chunk - b.chunk);
+    assert.equal(bodies[0]?.items, undefined);
+    assert.equal(bodies[0]?.itemsRef, JobStore.chunkItemsBlob('big-job', 0));
+    assert.equal(bodies[1]?.items?.length, 10, 'the small chunk stays inline');
+    for (const m of messages) assert.ok(m.messageText.length <= 64 * 1024);
+    for (const m of messages) assert.equal(await p.deliver(m), 'written');
+    const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 30, cancelled: false });
+    assert.deepEqual(summary.result, { count: 30 });
+  });
+
+  it('refuses a message that is not a work item, so the host retries it into the poison queue', async () => {
+    const p = await jobPipeline('junk');
+    await assert.rejects(p.worker.handle({ hello: 'world' }, { dequeueCount: 1 }), { code: 'INVALID_WORK_ITEM' });
+    await assert.rejects(p.worker.handle('not json', { dequeueCount: 1 }), { code: 'INVALID_WORK_ITEM' });
+  });
+
+  it('treats an ItemError from process as the item\'s fault, not the chunk\'s', async () => {
+    const picky: WorkType<{ n: number }, { n: number }> = {
+      name: 'picky',
+      description: 'refuses odd items while processing',
+      validateItem: () => undefined,
+      process: (item) => {
+        if (Number(item) % 2 === 1) throw new ItemError('ODD', `${String(item)} is odd`);
+        return { n: 1 };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: a.n + b.n }),
+      finish: (t) => t,
+    };
+    const p = await jobPipeline('picky', builtInWorkTypes().register(picky));
+    const run = jobRun('picky-job', 'picky', { kind: 'inline', items: [1, 2, 3, 4, 6] });
+    await p.activities.plan(run);
+    const [message] = await p.drainMessages();
+    assert.equal(await p.deliver(message ?? assert.fail()), 'written');
+    const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 5, cancelled: false });
+    assert.equal(summary.status, 'completed_with_errors');
+    assert.deepEqual(summary.result, { n: 3 });
+    assert.deepEqual(summary.progress.items, { total: 5, done: 3, failed: 2 });
+  });
+});

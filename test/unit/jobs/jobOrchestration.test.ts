@@ -1,0 +1,234 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput } from '../../../shared/jobs/JobActivities';
+import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, jobOrchestration, type OrchestrationState, POLL } from '../../../shared/jobs/jobOrchestration';
+import { type JobCustomStatus, type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
+import { type ActivityCall, type ActivityScript, ReplayDriver } from './support/ReplayDriver';
+
+const START = new Date('2026-01-01T00:00:00.000Z');
+
+function run(options: Partial<JobRun['options']> = {}): JobRun {
+  return {
+    jobId: 'job1',
+    workType: 'sum',
+    fingerprint: 'f'.repeat(64),
+    options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300, ...options },
+    source: { kind: 'inline', items: [1, 2, 3] },
+    epoch: 7,
+    holder: 'instance-a',
+    submittedAt: START.toISOString(),
+    via: 'queue',
+  };
+}
+
+function progress(chunkCount: number, done: number, failed = 0, cancelled = false): ProgressOutcome {
+  return {
+    cancelled,
+    chunks: { total: chunkCount, done, failed },
+    items: { total: chunkCount * 10, done: done * 10, failed: failed * 10 },
+  };
+}
+
+/** The aggregate activity's stand-in: echoes what the orchestration asked for. */
+const aggregate: ActivityScript = (input) => {
+  const a = input as AggregateInput;
+  const summary: JobSummary = {
+    jobId: a.run.jobId,
+    workType: a.run.workType,
+    status: a.cancelled ? 'cancelled' : 'completed',
+    progress: { chunks: { total: a.chunkCount, done: a.chunkCount, failed: 0 }, items: { total: a.itemCount, done: a.itemCount, failed: 0 } },
+    result: { count: a.itemCount },
+    resultBlob: `jobs/${a.run.jobId}/result.json`,
+    epoch: a.run.epoch,
+    finishedAt: START.toISOString(),
+  };
+  return summary;
+};
+
+const planned = (chunkCount: number): ActivityScript => () => ({ ok: true, cancelled: false, chunkCount, itemCount: chunkCount * 10 }) satisfies PlanOutcome;
+
+function callsOf(calls: readonly ActivityCall[], name: string): ActivityCall[] {
+  return calls.filter((c) => c.name === name);
+}
+
+function lastStatus(result: Awaited<ReturnType<ReplayDriver['run']>>): JobCustomStatus {
+  const last = result.episodes.at(-1);
+  assert.ok(last !== undefined);
+  return last.state.customStatus as JobCustomStatus;
+}
+
+describe('job orchestration (replayed by the durable-functions SDK)', () => {
+  it('plans, polls with growing durable timers, and aggregates once every chunk has a result', async () => {
+    let polls = 0;
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.progress]: () => progress(4, [0, 2, 4][polls++] ?? 4),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    const result = await driver.run(initialState(run()));
+    const output = result.output as JobSummary;
+    assert.equal(output.status, 'completed');
+    assert.deepEqual(output.result, { count: 40 });
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.plan).length, 1);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 3);
+    const agg = callsOf(result.calls, JOB_ACTIVITIES.aggregate);
+    assert.equal(agg.length, 1);
+    assert.deepEqual({ ...(agg[0]?.input as AggregateInput), run: undefined }, { run: undefined, chunkCount: 4, itemCount: 40, cancelled: false });
+    // Two waits between three polls: 1 s, then 1.5 s.
+    assert.deepEqual(
+      result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime()),
+      [POLL.initialMs, POLL.initialMs * POLL.factor],
+    );
+    assert.equal(lastStatus(result).phase, 'done');
+    assert.equal(lastStatus(result).epoch, 7);
+    // While running, the custom status carried the progress the poll saw.
+    const running = result.episodes.map((e) => e.state.customStatus as JobCustomStatus | undefined).filter((s) => s?.phase === 'running');
+    const seen = running.map((s) => s?.progress.chunks.done).filter((v, i, all) => i === 0 || v !== all[i - 1]);
+    assert.deepEqual(seen, [0, 2]);
+    const phases = result.episodes.map((e) => (e.state.customStatus as JobCustomStatus | undefined)?.phase).filter((p, i, all) => i === 0 || p !== all[i - 1]);
+    assert.deepEqual(phases, ['planning', 'running', 'aggregating', 'done']);
+    assert.equal(result.generationInputs.length, 1);
+  });
+
+  it('keeps its history the same size whatever the number of chunks and items', async () => {
+    const lengths: number[] = [];
+    for (const chunkCount of [3, 10_000]) {
+      let polls = 0;
+      const driver = new ReplayDriver(jobOrchestration, {
+        [JOB_ACTIVITIES.plan]: planned(chunkCount),
+        [JOB_ACTIVITIES.progress]: () => progress(chunkCount, polls++ < 3 ? 0 : chunkCount),
+        [JOB_ACTIVITIES.aggregate]: aggregate,
+      });
+      const result = await driver.run(initialState(run()));
+      assert.equal((result.output as JobSummary).status, 'completed');
+      lengths.push(result.historyLengths[0] ?? -1);
+    }
+    assert.equal(lengths[0], lengths[1]);
+  });
+
+  it('finishes when chunks failed instead of waiting for them', async () => {
+    let polls = 0;
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.progress]: () => (polls++ === 0 ? progress(4, 1) : progress(4, 3, 1)),
+      [JOB_ACTIVITIES.aggregate]: (input) => ({ ...(aggregate(input, undefined as never) as JobSummary), status: 'completed_with_errors' }),
+    });
+    const result = await driver.run(initialState(run()));
+    assert.equal((result.output as JobSummary).status, 'completed_with_errors');
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.aggregate).length, 1);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
+  });
+
+  it('reports a plan that refused the input as a failed job with its code, without dispatching', async () => {
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: () => ({ ok: false, error: { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' } }) satisfies PlanOutcome,
+    });
+    const result = await driver.run(initialState(run()));
+    const output = result.output as JobSummary;
+    assert.equal(output.status, 'failed');
+    assert.deepEqual(output.error, { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' });
+    assert.deepEqual(
+      result.calls.map((c) => c.name),
+      [JOB_ACTIVITIES.plan],
+    );
+  });
+
+  it('fails the job visibly when an activity keeps throwing after its retries', async () => {
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(2),
+      [JOB_ACTIVITIES.progress]: () => {
+        throw new Error('storage unreachable');
+      },
+    });
+    const result = await driver.run(initialState(run()));
+    const output = result.output as JobSummary;
+    assert.equal(output.status, 'failed');
+    assert.equal(output.error?.code, 'INTERNAL');
+    assert.match(output.error?.message ?? '', /storage unreachable/);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 4, 'tried as often as the retry policy allows');
+  });
+
+  it('re-dispatches chunks past their deadline, then records them failed after the last attempt', async () => {
+    const redispatches: RedispatchInput[] = [];
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.progress]: () => (redispatches.some((r) => r.expire) ? progress(4, 1, 3) : progress(4, 1)),
+      [JOB_ACTIVITIES.redispatch]: (input, call) => {
+        redispatches.push(input as RedispatchInput);
+        assert.ok(call.at.getTime() - START.getTime() >= 5_000 * redispatches.length, `redispatch ${redispatches.length} came before its deadline`);
+        return { missing: 3 };
+      },
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 3 })));
+    assert.deepEqual(
+      redispatches.map((r) => [r.dispatch, r.expire]),
+      [
+        [2, false],
+        [3, false],
+        [4, true],
+      ],
+    );
+    assert.equal((result.output as JobSummary).status, 'completed');
+    assert.equal(lastStatus(result).dispatch, 3);
+    // Each deadline is measured from the latest dispatch: consecutive re-dispatches are >= 5 s apart.
+    const times = callsOf(result.calls, JOB_ACTIVITIES.redispatch).map((c) => c.at.getTime());
+    for (let i = 1; i < times.length; i++) assert.ok((times[i] ?? 0) - (times[i - 1] ?? 0) >= 5_000);
+  });
+
+  it('ends as cancelled when the cancel event arrives while it waits', async () => {
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.progress]: () => progress(4, 1),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    driver.raiseEventAt(new Date(START.getTime() + 1_200), CANCEL_EVENT, { reason: 'test' });
+    const result = await driver.run(initialState(run()));
+    const output = result.output as JobSummary;
+    assert.equal(output.status, 'cancelled');
+    const agg = callsOf(result.calls, JOB_ACTIVITIES.aggregate);
+    assert.equal((agg[0]?.input as AggregateInput).cancelled, true);
+    assert.ok((agg[0]?.at.getTime() ?? 0) - START.getTime() < 2_500, 'cancel wakes the orchestration before its next poll');
+  });
+
+  it('ends as cancelled when a progress poll sees the cancel marker', async () => {
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.progress]: (_input, call) => progress(4, 1, 0, call.at.getTime() > START.getTime()),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    const result = await driver.run(initialState(run()));
+    assert.equal((result.output as JobSummary).status, 'cancelled');
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 2);
+  });
+
+  it('continues as new every few polls, carrying its state, with the poll interval bounded', async () => {
+    const completeAt = POLL.pollsPerGeneration * 2 + 5;
+    let polls = 0;
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(8),
+      [JOB_ACTIVITIES.progress]: (input) => {
+        polls += 1;
+        assert.equal((input as ProgressInput).chunkCount, 8);
+        return progress(8, polls >= completeAt ? 8 : Math.min(7, Math.floor(polls / 10)));
+      },
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    const result = await driver.run(initialState(run({ deadlineSeconds: 86_400 })));
+    assert.equal((result.output as JobSummary).status, 'completed');
+    assert.equal(result.generationInputs.length, 3);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.plan).length, 1, 'planned once, not per generation');
+    const second = result.generationInputs[1] as OrchestrationState;
+    assert.equal(second.generation, 2);
+    assert.deepEqual(second.plan, { chunkCount: 8, itemCount: 80 });
+    assert.equal(second.dispatch, 1);
+    assert.equal(second.run.epoch, 7);
+        // Per poll: an activity (scheduled, completed), a timer (created, fired), two episodes (started, completed).
+    for (const length of result.historyLengths) assert.ok(length <= POLL.pollsPerGeneration * 8 + 10, `history of ${length} events`);
+    const waits = result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime());
+    assert.equal(Math.max(...waits), POLL.maxMs);
+    assert.ok(waits.every((w) => w >= POLL.initialMs && w <= POLL.maxMs));
+    assert.equal(lastStatus(result).generation, 3);
+  });
+});

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { sumWorkType } from '../../../shared/worktypes/sumWorkType';
+import { countText, wordcountWorkType } from '../../../shared/worktypes/wordcountWorkType';
+import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
+import { builtInWorkTypes, WorkTypeRegistry } from '../../../shared/worktypes/WorkTypeRegistry';
+
+async function fold<P extends Json, R extends Json>(type: WorkType<P, R>, items: unknown[]): Promise<P> {
+  let acc = type.empty();
+  for (const item of items) acc = type.combine(acc, await type.process(item, undefined as never));
+  return acc;
+}
+
+describe('work types', () => {
+  it('registers sum, wordcount and noop, and refuses a duplicate or a bad name', () => {
+    const registry = builtInWorkTypes();
+    assert.deepEqual(registry.names(), ['noop', 'sum', 'wordcount']);
+    assert.throws(() => registry.register(sumWorkType), /already registered/);
+    assert.throws(() => new WorkTypeRegistry().register({ ...sumWorkType, name: 'Bad Name' }), /must match/);
+  });
+
+  it('sums exactly, beyond the safe integer range, as a decimal string there', async () => {
+    const big = '9007199254740993';
+    const total = await fold(sumWorkType, [big, big, -1, '0']);
+    assert.deepEqual(sumWorkType.finish(total), { count: 4, sum: '18014398509481985', min: -1, max: '9007199254740993' });
+    assert.deepEqual(sumWorkType.finish(await fold(sumWorkType, [1, 2, 3])), { count: 3, sum: 6, min: 1, max: 3 });
+    assert.deepEqual(sumWorkType.finish(sumWorkType.empty()), { count: 0, sum: 0, min: null, max: null });
+  });
+
+  it('combines sum partials associatively, in any grouping', async () => {
+    const items = Array.from({ length: 30 }, (_, i) => (i % 7) * 1_000_000_007 - 3);
+    const whole = await fold(sumWorkType, items);
+    const left = sumWorkType.combine(sumWorkType.combine(await fold(sumWorkType, items.slice(0, 10)), await fold(sumWorkType, items.slice(10, 20))), await fold(sumWorkType, items.slice(20)));
+    const right = sumWorkType.combine(await fold(sumWorkType, items.slice(0, 10)), sumWorkType.combine(await fold(sumWorkType, items.slice(10, 20)), await fold(sumWorkType, items.slice(20))));
+    assert.deepEqual(left, whole);
+    assert.deepEqual(right, whole);
+  });
+
+  it('validates sum items', () => {
+    assert.equal(sumWorkType.validateItem(5), undefined);
+    assert.equal(sumWorkType.validateItem('-123456789012345678901234567890'), undefined);
+    assert.match(sumWorkType.validateItem(1.5) ?? '', /not an integer/);
+    assert.match(sumWorkType.validateItem(2 ** 54) ?? '', /decimal string/);
+    assert.match(sumWorkType.validateItem('01') ?? '', /not a decimal integer/);
+    assert.match(sumWorkType.validateItem(null) ?? '', /null/);
+    assert.match(sumWorkType.validateItem([1]) ?? '', /array/);
+  });
+
+  it('counts words, lines and characters, and ranks the top words', () => {
+    const partial = countText('The cat and the hat.\nThe END\n');
+    assert.equal(partial.words, 7);
+    assert.equal(partial.lines, 2);
+    const merged = wordcountWorkType.combine(partial, countText("__proto__ the constructor isn't"));
+    const result = wordcountWorkType.finish(merged);
+    assert.equal(result.words, 11);
+    assert.equal(result.blobs, 2);
+    assert.deepEqual(result.topWords[0], { word: 'the', count: 4 });
+    assert.ok(result.topWords.some((w) => w.word === '__proto__') === false, "'_' is not a word character");
+    assert.ok(result.topWords.some((w) => w.word === "isn't"));
+    assert.equal(result.distinctWords, 8, 'the, cat, and, hat, end, proto, constructor, isn\'t');
+  });
+
+  it('validates wordcount items as blob references', () => {
+    assert.equal(wordcountWorkType.validateItem('texts/a/b.txt'), undefined);
+    assert.match(wordcountWorkType.validateItem('texts/../b.txt') ?? '', /\.\./);
+    assert.match(wordcountWorkType.validateItem('b.txt') ?? '', /no "\/"/);
+    assert.match(wordcountWorkType.validateItem(3) ?? '', /string/);
+  });
+});
