@@ -127,6 +127,17 @@ export class BicepFile {
     return new Map(BicepFile.objectProperties(node).map(([key, value]) => [key, this.evaluate(value)]));
   }
 
+  /** The parameter an expression passes through unchanged (`p` or `string(p)`), if any. */
+  parameterBehind(node: Node): ParameterDeclaration | undefined {
+    if (node.type === 'identifier') return this.parameters.get(node.text);
+    if (node.type === 'call_expression' && node.namedChild(0)?.text === 'string') {
+      const args = node.namedChildren.find((c) => c?.type === 'arguments')?.namedChildren ?? [];
+      const only = args.length === 1 ? args[0] : undefined;
+      return only?.type === 'identifier' ? this.parameters.get(only.text) : undefined;
+    }
+    return undefined;
+  }
+
   /** What an expression yields at deployment, as far as it can be known offline (see the module note). */
   evaluate(node: Node): BicepValue {
     switch (node.type) {

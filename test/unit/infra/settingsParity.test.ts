@@ -136,6 +136,50 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
     for (const [name, { fallback }] of Object.entries(READ_ELSEWHERE)) assert.equal(sample[name], fallback, name);
   });
 
+  it('the Bicep parameter bounds are the bounds the app accepts', async () => {
+    // A value the template accepts must start the app, and one the app rejects should fail the
+    // deployment instead of the first cold start.
+    const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
+    const settingsObject = main.variables.get('appSettings');
+    assert.ok(settingsObject !== undefined);
+    let checked = 0;
+    const starts = (name: string, value: string): boolean => {
+      try {
+        loadSettings({ ...DEV_ENV, [name]: value });
+        return true;
+      } catch (err) {
+        if (err instanceof ConfigError && err.setting === name) return false;
+        throw err;
+      }
+    };
+    for (const [name, valueNode] of BicepFile.objectProperties(settingsObject)) {
+      const parameter = main.parameterBehind(valueNode);
+      if (parameter === undefined) continue;
+      const bound = (decorator: string): number | undefined => {
+        const arg = parameter.decorators.get(decorator)?.[0];
+        return arg === undefined ? undefined : Number(arg);
+      };
+      const [minValue, maxValue, minLength, maxLength] = [bound('minValue'), bound('maxValue'), bound('minLength'), bound('maxLength')];
+      if (minValue !== undefined) {
+        assert.ok(starts(name, String(minValue)) && !starts(name, String(minValue - 1)), `${name}: @minValue(${minValue}) differs from the app's minimum`);
+        checked++;
+      }
+      if (maxValue !== undefined) {
+        assert.ok(starts(name, String(maxValue)) && !starts(name, String(maxValue + 1)), `${name}: @maxValue(${maxValue}) differs from the app's maximum`);
+        checked++;
+      }
+      if (minLength !== undefined) {
+        assert.ok(starts(name, 'a'.repeat(minLength)) && !starts(name, 'a'.repeat(minLength - 1)), `${name}: @minLength(${minLength}) differs from the app's rule`);
+        checked++;
+      }
+      if (maxLength !== undefined) {
+        assert.ok(starts(name, 'a'.repeat(maxLength)) && !starts(name, 'a'.repeat(maxLength + 1)), `${name}: @maxLength(${maxLength}) differs from the app's rule`);
+        checked++;
+      }
+    }
+    assert.ok(checked > 0, 'no bounded parameter feeds an app setting: this check would be vacuous');
+  });
+
   it('the app connects to storage with the managed identity the roles are granted to', () => {
     const settings = loadSettings(appSettings());
     assert.equal(settings.storageConnectionName, SETTING_NAMES.storageConnection);
