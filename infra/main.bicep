@@ -106,7 +106,7 @@ var resourceToken = toLower(uniqueString(subscription().id, environmentName, loc
 var tags = { 'azd-env-name': environmentName }
 var appName = !empty(functionAppName) ? functionAppName : 'func-${resourceToken}'
 // Flex Consumption reads the deployment package from this container, with the app's identity.
-var deploymentContainerName = 'app-package-${take(appName, 32)}-${take(toLower(uniqueString(appName, resourceToken)), 7)}'
+var deploymentContainerName = 'app-package-${take(toLower(appName), 32)}-${take(toLower(uniqueString(appName, resourceToken)), 7)}'
 var storageSuffix = environment().suffixes.storage
 var sharesCoordinatorStorage = !empty(coordinatorStorageAccountName)
 
