@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { CoordinatorError, toCoordinatorError } from '../shared/errors';
 import { createLogger } from '../shared/observability/log';
 import { defaultHostId, FunctionHost, validateHostId } from './FunctionHost';
+import { FunctionKeys } from './http/FunctionKeys';
 
 export const DEFAULT_PORT = 7071;
 export const READY_LINE_PREFIX = 'Development host listening on ';
@@ -136,8 +137,10 @@ async function main(): Promise<void> {
 
   const base = `http://${args.listen === '0.0.0.0' ? 'localhost' : args.listen}:${host.port}`;
   const lines = [`${READY_LINE_PREFIX}${base} (host id ${hostId}, instance ${instanceId})`, '', 'Functions:'];
+  const keysOn = FunctionKeys.fromEnv(process.env).enabled;
+  if (!keysOn) lines.splice(1, 0, 'Function keys: off (set DEVHOST_HOST_KEYS / DEVHOST_FUNCTION_KEYS / DEVHOST_MASTER_KEY to enforce them)');
   for (const route of host.http.describeRoutes()) {
-    lines.push(`  ${route.name}: [${route.methods.length === 0 ? 'ALL' : route.methods.join(',')}] ${base}${route.path}${route.authLevel === 'anonymous' ? '' : ` (${route.authLevel} key)`}`);
+    lines.push(`  ${route.name}: [${route.methods.length === 0 ? 'ALL' : route.methods.join(',')}] ${base}${route.path}${route.authLevel === 'anonymous' || !keysOn ? '' : ` (${route.authLevel} key)`}`);
   }
   for (const fn of host.app.list()) {
     if (fn.triggerType !== 'httpTrigger') lines.push(`  ${fn.name}: ${fn.triggerType}`);

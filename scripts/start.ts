@@ -1,0 +1,284 @@
+/**
+ * `npm start [-- --port 7071] [--instances N] [--separate-apps] [--devhost]`: runs the built app
+ * locally with Azurite.
+ *
+ * - Azurite: reused when one already answers on 10000-10002 (so `UseDevelopmentStorage=true`
+ *   works), otherwise started here with its data in the git-ignored `.azurite/`; a port taken by
+ *   something that is not Azurite is a clear error.
+ * - `local.settings.json` is created from `local.settings.sample.json` when missing.
+ * - The app runs on `func start` when Core Tools answers `func --version`, otherwise (or with
+ *   `--devhost`) on the development host; it says which and why.
+ * - `--instances N`: N host processes on ports port, port+1, ... with instance ids instance-1..N,
+ *   sharing one host id (one scaled-out app) unless `--separate-apps` gives each its own.
+ * - Ctrl-C / SIGTERM stops every instance gracefully (a second one kills), then Azurite if it was
+ *   started here.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { request } from 'node:http';
+import { Socket } from 'node:net';
+import { join, relative, sep } from 'node:path';
+
+
+export const AZURITE_PORTS = { blob: 10000, queue: 10001, table: 10002 } as const;
+const STOP_TIMEOUT_MS = 30_000;
+
+export interface StartArgs {
+  readonly port: number;
+  readonly instances: number;
+  readonly separateApps: boolean;
+  readonly forceDevHost: boolean;
+  readonly hostId: string;
+}
+
+export class StartError extends Error {
+  override readonly name = 'StartError';
+}
+
+export function parseStartArgs(argv: readonly string[]): StartArgs {
+  let port = 7071;
+  let instances = 1;
+  let separateApps = false;
+  let forceDevHost = false;
+  let hostId = 'leader-coordinator';
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i] as string;
+    const [name, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined || v === '') throw new StartError(`${name} needs a value`);
+      return v;
+    };
+    if (name === '--port') port = Number(value());
+    else if (name === '--instances') instances = Number(value());
+    else if (name === '--host-id') hostId = value();
+    else if (name === '--separate-apps') separateApps = true;
+    else if (name === '--devhost') forceDevHost = true;
+    else throw new StartError(`unknown option ${arg} (known: --port N, --instances N, --separate-apps, --devhost, --host-id ID)`);
+  }
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new StartError('--port must be an integer from 1 to 65535');
+  if (!Number.isInteger(instances) || instances < 1 || instances > 16) throw new StartError('--instances must be an integer from 1 to 16');
+  if (port + instances - 1 > 65535) throw new StartError('--port plus --instances goes past port 65535');
+  if (!/^[a-z0-9](?:[a-z0-9-]{0,27}[a-z0-9])?$/.test(hostId)) throw new StartError('--host-id must be 1-29 lowercase letters, digits and dashes');
+  return { port, instances, separateApps, forceDevHost, hostId };
+}
+
+/** Ports, instance ids and host ids of the instances to run. */
+export function planInstances(args: StartArgs): Array<{ port: number; instanceId: string; hostId: string }> {
+  return Array.from({ length: args.instances }, (_, i) => ({
+    port: args.port + i,
+    instanceId: `instance-${i + 1}`,
+    hostId: args.separateApps ? `${args.hostId}-${i + 1}` : args.hostId,
+  }));
+}
+
+async function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    socket.setTimeout(1_000);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', () => resolve(false));
+    socket.connect(port, '127.0.0.1');
+  });
+}
+
+/** The `Server` header of whatever answers HTTP on the port ("Azurite-Blob/3.37.0" for Azurite). */
+async function serverHeader(port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', method: 'GET', timeout: 2_000 }, (res) => {
+      res.resume();
+      resolve(typeof res.headers.server === 'string' ? res.headers.server : undefined);
+    });
+    req.once('timeout', () => req.destroy());
+    req.once('error', () => resolve(undefined));
+    req.end();
+  });
+}
+
+interface StartedAzurite {
+  stop(): Promise<void>;
+}
+
+/**
+ * Azurite in its own process group, so a terminal's Ctrl-C reaches only this script, which stops
+ * the instances first (the leader releases its lease through Azurite) and Azurite last.
+ */
+async function launchAzurite(location: string): Promise<StartedAzurite> {
+  // require('azurite') resolves to its VS Code extension entry; the CLI lives in dist/src.
+  const entry = join(require.resolve('azurite/package.json'), '..', 'dist', 'src', 'azurite.js');
+  const child = spawn(
+    process.execPath,
+    [entry, '--silent', '--disableTelemetry', '--skipApiVersionCheck', '--location', location, '--blobHost', '127.0.0.1', '--queueHost', '127.0.0.1', '--tableHost', '127.0.0.1'],
+    { stdio: 'ignore', detached: true },
+  );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 30_000;
+  for (const port of Object.values(AZURITE_PORTS)) {
+    while (!(await portOpen(port))) {
+      if (child.exitCode !== null || Date.now() > deadline) throw new StartError('Azurite did not start (is the azurite package installed? run npm ci)');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Reuses a running Azurite on the default ports or starts one with data in `.azurite/`. */
+export async function ensureAzurite(root: string): Promise<{ started?: StartedAzurite; note: string }> {
+  const ports = [AZURITE_PORTS.blob, AZURITE_PORTS.queue, AZURITE_PORTS.table];
+  const open = await Promise.all(ports.map(portOpen));
+  if (open.some(Boolean)) {
+    const servers = await Promise.all(ports.map((p, i) => (open[i] === true ? serverHeader(p) : Promise.resolve(undefined))));
+    const foreign = ports.filter((_, i) => open[i] === true && !(servers[i] ?? '').startsWith('Azurite'));
+    if (foreign.length > 0) {
+      throw new StartError(
+        `port(s) ${foreign.join(', ')} are in use by something that is not Azurite; UseDevelopmentStorage=true needs Azurite on 10000-10002. Stop that process, or run Azurite there yourself.`,
+      );
+    }
+    if (open.every(Boolean)) return { note: 'Azurite: reusing the one already running on ports 10000-10002' };
+    throw new StartError(`Azurite answers on only some of the ports 10000-10002 (${ports.filter((_, i) => open[i] === true).join(', ')}); stop it or start it with blob, queue and table.`);
+  }
+  const location = join(root, '.azurite');
+  mkdirSync(location, { recursive: true });
+  const started = await launchAzurite(location);
+  return { started, note: 'Azurite: started on ports 10000-10002, data in .azurite/' };
+}
+
+/** Core Tools is usable only when `func --version` really answers (its npm install may be broken). */
+export function detectCoreTools(): { usable: boolean; version?: string; reason: string } {
+  const result = spawnSync('func', ['--version'], { encoding: 'utf8', timeout: 30_000, shell: process.platform === 'win32' });
+  if (result.error !== undefined) return { usable: false, reason: `\`func --version\` could not run (${(result.error as NodeJS.ErrnoException).code ?? result.error.message})` };
+  const version = result.stdout.trim().split('\n')[0] ?? '';
+  if (result.status !== 0 || !/^\d+\.\d+/.test(version)) return { usable: false, reason: `\`func --version\` failed (exit ${String(result.status)})` };
+  return { usable: true, version, reason: `Core Tools ${version} found` };
+}
+
+function ensureLocalSettings(root: string): string | undefined {
+  const target = join(root, 'local.settings.json');
+  if (existsSync(target)) return undefined;
+  copyFileSync(join(root, 'local.settings.sample.json'), target);
+  return 'Created local.settings.json from local.settings.sample.json.';
+}
+
+function pipeWithPrefix(child: ChildProcess, prefix: string): void {
+  for (const [stream, out] of [
+    [child.stdout, process.stdout],
+    [child.stderr, process.stderr],
+  ] as const) {
+    let partial = '';
+    stream?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString('utf8')).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) out.write(`${prefix} ${line}\n`);
+    });
+    stream?.on('end', () => {
+      if (partial !== '') out.write(`${prefix} ${partial}\n`);
+    });
+  }
+}
+
+async function main(): Promise<number> {
+  const args = parseStartArgs(process.argv.slice(2));
+  // Compiled layout: <outDir>/scripts/start.js; the project root holds host.json and package.json.
+  const root = process.cwd();
+  if (!existsSync(join(root, 'host.json'))) throw new StartError(`no host.json in ${root}: run npm start from the project folder`);
+  const created = ensureLocalSettings(root);
+  if (created !== undefined) console.log(created);
+
+  const azurite = await ensureAzurite(root);
+  console.log(azurite.note);
+
+  const coreTools = args.forceDevHost ? { usable: false, reason: '--devhost given' } : detectCoreTools();
+  const useFunc = coreTools.usable;
+  console.log(
+    useFunc
+      ? `Host: Azure Functions Core Tools (${coreTools.reason}): func start`
+      : `Host: development host (${coreTools.reason}; see README "devhost" for its differences from the real host)`,
+  );
+
+  // The app compiled with this script (dist/functions/*.js for `npm start`, as package.json main says).
+  const appMain = `${relative(root, join(__dirname, '..', 'functions')).split(sep).join('/')}/*.js`;
+  const children: Array<{ child: ChildProcess; label: string }> = [];
+  for (const instance of planInstances(args)) {
+    const label = `[${instance.instanceId}]`;
+    const env = {
+      ...process.env,
+      AzureFunctionsWebHost__hostid: instance.hostId,
+      // Core Tools sets no instance id of its own; the app falls back to WEBSITE_INSTANCE_ID.
+      WEBSITE_INSTANCE_ID: instance.instanceId,
+    };
+    const child = useFunc
+      ? spawn('func', ['start', '--port', String(instance.port)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, shell: process.platform === 'win32' })
+      : spawn(
+          process.execPath,
+          [join(__dirname, '..', 'devhost', 'main.js'), root, '--main', appMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],
+          // Own process group: Ctrl-C reaches this script only, which then stops each instance once.
+          { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+        );
+    pipeWithPrefix(child, label);
+    children.push({ child, label });
+    console.log(`${label} http://localhost:${instance.port}/api  (host id ${instance.hostId})`);
+  }
+  if (args.instances > 1) console.log(args.separateApps ? 'Each instance is its own app (own host id).' : 'All instances are one scaled-out app (one host id).');
+  console.log('Ctrl-C stops everything.');
+
+  let stopping = false;
+  let failedEarly = false;
+  const stopAll = (signal: NodeJS.Signals): void => {
+    if (stopping) {
+      for (const { child } of children) child.kill('SIGKILL');
+      return;
+    }
+    stopping = true;
+    console.log(`${signal}: stopping ${children.length} instance(s)...`);
+    for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
+    setTimeout(() => {
+      for (const { child } of children) if (child.exitCode === null) child.kill('SIGKILL');
+    }, STOP_TIMEOUT_MS).unref();
+  };
+  process.on('SIGINT', stopAll);
+  process.on('SIGTERM', stopAll);
+  const exits = children.map(
+    ({ child, label }) =>
+      new Promise<number>((resolve) =>
+        child.once('exit', (code, signal) => {
+          if (!stopping) {
+            failedEarly = true;
+            console.error(`${label} exited (${signal ?? `code ${String(code)}`}); stopping the others.`);
+            stopAll('SIGTERM');
+          }
+          resolve(code ?? 1);
+        }),
+      ),
+  );
+
+  const codes = await Promise.all(exits);
+  if (azurite.started !== undefined) {
+    await azurite.started.stop();
+    console.log('Azurite stopped.');
+  }
+  return failedEarly ? Math.max(...codes, 1) : 0;
+}
+
+if (require.main === module) {
+  main().then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      console.error(`npm start: ${err instanceof Error ? err.message : String(err)}`);
+      process.exit(1);
+    },
+  );
+}
