@@ -198,6 +198,8 @@ export class DurableDispatcher {
   readonly #workIdler = new Idler();
   readonly #instanceLocks = new Map<string, Promise<void>>();
   readonly #runningWork = new Set<Promise<void>>();
+  /** Timer messages held until due; on stop they are released (and reappear on the queue later). */
+  readonly #heldTimers = new Map<NodeJS.Timeout, () => void>();
   #activitySlots = 0;
   #episodeSlots = 0;
   #slotWaiters: Array<() => void> = [];
@@ -223,6 +225,11 @@ export class DurableDispatcher {
     this.#controlIdler.wake();
     this.#workIdler.wake();
     this.#wakeSlots();
+    for (const [timer, release] of this.#heldTimers) {
+      clearTimeout(timer);
+      release();
+    }
+    this.#heldTimers.clear();
     const drained = Promise.all([...this.#loops, ...this.#runningWork]).then(() => true);
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), this.#deps.tuning.drainTimeoutMs).unref());
     if (!(await Promise.race([drained, timeout]))) {
@@ -284,13 +291,30 @@ export class DurableDispatcher {
     );
   }
 
-  /** Timers longer than a queue message can wait arrive early; they are re-sent for the rest of their wait. */
+  /**
+   * Timer messages arrive up to a second early (queue delays are whole seconds) or, for timers
+   * longer than a queue message can wait, much earlier: a short wait is held in memory (the message
+   * stays invisible meanwhile; if this process dies it simply reappears), a long one is re-sent for
+   * the rest of its wait.
+   */
   async #deferIfEarly(message: ReceivedMessage<ControlMessage>, now: number): Promise<boolean> {
     const events = message.body.events;
     if (events.length === 0 || !events.every((e) => e.EventType === EventType.TimerFired)) return false;
     const fireAt = Math.max(...events.map((e) => Date.parse(e.FireAt ?? '')));
-    if (!(fireAt - now > 1000)) return false;
-    await this.#deps.queues.sendControl({ ...message.body, mid: newMessageId() }, (fireAt - now) / 1000);
+    const waitMs = fireAt - now;
+    if (!(waitMs > 0)) return false;
+    if (waitMs <= (this.#deps.tuning.controlVisibilitySeconds * 1000) / 2) {
+      const held = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.#heldTimers.delete(timer);
+          resolve(this.#stopping ? undefined : this.#processControlBatch([message]));
+        }, waitMs);
+        this.#heldTimers.set(timer, resolve);
+      }).finally(() => this.#runningWork.delete(held));
+      this.#runningWork.add(held);
+      return true;
+    }
+    await this.#deps.queues.sendControl({ ...message.body, mid: newMessageId() }, waitMs / 1000);
     await this.#deps.queues.delete(message);
     return true;
   }

@@ -166,7 +166,9 @@ export class TaskHubQueues {
       await this.#largeMessages.getBlockBlobClient(blobName).upload(text, Buffer.byteLength(text));
       encoded = Buffer.from(JSON.stringify({ blob: blobName } satisfies Envelope<unknown>)).toString('base64');
     }
-    const visibilityTimeout = Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.ceil(delaySeconds)));
+    // Whole seconds only: rounded down, so a timer arrives up to a second early and its consumer
+    // holds it until it is due (never late by the rounding, never fired early).
+    const visibilityTimeout = Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.floor(delaySeconds)));
     await queue.sendMessage(encoded, { messageTimeToLive: -1, ...(visibilityTimeout > 0 ? { visibilityTimeout } : {}) });
   }
 
