@@ -251,6 +251,12 @@ export async function loadFunctionApp(options: LoadFunctionAppOptions): Promise<
     }
   }
   registry.indexingLocked = true;
+  // The worker asks the programming model for its capabilities at start, which also locks
+  // `app.setup()`. HTTP streaming answers with a proxy URI the dev host cannot serve.
+  const capabilities = (await registry.programmingModel?.getCapabilities?.({})) ?? {};
+  if ('HttpUri' in capabilities) {
+    throw new CoordinatorError('DEVHOST_UNSUPPORTED_FEATURE', 'The app enables HTTP streaming (app.setup({ enableHttpStream: true })), which the development host does not support.', true);
+  }
 
   const functions = new Map<string, HostedFunction>();
   for (const registered of registry.functions.values()) {
