@@ -28,6 +28,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
+import * as df from 'durable-functions';
+
 import { EventType, type HistoryEvent } from '../../../devhost/durable/HistoryEvent';
 import { type DurableTestHost, eventNames, startDurableTestHost, waitForFinish } from './support/durableTestHost';
 
@@ -156,7 +158,7 @@ describe('Durable reference orchestrations on the development host', { concurren
 
   it('external event with a timeout: the event arrives first', async () => {
     const id = await host.client.startNew('ApprovalWithTimeout', { input: 60_000 });
-    await waitUntil(async () => (await host.client.getStatus(id)).runtimeStatus === 'Running');
+    await waitUntil(async () => (await host.client.getStatus(id)).runtimeStatus === df.OrchestrationRuntimeStatus.Running);
     await host.client.raiseEvent(id, 'Approval', { by: 'ops' });
     const status = await waitForFinish(host.client, id);
     assert.equal(status.output, 'approved: {"by":"ops"}');

@@ -108,7 +108,7 @@ export async function waitForFinish(client: df.DurableClient, instanceId: string
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const status = await client.getStatus(instanceId);
-    if (!['Pending', 'Running', 'ContinuedAsNew'].includes(status.runtimeStatus)) return status;
+    if (!['Pending', 'Running', 'ContinuedAsNew'].includes(String(status.runtimeStatus))) return status;
     if (Date.now() > deadline) throw new Error(`Instance ${instanceId} still ${status.runtimeStatus} after ${timeoutMs} ms.`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
