@@ -1,0 +1,218 @@
+/**
+ * Jobs end to end on the development host against Azurite: submissions by HTTP and by plain queue
+ * messages, the leader's coordination pass starting orchestrations, the Durable backend running
+ * them, the queue trigger running the worker, and the status API reporting results. Plus the
+ * bad-input corpus: every bad submission, by queue or HTTP, gets a clear recorded error (status
+ * API and poison queue for the queue, the answer for HTTP) and the good jobs among them complete
+ * exactly.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { BlobServiceClient } from '@azure/storage-blob';
+
+import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
+import { type JobView } from '../../../shared/jobs/JobService';
+import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { azuriteConnectionString, uniqueName } from '../../support/env';
+import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
+
+function expectedSum(items: ReadonlyArray<number | string>): { count: number; sum: number | string; min: number | string; max: number | string } {
+  const values = items.map((v) => BigInt(v));
+  const total = values.reduce((a, b) => a + b, 0n);
+  const min = values.reduce((a, b) => (b < a ? b : a));
+  const max = values.reduce((a, b) => (b > a ? b : a));
+  const exact = (v: bigint): number | string => (v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString());
+  return { count: values.length, sum: exact(total), min: exact(min), max: exact(max) };
+}
+
+describe('jobs end to end (development host, Durable backend, Azurite)', () => {
+  let h: JobsHost;
+  let epoch = 0;
+  const blobs = () => BlobServiceClient.fromConnectionString(azuriteConnectionString());
+
+  before(async () => {
+    h = await startJobsHost('e2e');
+  });
+  after(async () => {
+    await h.stop();
+  });
+
+  /** Runs the leader's pass (as a newly elected leader would) until the jobs queue is empty. */
+  async function passUntilQueueEmpty(): Promise<void> {
+    epoch += 1;
+    const controller = new AbortController();
+    for (let i = 0; i < 20; i++) {
+      await runJobCoordinationPass({ epoch, holder: 'e2e-leader', signal: controller.signal, services: { durableClient: h.client }, progress: () => undefined });
+      const props = await h.jobsQueue.getProperties();
+      if ((props.approximateMessagesCount ?? 0) === 0) return;
+    }
+    assert.fail('the jobs queue did not drain');
+  }
+
+  async function finished(jobId: string, timeoutMs = 90_000): Promise<JobView> {
+    return eventually(
+      async () => {
+        const res = await h.request('GET', `/api/jobs/${jobId}`);
+        const view = res.json as JobView;
+        return res.status === 200 && !['pending', 'running'].includes(view.status) ? view : undefined;
+      },
+      timeoutMs,
+      `job ${jobId} to finish`,
+    );
+  }
+
+  it('completes a sum over 10,000 integers submitted by HTTP, and one by a plain queue message, exactly', async () => {
+    const httpItems = Array.from({ length: 10_000 }, (_, i) => ((i * 7919) % 199) - 99);
+    const queueItems = Array.from({ length: 10_000 }, (_, i) => ((i * 37) % 201) - 100 + (i === 4_321 ? 5_000 : 0));
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ workType: 'sum', items: httpItems, options: { chunkSize: 500 } }));
+    assert.equal(posted.status, 202, posted.text);
+    const httpJobId = (posted.json as { jobId: string }).jobId;
+
+    // What any queue client sends: base64 JSON, no job id (one is derived from the message id).
+    const sent = await h.jobsQueue.sendMessage(encodeQueueMessage({ workType: 'sum', items: queueItems, options: { chunkSize: 400 } }));
+    const queueJobId = `q-${sent.messageId}`;
+
+    await passUntilQueueEmpty();
+    const [viaHttp, viaQueue] = await Promise.all([finished(httpJobId), finished(queueJobId)]);
+    assert.equal(viaHttp.status, 'completed', JSON.stringify(viaHttp));
+    assert.deepEqual(viaHttp.result, expectedSum(httpItems));
+    assert.deepEqual(viaHttp.progress, { chunks: { total: 20, done: 20, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });
+    assert.equal(viaHttp.epoch, epoch);
+    assert.equal(viaQueue.status, 'completed', JSON.stringify(viaQueue));
+    assert.deepEqual(viaQueue.result, expectedSum(queueItems));
+    assert.equal(viaQueue.progress?.chunks.total, 25);
+
+    const full = await h.request('GET', `/api/jobs/${httpJobId}/result`);
+    assert.equal(full.status, 200);
+    assert.deepEqual((full.json as { result: unknown }).result, expectedSum(httpItems));
+  });
+
+  it('completes a job whose 10,000 items (beyond the safe integer range) travel in a blob', async () => {
+    const inputs = blobs().getContainerClient(uniqueName('e2e-inputs'));
+    await inputs.create();
+    const items: Array<number | string> = Array.from({ length: 10_000 }, (_, i) => (i % 10 === 0 ? `${BigInt(2) ** BigInt(60) + BigInt(i)}` : -i));
+    const text = JSON.stringify(items);
+    await inputs.getBlockBlobClient('big/items.json').upload(text, Buffer.byteLength(text));
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'blob-job', workType: 'sum', itemsBlob: `${inputs.containerName}/big/items.json`, options: { chunkSize: 1000 } }));
+    assert.equal(posted.status, 202, posted.text);
+    await passUntilQueueEmpty();
+    const view = await finished('blob-job');
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, expectedSum(items));
+    assert.equal(typeof (view.result as { sum: unknown }).sum, 'string', 'a sum beyond 2^53 is a decimal string');
+  });
+
+  it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
+    const inputs = blobs().getContainerClient(uniqueName('corpus-inputs'));
+    await inputs.create();
+    const put = async (name: string, body: string) => inputs.getBlockBlobClient(name).upload(body, Buffer.byteLength(body));
+    await put('object.json', '{"not":"an array"}');
+    await put('floats.json', '[1, 2.5, 3]');
+    const good = Array.from({ length: 1_000 }, (_, i) => i + 1);
+    const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
+    const json = (value: unknown) => encodeQueueMessage(value);
+
+    // Bad queue submissions: [raw message text, job id the rejection is recorded under (undefined: m-<message id>), code].
+    const queueCorpus: Array<[string, string | undefined, string]> = [
+      [JSON.stringify({ workType: 'sum', items: [1] }), undefined, 'NOT_BASE64'],
+      ['%%% not base64 %%%', undefined, 'NOT_BASE64'],
+      [b64('hello, world'), undefined, 'INVALID_JSON'],
+      [Buffer.from([0xc3, 0x28, 0xa0]).toString('base64'), undefined, 'INVALID_JSON'],
+      [json([1, 2, 3]), undefined, 'NOT_AN_OBJECT'],
+      [json(null), undefined, 'NOT_AN_OBJECT'],
+      [json({ jobId: 'c-no-type', items: [1] }), 'c-no-type', 'SCHEMA_VIOLATION'],
+      [json({ jobId: 'c-num-type', workType: 42, items: [1] }), 'c-num-type', 'SCHEMA_VIOLATION'],
+      [json({ jobId: 'c-unknown', workType: 'fft', items: [1] }), 'c-unknown', 'UNKNOWN_WORK_TYPE'],
+      [json({ jobId: 'c-empty', workType: 'sum', items: [] }), 'c-empty', 'ITEMS_EMPTY'],
+      [json({ jobId: 'c-neither', workType: 'sum' }), 'c-neither', 'ITEMS_MISSING'],
+      [json({ jobId: 'c-both', workType: 'sum', items: [1], itemsBlob: `${inputs.containerName}/object.json` }), 'c-both', 'ITEMS_AMBIGUOUS'],
+      [json({ jobId: 'a/b', workType: 'sum', items: [1] }), undefined, 'INVALID_JOB_ID'],
+      [json({ jobId: '..', workType: 'sum', items: [1] }), undefined, 'INVALID_JOB_ID'],
+      [json({ jobId: 'a%2Fb', workType: 'sum', items: [1] }), undefined, 'INVALID_JOB_ID'],
+      [json({ jobId: 'x'.repeat(65), workType: 'sum', items: [1] }), undefined, 'INVALID_JOB_ID'],
+      [json({ jobId: 'c-float', workType: 'sum', items: [1, 1.5] }), 'c-float', 'ITEM_REJECTED'],
+      [json({ jobId: 'c-word', workType: 'sum', items: ['12abc'] }), 'c-word', 'ITEM_REJECTED'],
+      [json({ jobId: 'c-wc-dots', workType: 'wordcount', items: ['texts/../etc/passwd'] }), 'c-wc-dots', 'ITEM_REJECTED'],
+      [json({ jobId: 'c-noblob', workType: 'sum', itemsBlob: `${inputs.containerName}/missing.json` }), 'c-noblob', 'ITEMS_BLOB_NOT_FOUND'],
+      [json({ jobId: 'c-blobdots', workType: 'sum', itemsBlob: 'inputs/../x.json' }), 'c-blobdots', 'INVALID_ITEMS_BLOB'],
+      [json({ jobId: 'c-ownblob', workType: 'sum', itemsBlob: `${h.env.JOB_RESULTS_CONTAINER}/records/x.json` }), 'c-ownblob', 'INVALID_ITEMS_BLOB'],
+      [json({ jobId: 'c-chunk0', workType: 'sum', items: [1], options: { chunkSize: 0 } }), 'c-chunk0', 'OPTION_OUT_OF_RANGE'],
+      [json({ jobId: 'c-attempts', workType: 'sum', items: [1], options: { attempts: 9 } }), 'c-attempts', 'OPTION_OUT_OF_RANGE'],
+      [json({ jobId: 'c-extra', workType: 'sum', items: [1], priority: 'high' }), 'c-extra', 'SCHEMA_VIOLATION'],
+      [json({ jobId: 'c-chunks', workType: 'noop', items: new Array(10_001).fill(0), options: { chunkSize: 1 } }), 'c-chunks', 'ITEMS_TOO_MANY'],
+    ];
+    const goodMessage = json({ jobId: 'corpus-good', workType: 'sum', items: good, options: { chunkSize: 100 } });
+    const sentBad: Array<{ text: string; id: string; code: string }> = [];
+    // The good job first, so the later different submission under its id is the duplicate.
+    await h.jobsQueue.sendMessage(goodMessage);
+    await passUntilQueueEmpty();
+    for (const [text, jobId, code] of queueCorpus) {
+      const sent = await h.jobsQueue.sendMessage(text);
+      sentBad.push({ text, id: jobId ?? `m-${sent.messageId}`, code });
+    }
+    const dup = await h.jobsQueue.sendMessage(json({ jobId: 'corpus-good', workType: 'sum', items: [666] }));
+    sentBad.push({ text: json({ jobId: 'corpus-good', workType: 'sum', items: [666] }), id: `m-${dup.messageId}`, code: 'DUPLICATE_JOB_ID' });
+    // The same good submission delivered again is a no-op, not a rejection.
+    await h.jobsQueue.sendMessage(goodMessage);
+    // Accepted by the pass, refused by the planner: reported as failed jobs with the reason.
+    await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-object', workType: 'sum', itemsBlob: `${inputs.containerName}/object.json` }));
+    await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-floats', workType: 'sum', itemsBlob: `${inputs.containerName}/floats.json` }));
+
+    // HTTP submissions of bad input are refused at once with the code (the answer is the record).
+    const httpCorpus: Array<[string, number, string]> = [
+      ['{"workType": "sum", "items": [1,', 400, 'INVALID_JSON'],
+      ['"just a string"', 400, 'NOT_AN_OBJECT'],
+      [JSON.stringify({ jobId: 'a/../b', workType: 'sum', items: [1] }), 400, 'INVALID_JOB_ID'],
+      [JSON.stringify({ workType: 'matrix', items: [1] }), 400, 'UNKNOWN_WORK_TYPE'],
+      [JSON.stringify({ workType: 'sum', items: [] }), 400, 'ITEMS_EMPTY'],
+      [JSON.stringify({ workType: 'sum', items: [true] }), 400, 'ITEM_REJECTED'],
+      [JSON.stringify({ workType: 'sum', itemsBlob: `${inputs.containerName}/nothing.json` }), 400, 'ITEMS_BLOB_NOT_FOUND'],
+      [JSON.stringify({ workType: 'sum', items: [1], options: { deadlineSeconds: 1 } }), 400, 'OPTION_OUT_OF_RANGE'],
+      [JSON.stringify({ workType: 'noop', items: new Array(20_000).fill('abc') }), 413, 'PAYLOAD_TOO_LARGE'],
+      [JSON.stringify({ jobId: 'corpus-good', workType: 'sum', items: [1] }), 409, 'DUPLICATE_JOB_ID'],
+    ];
+    for (const [body, status, code] of httpCorpus) {
+      const res = await h.request('POST', '/api/jobs', body);
+      assert.equal(res.status, status, `${body.slice(0, 60)}: ${res.text}`);
+      assert.equal((res.json as { code: string }).code, code, body.slice(0, 60));
+    }
+    assert.ok(queueCorpus.length + 1 + httpCorpus.length >= 25);
+
+    await passUntilQueueEmpty();
+
+    for (const bad of sentBad) {
+      const res = await h.request('GET', `/api/jobs/${bad.id}`);
+      assert.equal(res.status, 200, `${bad.code}: ${res.text}`);
+      const view = res.json as JobView;
+      assert.equal(view.status, 'rejected', `${bad.code}: ${res.text}`);
+      assert.equal(view.error?.code, bad.code, `${bad.text.slice(0, 60)}: ${res.text}`);
+      assert.ok((view.error?.message ?? '').length > 10);
+      assert.equal(view.epoch, epoch);
+    }
+    const rejected = await h.request('GET', '/api/jobs?status=rejected');
+    const rejectedIds = new Set((rejected.json as { jobs: Array<{ jobId: string }> }).jobs.map((j) => j.jobId));
+    for (const bad of sentBad) assert.ok(rejectedIds.has(bad.id), `${bad.id} listed as rejected`);
+
+    // The poison queue keeps every original message, byte for byte, once.
+    const poisoned: string[] = [];
+    for (;;) {
+      const got = await h.poisonQueue.receiveMessages({ numberOfMessages: 32, visibilityTimeout: 60 });
+      if (got.receivedMessageItems.length === 0) break;
+      poisoned.push(...got.receivedMessageItems.map((m) => m.messageText));
+    }
+    assert.deepEqual([...poisoned].sort(), sentBad.map((b) => b.text).sort());
+
+    const goodView = await finished('corpus-good');
+    assert.equal(goodView.status, 'completed');
+    assert.deepEqual(goodView.result, { count: 1_000, sum: 500_500, min: 1, max: 1_000 });
+    for (const [jobId, code] of [
+      ['c-blob-object', 'ITEMS_BLOB_INVALID'],
+      ['c-blob-floats', 'ITEM_REJECTED'],
+    ]) {
+      const view = await finished(jobId ?? '');
+      assert.equal(view.status, 'failed', JSON.stringify(view));
+      assert.equal(view.error?.code, code);
+    }
+  });
+});
