@@ -178,7 +178,10 @@ export class DurableHttpApi {
     try {
       reply = await this.#route(req, url);
     } catch (err) {
-      if (err instanceof HttpError) {
+      if (err instanceof HttpError && err.status === 501) {
+        // The client turns a 501 body into an Error as is, so it is one readable string with the code.
+        reply = { status: 501, body: `${err.code}: ${err.message}` };
+      } else if (err instanceof HttpError) {
         reply = { status: err.status, body: { code: err.code, Message: err.message, ...(err.exceptionMessage === undefined ? {} : { ExceptionMessage: err.exceptionMessage }) } };
       } else {
         this.#deps.logger.error('durable.http.failed', { method: req.method, path: url.pathname, error: err instanceof Error ? err.message : String(err) });
