@@ -1,10 +1,12 @@
 /**
  * `LeaseStore` on a real blob with @azure/storage-blob's BlobLeaseClient.
  *
- * The blob client is built with a retry policy of one try and a per-try timeout: the SDK's default
- * policy (4 tries, exponential backoff, a minute per try) can block far longer than a 15 s lease,
- * and a renewal that answers after the renew deadline is worthless. The elector retries on its own
- * schedule instead, and every call also carries the elector's AbortSignal.
+ * The blob client is built with a retry policy of one try: the SDK's default policy (4 tries,
+ * exponential backoff from 4 s) can block far longer than a 15 s lease, and a renewal that answers
+ * after the renew deadline is worthless; the elector retries on its own schedule instead. The
+ * policy's `tryTimeoutInMs` only becomes the service-side `timeout` parameter (the SDK has no
+ * client-side per-try timeout; a blackholed connection hung for 89 s in our test), so the hard
+ * limit on every call is the AbortSignal the elector passes, which the SDK does honour.
  *
  * Error mapping (where it happens, as the service documents it): on lease and write operations a
  * 409 or 412 means "this id does not hold the lease" or "the blob changed under us" -> LeaseLostError.
