@@ -103,6 +103,13 @@ describe('development host queue trigger, base64 (the default encoding)', () => 
       attempts.map((a) => a.dequeueCount),
       [1, 2, 3],
     );
+    // Moved right after the last failed attempt, not on a further delivery.
+    const moved = await eventually(
+      () => Promise.resolve(host.events('queue.message_poisoned').find((e) => e.messageId === sent.messageId)),
+      5_000,
+      'the poison log line',
+    );
+    assert.equal(moved.dequeueCount, MAX_DEQUEUE);
     assert.equal((await peekAll(queues().getQueueClient(inQueue))).includes(original), false);
   });
 
