@@ -103,6 +103,20 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(typeof (view.result as { sum: unknown }).sum, 'string', 'a sum beyond 2^53 is a decimal string');
   });
 
+  it('cancels a job before it starts, and refuses to cancel a finished one', async () => {
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-early', workType: 'sum', items: [1, 2, 3] }));
+    assert.equal(posted.status, 202);
+    const cancel = await h.request('DELETE', '/api/jobs/cancel-early');
+    assert.equal(cancel.status, 202, cancel.text);
+    await passUntilQueueEmpty();
+    const view = await finished('cancel-early');
+    assert.equal(view.status, 'cancelled');
+    assert.deepEqual(view.progress?.chunks, { total: 0, done: 0, failed: 0 }, 'nothing was dispatched');
+    const again = await h.request('DELETE', '/api/jobs/cancel-early');
+    assert.equal(again.status, 409);
+    assert.equal((again.json as { code: string }).code, 'JOB_ALREADY_FINISHED');
+  });
+
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
     const inputs = blobs().getContainerClient(uniqueName('corpus-inputs'));
     await inputs.create();

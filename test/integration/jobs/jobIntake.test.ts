@@ -1,0 +1,113 @@
+/**
+ * The leader's intake pass with the real Durable backend (development host) and Azurite: what
+ * happens around failures, aborts and redeliveries. Faults are injected at the narrow seams
+ * (JobOrchestrations, the jobs queue client), nothing else is faked.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
+
+import { jobComponents } from '../../../shared/jobs/jobComponents';
+import { JobIntake } from '../../../shared/jobs/JobIntake';
+import { durableJobOrchestrations, type JobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
+import { instanceIdFor } from '../../../shared/jobs/JobRun';
+import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { memoryLogger } from '../../../shared/observability/log';
+import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
+import { azuriteConnectionString, uniqueName } from '../../support/env';
+import { type JobsHost, startJobsHost } from './support/jobsHost';
+
+describe('job intake pass (development host, Durable backend, Azurite)', () => {
+  let h: JobsHost;
+  let orchestrations: JobOrchestrations;
+  const ctx = (signal = new AbortController().signal, onProgress: () => void = () => undefined) => ({ epoch: 11, holder: 'intake-test', signal, progress: onProgress });
+
+  before(async () => {
+    h = await startJobsHost('intake');
+    orchestrations = durableJobOrchestrations(h.client);
+    await Promise.all([h.jobsQueue.createIfNotExists(), h.poisonQueue.createIfNotExists()]);
+  });
+  after(async () => {
+    await h.stop();
+  });
+
+  function intake(overrides: { jobsQueue?: QueueClient } = {}): JobIntake {
+    const c = jobComponents();
+    return new JobIntake({
+      jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
+      poisonQueue: h.poisonQueue,
+      store: c.store,
+      registry: workTypes,
+      reservedContainers: [c.settings.jobs.resultsContainer],
+      logger: memoryLogger('intake'),
+    });
+  }
+
+  it('starts one orchestration per job id, stamped with the epoch, and treats a redelivered submission as done', async () => {
+    const message = encodeQueueMessage({ jobId: 'once', workType: 'noop', items: [1, 2] });
+    await h.jobsQueue.sendMessage(message);
+    await h.jobsQueue.sendMessage(message);
+    let progressCalls = 0;
+    const report = await intake().runPass(
+      ctx(undefined, () => {
+        progressCalls += 1;
+      }),
+      orchestrations,
+    );
+    assert.deepEqual(report, { received: 2, started: 1, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    assert.ok(progressCalls >= 3, 'progress reported per message and per batch');
+    const status = await orchestrations.getStatus(instanceIdFor('once'));
+    assert.equal((status?.input as { run: { epoch: number } }).run.epoch, 11);
+    assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('leaves a message whose start failed on the queue for the next pass', async () => {
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
+    const failingStart: JobOrchestrations = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const report = await intake().runPass(ctx(), failingStart);
+    assert.equal(report.retryLater, 1);
+    assert.equal(await orchestrations.getStatus(instanceIdFor('flaky-start')), undefined);
+    // The message is invisible for the visibility timeout, not gone: make it visible again and retry.
+    const peek = await h.jobsQueue.getProperties();
+    assert.equal(peek.approximateMessagesCount, 1);
+  });
+
+  it('handles nothing once the leader\'s signal has aborted', async () => {
+    const fresh = await freshQueue('abort');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'not-yet', workType: 'noop', items: [1] }));
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(intake({ jobsQueue: fresh }).runPass(ctx(controller.signal), orchestrations));
+    assert.equal(await orchestrations.getStatus(instanceIdFor('not-yet')), undefined);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 1, 'the submission is still queued');
+  });
+
+  it('copies a rejected message to the poison queue once, even when its delete failed and it came back', async () => {
+    const fresh = await freshQueue('crash');
+    const text = encodeQueueMessage({ jobId: 'c-crash', workType: 'sum', items: ['x'] });
+    await fresh.sendMessage(text);
+    // The first delete fails, as if the leader died between recording the rejection and deleting.
+    let deletes = 0;
+    const flakyDelete = Object.create(fresh) as QueueClient;
+    flakyDelete.deleteMessage = (...args: Parameters<QueueClient['deleteMessage']>) => (deletes++ === 0 ? Promise.reject(new Error('connection reset')) : fresh.deleteMessage(...args));
+    const first = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 1 })).receivedMessageItems[0];
+    assert.ok(first !== undefined);
+    await assert.rejects(intake({ jobsQueue: flakyDelete }).handleMessage(first, ctx(), orchestrations), /connection reset/);
+    await new Promise((r) => setTimeout(r, 1_200));
+    const again = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.equal(again?.messageId, first.messageId);
+    assert.equal(await intake({ jobsQueue: flakyDelete }).handleMessage(again ?? assert.fail(), ctx(), orchestrations), 'rejected');
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.equal(poison.peekedMessageItems.filter((m) => m.messageText === text).length, 1);
+    const view = await jobComponents().service.get('c-crash', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'ITEM_REJECTED');
+  });
+
+  async function freshQueue(prefix: string): Promise<QueueClient> {
+    const client = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName(`intake-${prefix}`));
+    await client.create();
+    return client;
+  }
+});
