@@ -425,7 +425,7 @@ export class DurableDispatcher {
     }
     const completed = isTerminal(state.runtimeStatus) ? { status: state.runtimeStatus, output: state.output } : undefined;
     if (isTerminal(state.runtimeStatus)) activities.length = timers.length = subOrchestrations.length = 0;
-    this.#deps.logger.info('durable.work.resent', { instanceId: state.instanceId, activities: activities.length, timers: timers.length, subOrchestrations: subOrchestrations.length });
+    this.#deps.logger.warn('durable.work.resent', { instanceId: state.instanceId, activities: activities.length, timers: timers.length, subOrchestrations: subOrchestrations.length });
     await this.#sendEpisodeWork(state, { activities, timers, subOrchestrations, ...(completed === undefined ? {} : { completed }) });
   }
 
