@@ -1,0 +1,31 @@
+/** `npm start` options and the instances they produce. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { parseStartArgs, planInstances } from '../../../scripts/start';
+
+describe('npm start options', () => {
+  it('defaults to one instance on 7071 with the shared host id', () => {
+    const args = parseStartArgs([]);
+    assert.deepEqual(planInstances(args), [{ port: 7071, instanceId: 'instance-1', hostId: 'leader-coordinator' }]);
+  });
+
+  it('runs several instances on consecutive ports sharing one host id', () => {
+    assert.deepEqual(planInstances(parseStartArgs(['--port', '8000', '--instances=3'])), [
+      { port: 8000, instanceId: 'instance-1', hostId: 'leader-coordinator' },
+      { port: 8001, instanceId: 'instance-2', hostId: 'leader-coordinator' },
+      { port: 8002, instanceId: 'instance-3', hostId: 'leader-coordinator' },
+    ]);
+  });
+
+  it('gives each instance its own host id with --separate-apps', () => {
+    const hostIds = planInstances(parseStartArgs(['--instances', '2', '--separate-apps'])).map((i) => i.hostId);
+    assert.deepEqual(hostIds, ['leader-coordinator-1', 'leader-coordinator-2']);
+  });
+
+  it('rejects bad options with a message', () => {
+    for (const argv of [['--port', '0'], ['--instances', '0'], ['--instances', '17'], ['--port', '65535', '--instances', '2'], ['--bogus'], ['--host-id', 'Bad_Id'], ['--port']]) {
+      assert.throws(() => parseStartArgs(argv), { name: 'StartError' }, argv.join(' '));
+    }
+  });
+});
