@@ -221,6 +221,19 @@ describe('Durable reference orchestrations on the development host', { concurren
     assert.equal(lastTimer?.FireAt, lastEpisodeStart?.Timestamp, 'the back-compat timer fires at once');
   });
 
+  it('parallel retries: the SDK and the backend agree on every retry timer and reschedule', async () => {
+    const id = await host.client.startNew('RetryFanOut', { input: `fan-${Date.now()}` });
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.runtimeStatus, 'Completed');
+    assert.deepEqual(status.output, ['ok after 2 attempts', 'ok after 2 attempts']);
+    const history = await host.rawHistory(id);
+    // Whatever the batching of completions, the decisions take sequence numbers in this order.
+    assert.deepEqual(
+      history.filter((e) => e.EventId >= 0).map((e) => [eventNames([e])[0], e.EventId]),
+      [['TaskScheduled', 0], ['TaskScheduled', 1], ['TimerCreated', 2], ['TimerCreated', 3], ['TaskScheduled', 4], ['TaskScheduled', 5], ['ExecutionCompleted', 6]],
+    );
+  });
+
   it('continue-as-new counter: one generation per count, only the last generation kept', async () => {
     const id = await host.client.startNew('Counter', { input: 0 });
     const status = await waitForFinish(host.client, id);
