@@ -94,9 +94,14 @@ export class CoordinatorRuntime<S> {
   async tick(services: S): Promise<RuntimeState> {
     this.services = services;
     if (this.stopping !== undefined) return this.state();
+    const before = this.leadership;
     await this.elector.campaignNow();
     const leadership = this.leadership;
-    if (leadership !== undefined && !leadership.signal.aborted) await this.runPass(leadership);
+    if (leadership !== undefined && !leadership.signal.aborted) {
+      // A term that began in this very campaign already ran its first pass; wait for it, don't repeat it.
+      if (leadership !== before) await this.passInFlight;
+      else await this.runPass(leadership);
+    }
     return this.state();
   }
 

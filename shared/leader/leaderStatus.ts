@@ -1,0 +1,83 @@
+/**
+ * What GET /api/leader and GET /api/health answer, built from the process's runtime. Reads the
+ * lease blob once (no lease needed, so any instance can answer); never includes the lease id or
+ * anything from the connection. A storage failure is reported as a `StorageUnavailableError` for
+ * the HTTP layer to map, never thrown raw.
+ */
+import { CoordinatorError } from '../errors';
+import { type RuntimeState } from './CoordinatorRuntime';
+import { type CurrentLeader, type ElectorCounters, type ElectorRole } from './LeaseElector';
+
+/** The part of a CoordinatorRuntime these views read (whatever its services type). */
+export interface RuntimeStatusSource {
+  state(): RuntimeState;
+  counters(): Readonly<ElectorCounters>;
+  currentLeader(): Promise<CurrentLeader>;
+}
+
+export class StorageUnavailableError extends CoordinatorError {
+  override readonly name = 'StorageUnavailableError';
+  constructor(options?: { cause?: unknown }) {
+    super('STORAGE_UNAVAILABLE', 'The lease blob could not be read; storage is unreachable or slow. See the app log.', false, options);
+  }
+}
+
+export interface LeaderView {
+  readonly holder: string | null;
+  readonly epoch: number | null;
+  readonly acquiredAt: string | null;
+  readonly leaseState: string;
+  readonly leaseStatus: string;
+  readonly instance: {
+    readonly id: string;
+    readonly role: ElectorRole;
+    readonly epoch: number | null;
+    readonly passes: number;
+    readonly lastPass: { readonly epoch: number; readonly at: string; readonly durationMs: number } | null;
+    readonly lastPassError: { readonly code: string; readonly message: string; readonly at: string } | null;
+  };
+  readonly counters: Readonly<ElectorCounters>;
+}
+
+export interface HealthView {
+  readonly status: 'ok' | 'degraded';
+  readonly instance: string;
+  readonly role: ElectorRole;
+  readonly storage: { readonly reachable: boolean };
+}
+
+export async function leaderView(runtime: RuntimeStatusSource): Promise<LeaderView> {
+  let leader;
+  try {
+    leader = await runtime.currentLeader();
+  } catch (err) {
+    throw new StorageUnavailableError({ cause: err });
+  }
+  const state = runtime.state();
+  return {
+    holder: leader.holder ?? null,
+    epoch: leader.epoch ?? null,
+    acquiredAt: leader.acquiredAt ?? null,
+    leaseState: leader.leaseState,
+    leaseStatus: leader.leaseStatus,
+    instance: {
+      id: state.holder,
+      role: state.role,
+      epoch: state.epoch ?? null,
+      passes: state.passes,
+      lastPass: state.lastPass ?? null,
+      lastPassError: state.lastPassError ?? null,
+    },
+    counters: runtime.counters(),
+  };
+}
+
+/** Health stays 200 while storage is down: restarting instances would not bring storage back. */
+export async function healthView(runtime: RuntimeStatusSource): Promise<HealthView> {
+  const state = runtime.state();
+  const reachable = await runtime.currentLeader().then(
+    () => true,
+    () => false,
+  );
+  return { status: reachable ? 'ok' : 'degraded', instance: state.holder, role: state.role, storage: { reachable } };
+}
