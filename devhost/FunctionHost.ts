@@ -216,7 +216,8 @@ export class FunctionHost {
       taskHub: hub,
       baseUrl: this.baseUrl,
       instanceId: this.options.instanceId,
-      logger: this.options.logger.child('durable'),
+      // The backend names its own child logger.
+      logger: this.options.logger,
     });
     this.#durable = backend;
     this.http.setDurable(backend);

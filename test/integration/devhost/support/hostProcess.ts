@@ -47,9 +47,12 @@ export async function startHost(options: {
   hostId: string;
   instanceId: string;
   env?: Record<string, string>;
+  /** More command-line options, e.g. `--main`. */
+  extraArgs?: readonly string[];
   timeoutMs?: number;
 }): Promise<HostProcess> {
-  const child = spawn(process.execPath, [hostMain, options.appRoot, '--port', '0', '--host-id', options.hostId, '--instance-id', options.instanceId], {
+  const args = [hostMain, options.appRoot, '--port', '0', '--host-id', options.hostId, '--instance-id', options.instanceId, ...(options.extraArgs ?? [])];
+  const child = spawn(process.execPath, args, {
     // Only what the host needs: local.settings.json must fill the rest, as it does for `npm start`.
     env: { PATH: process.env.PATH ?? '', COORDINATOR_LOG_LEVEL: 'warn', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
