@@ -116,8 +116,8 @@ async function main(): Promise<void> {
   const hostId = args.hostId ?? process.env.AzureFunctionsWebHost__hostid ?? defaultHostId(args.appRoot);
   // Port 0 (tests) gives no distinguishing number up front, so a random suffix stands in for it.
   const instanceId = args.instanceId ?? `${hostname().replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 100)}-${args.port === 0 ? randomBytes(3).toString('hex') : args.port}`;
-  // What the Functions host sets for the worker: the instance's identity and its public host name
-  // (durable-functions builds its client URLs from WEBSITE_HOSTNAME; without it they say :7071).
+  // What App Service sets for an app on Azure: the instance's identity and its public host name
+  // (durable-functions rewrites its client URLs to localhost:7071 when WEBSITE_HOSTNAME is unset).
   process.env.WEBSITE_INSTANCE_ID ??= instanceId;
   process.env.AzureFunctionsWebHost__hostid ??= hostId;
   if (args.port !== 0) process.env.WEBSITE_HOSTNAME ??= `localhost:${args.port}`;

@@ -6,8 +6,8 @@
  *
  * Guarantees: one registry per process, like the worker (one app per worker process); registering
  * after the app has finished loading fails like the worker ("only during app startup"); duplicate
- * function names fail. Not provided: HTTP streaming (`getCapabilities` is asked for nothing) and
- * `log` hooks are stored but never called.
+ * function names fail. Not provided: HTTP streaming (the loader refuses an app that enables it) and
+ * `log` hooks (stored, never called).
  */
 import Module from 'node:module';
 
