@@ -349,6 +349,7 @@ export class DurableDispatcher {
           redelivered = true;
           continue;
         }
+        if (acceptedMids.includes(body.mid)) continue; // the same message twice in one batch
         if (body.executionId !== undefined && body.executionId !== state.executionId) continue;
         const startsOrEnds = body.events.some((e) => e.EventType === EventType.ExecutionStarted || e.EventType === EventType.ExecutionTerminated);
         if (!index.hasExecutionStarted && !startsOrEnds && !isTerminal(state.runtimeStatus)) {

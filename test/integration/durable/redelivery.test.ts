@@ -86,3 +86,39 @@ test('two hosts dispatching one task hub complete every orchestration exactly as
     await Promise.all([hostA.stop(), hostB.stop()]);
   }
 });
+
+test('duplicate deliveries are applied once: a repeated message id, a repeated task completion', async () => {
+  const host = await startDurableTestHost();
+  try {
+    const id = await host.client.startNew('CustomStatus');
+    const deadline = Date.now() + 20_000;
+    while (((await host.client.getStatus(id)).customStatus as { stage?: string } | null)?.stage !== 'waiting') {
+      if (Date.now() > deadline) throw new Error('CustomStatus never reached its waiting stage');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const queues = new TaskHubQueues(storageFromEnv(), taskHubNames(host.taskHub), host.logger);
+    const completedAgain = historyEvent.taskCompleted(new Date(), 0, '"Hello again!"');
+    await queues.sendControl({ mid: newMessageId(), instanceId: id, events: [completedAgain] });
+    const raised = { mid: newMessageId(), instanceId: id, events: [historyEvent.eventRaised(new Date(), 'Other', '1')] };
+    await queues.sendControl(raised);
+    await queues.sendControl(raised);
+    // Let the duplicates be processed before the event that completes the instance.
+    const settle = Date.now() + 10_000;
+    while ((await host.rawHistory(id)).filter((e) => e.EventType === EventType.EventRaised).length === 0 && Date.now() < settle) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await host.client.raiseEvent(id, 'Continue', true);
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.output, 'finished');
+    const history = await host.rawHistory(id);
+    assert.equal(history.filter((e) => e.EventType === EventType.TaskCompleted).length, 1, 'the second completion of task 0 was dropped');
+    assert.deepEqual(
+      history.filter((e) => e.EventType === EventType.EventRaised).map((e) => e.Name),
+      ['Other', 'Continue'],
+      'the redelivered message was applied once',
+    );
+  } finally {
+    await host.stop();
+  }
+});
