@@ -1,0 +1,29 @@
+/**
+ * The benchmarks `npm run bench` runs, in order. Each gets the connection string of an Azurite
+ * started for the run and returns what it measured as printable lines. To add one, write a module
+ * exporting a `Bench` and append it to `benches`.
+ */
+import { leaderFailoverBench } from './leaderFailover';
+
+export interface BenchContext {
+  readonly connectionString: string;
+  /** Progress notes (stderr), not results. */
+  readonly note: (message: string) => void;
+  /** Arguments after the bench names, e.g. `--trials 20`. */
+  readonly options: ReadonlyMap<string, string>;
+}
+
+export interface BenchResult {
+  readonly title: string;
+  /** The figures, ready to print (a table, then notes). */
+  readonly lines: readonly string[];
+}
+
+export interface Bench {
+  /** Short name to select it: `npm run bench -- leader-failover`. */
+  readonly name: string;
+  readonly description: string;
+  run(ctx: BenchContext): Promise<BenchResult>;
+}
+
+export const benches: Bench[] = [leaderFailoverBench];
