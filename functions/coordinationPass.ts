@@ -1,20 +1,21 @@
 /**
  * The coordination pass the leader runs (on acquiring, on each of its timer ticks, and on the
- * runtime's own interval while it leads). For now it only records that epoch E coordinated; the
- * job pipeline replaces this body with its own pass. A pass must be idempotent and carry its epoch.
+ * runtime's own interval while it leads): the job pipeline's intake. It reads the jobs queue in
+ * batches and starts one orchestration per valid submission (instance id `job-<jobId>`, stamped
+ * with the epoch), records invalid ones as rejected jobs with their original message in
+ * `<jobsQueue>-poison`, and deletes a message only after that (shared/jobs/JobIntake.ts). It is
+ * idempotent (an extra pass costs a read, never a duplicate), honours `ctx.signal` between
+ * messages, and reports `ctx.progress()` per batch and per message for the leader's watchdog.
  */
 import { type DurableClient } from 'durable-functions';
 
+import { runJobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
 import { type CoordinationPass } from '../shared/leader/CoordinatorRuntime';
-import { createLogger } from '../shared/observability/log';
 
 export interface CoordinatorServices {
   durableClient?: DurableClient;
 }
 
-const log = createLogger('coordinator');
-
-export const coordinationPass: CoordinationPass<CoordinatorServices> = (ctx) => {
-  log.debug('leader.pass', { epoch: ctx.epoch, holder: ctx.holder, hasDurableClient: ctx.services.durableClient !== undefined });
-  return Promise.resolve();
+export const coordinationPass: CoordinationPass<CoordinatorServices> = async (ctx) => {
+  await runJobCoordinationPass(ctx);
 };

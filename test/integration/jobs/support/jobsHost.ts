@@ -39,7 +39,7 @@ export interface JobsHost {
   stop(): Promise<void>;
 }
 
-export async function startJobsHost(prefix: string, files: readonly string[] = JOB_FUNCTION_FILES): Promise<JobsHost> {
+export async function startJobsHost(prefix: string, files: readonly string[] = JOB_FUNCTION_FILES, extraEnv: Readonly<Record<string, string>> = {}): Promise<JobsHost> {
   const conn = azuriteConnectionString();
   const env: Record<string, string> = {
     AzureWebJobsStorage: conn,
@@ -51,6 +51,7 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
     TASK_HUB_NAME: `${prefix.replace(/[^A-Za-z0-9]/g, '')}${Math.random().toString(36).slice(2, 10)}`.slice(0, 40),
     COORDINATOR_INSTANCE_ID: `${prefix}-host`,
     DEVHOST_MASTER_KEY: MASTER_KEY,
+    ...extraEnv,
   };
   Object.assign(process.env, env);
   const logger = memoryLogger('jobs-host');
