@@ -3,6 +3,7 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
 
 export interface BenchContext {
@@ -26,4 +27,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench];
