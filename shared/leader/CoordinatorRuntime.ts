@@ -11,7 +11,8 @@
  * Not guaranteed: that a pass finishes (it is aborted on step-down), or that a pass never runs
  * twice for one epoch (passes must be idempotent; the epoch is their fencing token).
  */
-import { type Settings } from '../config/settings';
+import { ConfigError } from '../config/ConfigError';
+import { SETTING_NAMES, type Settings } from '../config/settings';
 import { toCoordinatorError } from '../errors';
 import { createLogger, type Logger } from '../observability/log';
 import { BlobLeaseStore } from './BlobLeaseStore';
@@ -208,24 +209,50 @@ let processRuntime: CoordinatorRuntime<unknown> | undefined;
  */
 export function processCoordinatorRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
   if (processRuntime === undefined) {
-    const leader = settings.leader;
-    const runtime = new CoordinatorRuntime<S>({
-      elector: {
-        store: BlobLeaseStore.fromConnection(settings.storage, leader.container, leader.blob, leader.requestTimeoutMs),
-        holder: settings.instanceId,
-        leaseSeconds: leader.leaseSeconds,
-        renewDeadlineMs: leader.renewDeadlineMs,
-        retryPeriodMs: leader.retryPeriodMs,
-        requestTimeoutMs: leader.requestTimeoutMs,
-        stallTimeoutMs: leader.stallTimeoutMs,
-        drainTimeoutMs: leader.drainTimeoutMs,
-      },
-      pass,
-      passIntervalMs: leader.passIntervalMs,
-    });
+    const runtime = settingsErrors(() => createRuntime(settings, pass));
     runtime.installSignalHandlers();
     // The runtime is generic only in the services the timer hands it; one process has one pass type.
     processRuntime = runtime as CoordinatorRuntime<unknown>;
   }
   return processRuntime as CoordinatorRuntime<S>;
+}
+
+function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
+  const leader = settings.leader;
+  return new CoordinatorRuntime<S>({
+    elector: {
+      store: BlobLeaseStore.fromConnection(settings.storage, leader.container, leader.blob, leader.requestTimeoutMs),
+      holder: settings.instanceId,
+      leaseSeconds: leader.leaseSeconds,
+      renewDeadlineMs: leader.renewDeadlineMs,
+      retryPeriodMs: leader.retryPeriodMs,
+      requestTimeoutMs: leader.requestTimeoutMs,
+      stallTimeoutMs: leader.stallTimeoutMs,
+      drainTimeoutMs: leader.drainTimeoutMs,
+    },
+    pass,
+    passIntervalMs: leader.passIntervalMs,
+  });
+}
+
+/** Which app setting each elector option comes from, so a rejected combination names the setting. */
+const OPTION_SETTINGS: Readonly<Record<string, string>> = {
+  leaseSeconds: SETTING_NAMES.leaseSeconds,
+  renewDeadlineMs: SETTING_NAMES.renewDeadlineSeconds,
+  retryPeriodMs: SETTING_NAMES.retryPeriodSeconds,
+  requestTimeoutMs: SETTING_NAMES.requestTimeoutSeconds,
+  stallTimeoutMs: SETTING_NAMES.stallTimeoutSeconds,
+  drainTimeoutMs: SETTING_NAMES.drainTimeoutSeconds,
+  passIntervalMs: SETTING_NAMES.passIntervalSeconds,
+  holder: SETTING_NAMES.instanceId,
+};
+
+function settingsErrors<T>(build: () => T): T {
+  try {
+    return build();
+  } catch (err) {
+    const setting = err instanceof ElectorConfigError ? OPTION_SETTINGS[err.option] : undefined;
+    if (err instanceof ElectorConfigError && setting !== undefined) throw new ConfigError(setting, err.message);
+    throw err;
+  }
 }

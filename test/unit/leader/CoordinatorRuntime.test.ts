@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type CoordinationContext, type CoordinationPass,CoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
+import { ConfigError } from '../../../shared/config/ConfigError';
+import { loadSettings } from '../../../shared/config/settings';
+import { type CoordinationContext, type CoordinationPass, CoordinatorRuntime, processCoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
 import { ElectorConfigError } from '../../../shared/leader/errors';
 import { debugMemoryLogger, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
@@ -175,6 +177,16 @@ describe('CoordinatorRuntime', () => {
     assert.throws(
       () => runtime(clock, new MemoryLeaseStore(clock), () => Promise.resolve(), 'r', { passIntervalMs: 0 }),
       (err: unknown) => err instanceof ElectorConfigError && err.option === 'passIntervalMs',
+    );
+  });
+});
+
+describe('processCoordinatorRuntime', () => {
+  it('names the app setting when the settings make an invalid runtime (pass interval vs stall timeout)', () => {
+    const settings = loadSettings({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', LEADER_PASS_INTERVAL_SECONDS: '200' });
+    assert.throws(
+      () => processCoordinatorRuntime(settings, () => Promise.resolve()),
+      (err: unknown) => err instanceof ConfigError && err.setting === 'LEADER_PASS_INTERVAL_SECONDS' && err.code === 'CONFIG_INVALID' && /stallTimeoutMs/.test(err.message),
     );
   });
 });
