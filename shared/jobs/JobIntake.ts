@@ -62,8 +62,6 @@ export const INTAKE = {
   maxStartAttempts: 10,
 } as const;
 
-const FINISHED_OR_RUNNING = (s: OrchestrationSnapshot | undefined): s is OrchestrationSnapshot => s !== undefined;
-
 export class JobIntake {
   private queuesReady: Promise<void> | undefined;
 
@@ -139,7 +137,7 @@ export class JobIntake {
     const instanceId = instanceIdFor(job.jobId);
     try {
       const existing = await orchestrations.getStatus(instanceId);
-      if (FINISHED_OR_RUNNING(existing)) {
+      if (existing !== undefined) {
         if (fingerprintOf(existing) === job.fingerprint) {
           await this.deleteMessage(message, ctx);
           logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });

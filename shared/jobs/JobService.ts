@@ -161,15 +161,16 @@ export class JobService {
 
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
   async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
-    const view = await this.get(jobId, orchestrations);
+    assertJobId(jobId);
+    const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
+    const view = snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, snapshot);
     if (view.status !== 'pending' && view.status !== 'running') {
       throw new JobError('JOB_ALREADY_FINISHED', `Job "${jobId}" is ${view.status}; only pending or running jobs can be cancelled.`);
     }
+    // The marker first: a job not started yet sees it when it plans, a running one at its next poll.
     await this.deps.store.markCancelled(jobId, 'cancelled through the API');
-    if (view.status === 'running' || view.progress !== null) {
-      await orchestrations.raiseCancel(instanceIdFor(jobId), 'cancelled through the API');
-    }
-    this.deps.logger.info('job.cancel_requested', { jobId });
+    if (snapshot !== undefined) await orchestrations.raiseCancel(instanceIdFor(jobId), 'cancelled through the API');
+    this.deps.logger.info('job.cancel_requested', { jobId, started: snapshot !== undefined });
     return view;
   }
 

@@ -117,6 +117,28 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal((again.json as { code: string }).code, 'JOB_ALREADY_FINISHED');
   });
 
+  it('cancels a running job: it ends cancelled with the chunks done so far, and its later chunks are skipped', async () => {
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-running', workType: 'noop', items: new Array(400).fill(0), options: { chunkSize: 1 } }));
+    assert.equal(posted.status, 202);
+    await passUntilQueueEmpty();
+    await eventually(
+      async () => {
+        const view = (await h.request('GET', '/api/jobs/cancel-running')).json as JobView;
+        // Planned (all chunks on the queue) and running; a job cancelled while planning dispatches nothing.
+        return view.status === 'running' && view.phase === 'running' ? view : undefined;
+      },
+      30_000,
+      'the job to be planned and running',
+    );
+    const cancel = await h.request('DELETE', '/api/jobs/cancel-running');
+    assert.equal(cancel.status, 202, cancel.text);
+    const view = await finished('cancel-running');
+    assert.equal(view.status, 'cancelled', JSON.stringify(view));
+    const done = view.progress?.chunks.done ?? -1;
+    assert.ok(done < 400, `cancelled before the end (${done} of 400 chunks done)`);
+    assert.deepEqual(view.result, { count: done }, 'the result covers exactly the chunks done');
+  });
+
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
     const inputs = blobs().getContainerClient(uniqueName('corpus-inputs'));
     await inputs.create();
