@@ -14,6 +14,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 
@@ -137,6 +138,29 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const done = view.progress?.chunks.done ?? -1;
     assert.ok(done < 400, `cancelled before the end (${done} of 400 chunks done)`);
     assert.deepEqual(view.result, { count: done }, 'the result covers exactly the chunks done');
+  });
+
+  it('keeps a large result out of the status and serves it at resultUrl', async () => {
+    // A plug-in registered on the app's own registry, as README "Work types" shows.
+    workTypes.register({
+      name: 'e2e-big-result',
+      description: 'a result over the inline limit',
+      validateItem: () => undefined,
+      process: (item) => ({ n: Number(item) }),
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => ({ n: total.n, padding: 'x'.repeat(10_000) }),
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'big-result', workType: 'e2e-big-result', items: [1, 2, 3] }));
+    assert.equal(posted.status, 202, posted.text);
+    await passUntilQueueEmpty();
+    const view = await finished('big-result');
+    assert.equal(view.status, 'completed');
+    assert.equal(view.result, undefined);
+    assert.equal(view.resultUrl, '/api/jobs/big-result/result');
+    const full = await h.request('GET', view.resultUrl ?? '');
+    assert.equal(full.status, 200);
+    assert.equal((full.json as { result: { n: number; padding: string } }).result.n, 6);
   });
 
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
