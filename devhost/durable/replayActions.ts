@@ -260,14 +260,17 @@ class Replayer {
     task.settle(succeeded);
   }
 
+  // The extension keeps waiters of one name on a stack, so the newest wait gets the event (a
+  // Task.any in a loop abandons the older ones); names match case-insensitively
+  // (DurableOrchestrationContext.WaitForExternalEvent / RaiseEvent).
   #deliver(name: string): void {
-    const waiting = this.#waiters.get(name);
-    const first = waiting?.shift();
-    if (first !== undefined) {
-      first.settle(true);
+    const key = name.toLowerCase();
+    const newest = this.#waiters.get(key)?.pop();
+    if (newest !== undefined) {
+      newest.settle(true);
       return;
     }
-    this.#bufferedEvents.set(name, (this.#bufferedEvents.get(name) ?? 0) + 1);
+    this.#bufferedEvents.set(key, (this.#bufferedEvents.get(key) ?? 0) + 1);
   }
 
   #claim(kind: number, name: string | undefined): { id: number; existing: boolean } {
@@ -323,15 +326,16 @@ class Replayer {
   }
 
   #waitForEvent(name: string): SimTask {
-    const buffered = this.#bufferedEvents.get(name) ?? 0;
+    const key = name.toLowerCase();
+    const buffered = this.#bufferedEvents.get(key) ?? 0;
     if (buffered > 0) {
-      this.#bufferedEvents.set(name, buffered - 1);
+      this.#bufferedEvents.set(key, buffered - 1);
       return settled(true);
     }
     const task = new SimTask();
-    const list = this.#waiters.get(name) ?? [];
-    list.push(task);
-    this.#waiters.set(name, list);
+    const stack = this.#waiters.get(key) ?? [];
+    stack.push(task);
+    this.#waiters.set(key, stack);
     return task;
   }
 

@@ -176,6 +176,25 @@ describe('Durable reference orchestrations on the development host', { concurren
     assert.deepEqual(eventNames(await host.rawHistory(id)), [OS, 'ExecutionStarted', 'TimerCreated', OC, OS, 'TimerFired', 'ExecutionCompleted', OC]);
   });
 
+  it('one external event raced against a new timer on every poll: the newest wait receives it', async () => {
+    const id = await host.client.startNew('PollUntilCancelled');
+    await waitUntil(async () => (await host.rawHistory(id)).filter((e) => e.EventType === EventType.TimerFired).length >= 2);
+    await host.client.raiseEvent(id, 'Cancel', null);
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.runtimeStatus, 'Completed');
+    const history = await host.rawHistory(id);
+    const raised = history.findIndex((e) => e.EventType === EventType.EventRaised);
+    const polls = history.slice(0, raised).filter((e) => e.EventType === EventType.TimerFired).length;
+    assert.equal(status.output, `Hello cancelled after ${polls} polls!`);
+    // The extension keeps waiters of one event name on a stack (DurableOrchestrationContext.WaitForExternalEvent),
+    // so the event completes the wait of the current poll, not a stale one.
+    const names = eventNames(history);
+    const raisedAt = names.indexOf('EventRaised');
+    assert.ok(raisedAt > 0);
+    assert.equal(names[names.indexOf(OC, raisedAt) - 1], 'TaskScheduled', 'the episode that received the event scheduled the activity after the loop');
+    assert.deepEqual(names.slice(-3), ['TaskCompleted', 'ExecutionCompleted', OC]);
+  });
+
   it('activity retry: failed attempts are followed by a retry timer and a new TaskScheduled', async () => {
     const id = await host.client.startNew('RetryFlaky', { input: { key: `retry-${Date.now()}`, failures: 2 } });
     const status = await waitForFinish(host.client, id);

@@ -119,6 +119,21 @@ describe('replayActions', () => {
     assert.deepEqual(summary(result.decisions), [[EventType.TaskScheduled, 1, 'AfterApproval']]);
   });
 
+  it('gives a raised event to the newest wait for that name, matching names case-insensitively', () => {
+    // Task.any([timer, event]) in a loop: the first poll's timer fired, so its wait is abandoned.
+    const history = [
+      ...started(),
+      historyEvent.timerCreated(at(1), 0, at(100)),
+      historyEvent.orchestratorStarted(at(100)),
+      historyEvent.timerFired(at(100), 0, at(100).toISOString()),
+      historyEvent.timerCreated(at(101), 1, at(200)),
+      historyEvent.orchestratorStarted(at(150)),
+      historyEvent.eventRaised(at(150), 'cancel', null),
+    ];
+    const result = replay(history, whenAny(timer(at(100)), waitFor('Cancel')), whenAny(timer(at(200)), waitFor('Cancel')), activity('AfterCancel'));
+    assert.deepEqual(summary(result.decisions), [[EventType.TaskScheduled, 2, 'AfterCancel']]);
+  });
+
   it('records continue-as-new with its input', () => {
     const history = [...started(), historyEvent.taskScheduled(at(1), 0, 'A', null), historyEvent.orchestratorStarted(at(10)), historyEvent.taskCompleted(at(9), 0, '1')];
     const result = replay(history, activity('A'), { actionType: 4, input: 5 });
