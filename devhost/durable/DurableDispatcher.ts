@@ -515,6 +515,11 @@ export class DurableDispatcher {
     const { queues, tuning, logger } = this.#deps;
     const renewEveryMs = Math.max(500, (tuning.workVisibilitySeconds * 1000) / 2);
     const renewal = setInterval(() => {
+      // Abandoned at stop: let the message reappear for another host.
+      if (this.#abandon.signal.aborted) {
+        clearInterval(renewal);
+        return;
+      }
       queues.extendVisibility(message, tuning.workVisibilitySeconds).catch((err: unknown) => logger.warn('durable.activity.renew_failed', { error: err instanceof Error ? err.message : String(err) }));
     }, renewEveryMs);
     let events: HistoryEvent[];

@@ -31,6 +31,8 @@ const INSTANCE_ID_PLACEHOLDER = 'INSTANCEID';
 const DEFAULT_CONNECTION_NAME = 'Storage';
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_PAGE_SIZE = 100;
+/** A Pending instance with no history this old lost its start message (see #restartIfStuck). */
+const STUCK_PENDING_MS = 60_000;
 
 export interface DurableHttpApiDeps {
   readonly taskHub: string;
@@ -251,7 +253,10 @@ export class DurableHttpApi {
     const input = jsonTextOf(body);
 
     const existing = await this.#deps.store.read(instanceId);
-    if (existing !== undefined && !isTerminal(existing.state.runtimeStatus)) throw alreadyExists(existing.state.runtimeStatus);
+    if (existing !== undefined && !isTerminal(existing.state.runtimeStatus)) {
+      await this.#restartIfStuck(existing.state);
+      throw alreadyExists(existing.state.runtimeStatus);
+    }
     const now = this.#clock();
     const executionId = randomUUID().replace(/-/g, '');
     const state = newInstanceState({ instanceId, name: functionName, executionId, input, parent: null, now });
@@ -271,6 +276,20 @@ export class DurableHttpApi {
       return this.#waitForCompletion(url, instanceId, timeoutSeconds * 1000, pollSeconds * 1000);
     }
     return this.#checkStatusResponse(url, instanceId);
+  }
+
+  /**
+   * A start whose instance was written but whose start message was never sent (the process died in
+   * between) would leave the id Pending for ever; starting it again re-sends that start message
+   * (applied once, however many arrive) before refusing like the extension does.
+   */
+  async #restartIfStuck(state: InstanceState): Promise<void> {
+    const age = this.#clock().getTime() - Date.parse(state.createdTime);
+    if (state.runtimeStatus !== 'Pending' || state.history.length > 0 || !(age > STUCK_PENDING_MS)) return;
+    const started = historyEvent.executionStarted(new Date(state.createdTime), { name: state.name, instanceId: state.instanceId, executionId: state.executionId, input: state.input, parent: state.parent });
+    await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, events: [started] });
+    this.#deps.onControlMessage();
+    this.#deps.logger.warn('durable.instance.start_resent', { instanceId: state.instanceId, ageMs: age });
   }
 
   #checkStatusResponse(url: URL, instanceId: string): Reply {

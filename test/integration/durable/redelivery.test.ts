@@ -122,3 +122,22 @@ test('duplicate deliveries are applied once: a repeated message id, a repeated t
     await host.stop();
   }
 });
+
+test('an instance whose start message was lost starts when its id is started again', async () => {
+  const host = await startDurableTestHost();
+  try {
+    const store = new InstanceStore(storageFromEnv(), taskHubNames(host.taskHub));
+    const instanceId = 'lost-start';
+    // Written, but the process died before sending the start message (two minutes ago).
+    await store.create(newInstanceState({ instanceId, name: 'HelloSequence', executionId: newMessageId(), input: null, parent: null, now: new Date(Date.now() - 120_000) }));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal((await host.client.getStatus(instanceId)).runtimeStatus, 'Pending');
+
+    await assert.rejects(host.client.startNew('HelloSequence', { instanceId }), /status code: 500.*status Pending already exists/);
+    const status = await waitForFinish(host.client, instanceId);
+    assert.deepEqual(status.output, ['Hello Tokyo!', 'Hello Seattle!', 'Hello London!']);
+    assert.ok(host.logger.lines.some((l) => l.event === 'durable.instance.start_resent'));
+  } finally {
+    await host.stop();
+  }
+});
