@@ -7,8 +7,9 @@
  *   job completes exactly once, nothing lost or counted twice.
  *
  * host.json is the project's, except `singleton` (listener lock 15 s, recovery 15 s, the host's
- * minimums): with the host's 60 s defaults the survivor's timer, and so its campaign, would wait up
- * to two minutes for the dead process's timer lock, which is the same on Azure but too slow here.
+ * minimums: with the host's 60 s defaults the survivor's timer, and so its campaign, would wait up
+ * to two minutes for the dead process's timer lock, which is the same on Azure but too slow here)
+ * and `queues.batchSize` 1 (so the job runs long enough to watch and to interrupt).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -49,6 +50,10 @@ function createRealAppRoot(): { dir: string; remove(): void } {
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
   const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as Record<string, unknown>;
   hostJson.singleton = { listenerLockPeriod: '00:00:15', listenerLockRecoveryPollingInterval: '00:00:15' };
+  // One work item message at a time per instance: the same semantics, slow enough that a job's
+  // progress can be seen midway and a process can be killed while chunks are still queued.
+  const extensions = (hostJson.extensions ?? {}) as Record<string, Record<string, unknown>>;
+  hostJson.extensions = { ...extensions, queues: { ...(extensions.queues ?? {}), batchSize: 1, newBatchThreshold: 0 } };
   writeFileSync(join(dir, 'host.json'), JSON.stringify(hostJson));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'e2e-app', main: 'app/functions/*.js' }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
