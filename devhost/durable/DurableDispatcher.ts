@@ -16,7 +16,6 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { type StorageConnection } from '../../shared/config/settings';
 import { type Logger } from '../../shared/observability/log';
 import { type FunctionInvoker } from '../contracts';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, isTerminal, type ParentInstanceRef } from './HistoryEvent';
@@ -64,7 +63,6 @@ export const DEFAULT_TUNING: DispatcherTuning = {
 
 export interface DispatcherDeps {
   readonly invoker: FunctionInvoker;
-  readonly storage: StorageConnection;
   readonly store: InstanceStore;
   readonly queues: TaskHubQueues;
   readonly logger: Logger;

@@ -29,7 +29,7 @@ export function createDurableBackend(options: DurableBackendOptions, extras: Dur
   const store = new InstanceStore(options.storage, names);
   const queues = new TaskHubQueues(options.storage, names, logger);
   const tuning: DispatcherTuning = { ...DEFAULT_TUNING, ...extras.tuning };
-  const dispatcher = new DurableDispatcher({ invoker: options.invoker, storage: options.storage, store, queues, logger, tuning });
+  const dispatcher = new DurableDispatcher({ invoker: options.invoker, store, queues, logger, tuning });
   const api = new DurableHttpApi({
     taskHub: options.taskHub,
     baseUrl: options.baseUrl,

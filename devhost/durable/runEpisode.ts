@@ -35,6 +35,7 @@ export const TRIGGER_PAYLOAD_CONSTANTS = {
 const OUT_OF_PROC_DATA_LABEL = '\n\n$OutOfProcData$:';
 /** Generations one episode may run back to back before it yields (an orchestrator that only continues-as-new). */
 const MAX_GENERATIONS_PER_EPISODE = 50;
+const NO_WORK = { activities: [], timers: [], subOrchestrations: [] } as const satisfies Omit<EpisodeResult, 'state' | 'completed'>;
 
 export interface EpisodeDeps {
   readonly invoker: FunctionInvoker;
@@ -150,14 +151,14 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
     const finishedAt = deps.clock();
     next.lastUpdatedTime = finishedAt.toISOString();
 
-    if (error !== undefined) {
-      const reason = `Orchestrator function '${next.name}' failed: ${error}`;
-      history.push(historyEvent.executionCompleted(finishedAt, nextEventId, 'Failed', reason));
+    const finish = (status: RuntimeStatus, output: string | null, work: Omit<EpisodeResult, 'state' | 'completed'> = NO_WORK): EpisodeResult => {
+      history.push(historyEvent.executionCompleted(finishedAt, nextEventId, status, output));
       closeEpisode(history, finishedAt);
-      Object.assign(next, { history, runtimeStatus: 'Failed', output: reason });
-      deps.logger.warn('durable.orchestration.failed', { instanceId: next.instanceId, name: next.name, reason });
-      return { state: next, activities: [], timers: [], subOrchestrations: [], completed: { status: 'Failed', output: reason } };
-    }
+      Object.assign(next, { history, runtimeStatus: status, output });
+      if (status === 'Failed') deps.logger.warn('durable.orchestration.failed', { instanceId: next.instanceId, name: next.name, reason: output });
+      return { state: next, ...work, completed: { status, output } };
+    };
+    if (error !== undefined) return finish('Failed', `Orchestrator function '${next.name}' failed: ${error}`);
     const work = {
       activities: (replay?.activities ?? []).map((a) => ({ id: a.id, name: a.name, input: a.input })),
       timers: replay?.timers ?? [],
@@ -166,12 +167,10 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
     const isDone = outcome.state?.isDone === true;
     if (isDone && replay?.continueAsNew !== undefined && generation + 1 >= MAX_GENERATIONS_PER_EPISODE) {
       // DurableTask.Core would loop forever; a readable failure is more useful on a development host.
-      error = `continued as new ${MAX_GENERATIONS_PER_EPISODE} times in one episode without waiting for anything (code DURABLE_CONTINUE_AS_NEW_LOOP)`;
-      const reason = `Orchestrator function '${next.name}' failed: ${error}`;
-      history.push(historyEvent.executionCompleted(finishedAt, nextEventId, 'Failed', reason));
-      closeEpisode(history, finishedAt);
-      Object.assign(next, { history, runtimeStatus: 'Failed', output: reason });
-      return { state: next, activities: [], timers: [], subOrchestrations: [], completed: { status: 'Failed', output: reason } };
+      return finish(
+        'Failed',
+        `Orchestrator function '${next.name}' failed: continued as new ${MAX_GENERATIONS_PER_EPISODE} times in one episode without waiting for anything (code DURABLE_CONTINUE_AS_NEW_LOOP)`,
+      );
     }
     if (isDone && replay?.continueAsNew !== undefined) {
       // The old generation ends with ContinueAsNew; only the new generation's history is kept.
@@ -186,13 +185,7 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
       Object.assign(next, { history: [], executionId, input, generation: next.generation + 1, runtimeStatus: 'Running' });
       continue;
     }
-    if (isDone) {
-      const output = JSON.stringify(outcome.state?.output ?? null);
-      history.push(historyEvent.executionCompleted(finishedAt, nextEventId, 'Completed', output));
-      closeEpisode(history, finishedAt);
-      Object.assign(next, { history, runtimeStatus: 'Completed', output });
-      return { state: next, ...work, completed: { status: 'Completed', output } };
-    }
+    if (isDone) return finish('Completed', JSON.stringify(outcome.state?.output ?? null), work);
     closeEpisode(history, finishedAt);
     Object.assign(next, { history, runtimeStatus: 'Running' });
     return { state: next, ...work };

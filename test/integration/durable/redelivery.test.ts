@@ -36,7 +36,7 @@ test('work an episode saved but never sent is sent when its consumed message is 
   const logger = memoryLogger('redelivery');
   const store = new InstanceStore(storage, names);
   const queues = new FailingSendQueues(storage, names, logger);
-  const dispatcher = new DurableDispatcher({ invoker: app, storage, store, queues, logger, tuning: { ...DEFAULT_TUNING, controlVisibilitySeconds: 2, maxPollIntervalMs: 200 } });
+  const dispatcher = new DurableDispatcher({ invoker: app, store, queues, logger, tuning: { ...DEFAULT_TUNING, controlVisibilitySeconds: 2, maxPollIntervalMs: 200 } });
 
   const instanceId = 'redelivered-1';
   const now = new Date();
