@@ -20,7 +20,14 @@ import { Socket } from 'node:net';
 import { join, relative, sep } from 'node:path';
 
 
-export const AZURITE_PORTS = { blob: 10000, queue: 10001, table: 10002 } as const;
+export interface AzuritePorts {
+  readonly blob: number;
+  readonly queue: number;
+  readonly table: number;
+}
+
+/** Azurite's default ports, which `UseDevelopmentStorage=true` points at. */
+export const AZURITE_PORTS: AzuritePorts = { blob: 10000, queue: 10001, table: 10002 };
 const STOP_TIMEOUT_MS = 30_000;
 
 export interface StartArgs {
@@ -110,17 +117,36 @@ interface StartedAzurite {
  * Azurite in its own process group, so a terminal's Ctrl-C reaches only this script, which stops
  * the instances first (the leader releases its lease through Azurite) and Azurite last.
  */
-async function launchAzurite(location: string): Promise<StartedAzurite> {
+async function launchAzurite(location: string, ports: AzuritePorts): Promise<StartedAzurite> {
   // require('azurite') resolves to its VS Code extension entry; the CLI lives in dist/src.
   const entry = join(require.resolve('azurite/package.json'), '..', 'dist', 'src', 'azurite.js');
   const child = spawn(
     process.execPath,
-    [entry, '--silent', '--disableTelemetry', '--skipApiVersionCheck', '--location', location, '--blobHost', '127.0.0.1', '--queueHost', '127.0.0.1', '--tableHost', '127.0.0.1'],
+    [
+      entry,
+      '--silent',
+      '--disableTelemetry',
+      '--skipApiVersionCheck',
+      '--location',
+      location,
+      '--blobHost',
+      '127.0.0.1',
+      '--blobPort',
+      String(ports.blob),
+      '--queueHost',
+      '127.0.0.1',
+      '--queuePort',
+      String(ports.queue),
+      '--tableHost',
+      '127.0.0.1',
+      '--tablePort',
+      String(ports.table),
+    ],
     { stdio: 'ignore', detached: true },
   );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + 30_000;
-  for (const port of Object.values(AZURITE_PORTS)) {
+  for (const port of [ports.blob, ports.queue, ports.table]) {
     while (!(await portOpen(port))) {
       if (child.exitCode !== null || Date.now() > deadline) throw new StartError('Azurite did not start (is the azurite package installed? run npm ci)');
       await new Promise((r) => setTimeout(r, 100));
@@ -136,30 +162,31 @@ async function launchAzurite(location: string): Promise<StartedAzurite> {
   };
 }
 
-/** Reuses a running Azurite on the default ports or starts one with data in `.azurite/`. */
-export async function ensureAzurite(root: string): Promise<{ started?: StartedAzurite; note: string }> {
-  const ports = [AZURITE_PORTS.blob, AZURITE_PORTS.queue, AZURITE_PORTS.table];
+/** Reuses a running Azurite on the default ports or starts one with data in `<root>/.azurite/`. */
+export async function ensureAzurite(root: string, azurite: AzuritePorts = AZURITE_PORTS): Promise<{ started?: StartedAzurite; note: string }> {
+  const ports = [azurite.blob, azurite.queue, azurite.table];
+  const range = ports.join(', ');
   const open = await Promise.all(ports.map(portOpen));
   if (open.some(Boolean)) {
     const servers = await Promise.all(ports.map((p, i) => (open[i] === true ? serverHeader(p) : Promise.resolve(undefined))));
     const foreign = ports.filter((_, i) => open[i] === true && !(servers[i] ?? '').startsWith('Azurite'));
     if (foreign.length > 0) {
       throw new StartError(
-        `port(s) ${foreign.join(', ')} are in use by something that is not Azurite; UseDevelopmentStorage=true needs Azurite on 10000-10002. Stop that process, or run Azurite there yourself.`,
+        `port(s) ${foreign.join(', ')} are in use by something that is not Azurite; UseDevelopmentStorage=true needs Azurite on ${range}. Stop that process, or run Azurite there yourself.`,
       );
     }
-    if (open.every(Boolean)) return { note: 'Azurite: reusing the one already running on ports 10000-10002' };
-    throw new StartError(`Azurite answers on only some of the ports 10000-10002 (${ports.filter((_, i) => open[i] === true).join(', ')}); stop it or start it with blob, queue and table.`);
+    if (open.every(Boolean)) return { note: `Azurite: reusing the one already running on ports ${range}` };
+    throw new StartError(`Azurite answers on only some of the ports ${range} (${ports.filter((_, i) => open[i] === true).join(', ')}); stop it or start it with blob, queue and table.`);
   }
   const location = join(root, '.azurite');
   mkdirSync(location, { recursive: true });
-  const started = await launchAzurite(location);
-  return { started, note: 'Azurite: started on ports 10000-10002, data in .azurite/' };
+  const started = await launchAzurite(location, azurite);
+  return { started, note: `Azurite: started on ports ${range}, data in .azurite/` };
 }
 
 /** Core Tools is usable only when `func --version` really answers (its npm install may be broken). */
-export function detectCoreTools(): { usable: boolean; version?: string; reason: string } {
-  const result = spawnSync('func', ['--version'], { encoding: 'utf8', timeout: 30_000, shell: process.platform === 'win32' });
+export function detectCoreTools(env: NodeJS.ProcessEnv = process.env): { usable: boolean; version?: string; reason: string } {
+  const result = spawnSync('func', ['--version'], { encoding: 'utf8', timeout: 30_000, env, shell: process.platform === 'win32' });
   if (result.error !== undefined) return { usable: false, reason: `\`func --version\` could not run (${(result.error as NodeJS.ErrnoException).code ?? result.error.message})` };
   const version = result.stdout.trim().split('\n')[0] ?? '';
   if (result.status !== 0 || !/^\d+\.\d+/.test(version)) return { usable: false, reason: `\`func --version\` failed (exit ${String(result.status)})` };
