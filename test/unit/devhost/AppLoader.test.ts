@@ -23,7 +23,7 @@ describe('loadFunctionApp', () => {
 
   it('captures every registration with its trigger and binding metadata', () => {
     const byName = new Map(loaded.list().map((fn) => [fn.name, fn]));
-    assert.deepEqual([...byName.keys()].sort(), ['fail', 'fixtureActivity', 'fixtureOrchestrator', 'hello', 'onQueue', 'startFixture', 'submit', 'tick']);
+    assert.deepEqual([...byName.keys()].sort(), ['fail', 'fixtureActivity', 'fixtureOrchestrator', 'hello', 'onQueue', 'slow', 'startFixture', 'submit', 'tick']);
 
     const hello = byName.get('hello');
     assert.equal(hello?.triggerType, 'httpTrigger');
