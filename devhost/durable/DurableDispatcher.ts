@@ -446,6 +446,16 @@ export class DurableDispatcher {
         await this.#notifyParent(parentRef, existing.state, existing.state.runtimeStatus, existing.state.output);
         return;
       }
+    } else if (existing !== undefined && !isTerminal(existing.state.runtimeStatus)) {
+      // Another live instance owns the id: the parent's call fails instead of hijacking it.
+      const reason = `An Orchestration instance with the status ${existing.state.runtimeStatus} already exists.`;
+      await queues.sendControl({
+        mid: newMessageId(),
+        instanceId: parent.instanceId,
+        executionId: parent.executionId,
+        events: [historyEvent.subOrchestrationFailed(now, child.id, reason, JSON.stringify({ code: 'DURABLE_INSTANCE_EXISTS', instanceId: child.instanceId }))],
+      });
+      return;
     } else {
       executionId = randomUUID().replace(/-/g, '');
       const state = newInstanceState({ instanceId: child.instanceId, name: child.name, executionId, input: child.input, parent: parentRef, now });

@@ -315,6 +315,20 @@ describe('Durable reference orchestrations on the development host', { concurren
     const child = await host.client.getStatus(`${id}-child`);
     assert.equal(child.runtimeStatus, 'Completed');
   });
+
+  it('sub-orchestration: an id owned by a running instance fails the call and leaves that instance alone', async () => {
+    const id = `parent-${Date.now()}`;
+    await host.client.startNew('CustomStatus', { instanceId: `${id}-child` });
+    await waitUntil(async () => (await host.client.getStatus(`${id}-child`)).runtimeStatus === df.OrchestrationRuntimeStatus.Running);
+    await host.client.startNew('SubOrchestrationParent', { instanceId: id });
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.runtimeStatus, 'Failed');
+    assert.match(String(status.output), /^Orchestrator function 'SubOrchestrationParent' failed: An Orchestration instance with the status Running already exists\./);
+    const other = await host.client.getStatus(`${id}-child`);
+    assert.equal(other.name, 'CustomStatus');
+    assert.equal(other.runtimeStatus, 'Running');
+    await host.client.terminate(`${id}-child`, 'cleanup');
+  });
 });
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
