@@ -69,7 +69,8 @@ function parseOutOfProcState(text: string): Record<string, unknown> | undefined 
 
 async function invokeOrchestrator(deps: EpisodeDeps, state: InstanceState, history: HistoryEvent[], isReplaying: boolean): Promise<InvocationOutcome> {
   const trigger = {
-    history,
+    // A copy: the episode goes on appending to its own list after the call.
+    history: history.map((e) => ({ ...e })),
     input: fromJsonText(state.input),
     instanceId: state.instanceId,
     isReplaying,

@@ -13,7 +13,7 @@ import { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
 import { type LoadedApp, loadFunctionApp } from '../../../../devhost/AppLoader';
-import { type DurableBackend } from '../../../../devhost/contracts';
+import { type DurableBackend, type FunctionInvoker } from '../../../../devhost/contracts';
 import { createDurableBackend, type DispatcherTuning } from '../../../../devhost/durable';
 import { eventTypeName, type HistoryEvent } from '../../../../devhost/durable/HistoryEvent';
 import { InstanceStore } from '../../../../devhost/durable/InstanceStore';
@@ -58,7 +58,16 @@ export interface DurableTestHost {
   stop(): Promise<void>;
 }
 
-export async function startDurableTestHost(options: { taskHub?: string; tuning?: Partial<DispatcherTuning>; start?: boolean } = {}): Promise<DurableTestHost> {
+export interface DurableTestHostOptions {
+  readonly taskHub?: string;
+  readonly tuning?: Partial<DispatcherTuning>;
+  /** False: serve the client API but dispatch nothing until `backend.start()`. */
+  readonly start?: boolean;
+  /** Wraps the app's invoker (e.g. to record what the backend sends to functions). */
+  readonly wrapInvoker?: (app: LoadedApp) => FunctionInvoker;
+}
+
+export async function startDurableTestHost(options: DurableTestHostOptions = {}): Promise<DurableTestHost> {
   const app = await loadReferenceApp();
   const taskHub = options.taskHub ?? uniqueTaskHub('Hub');
   const logger = memoryLogger('durable-test');
@@ -74,7 +83,7 @@ export async function startDurableTestHost(options: { taskHub?: string; tuning?:
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const backend = createDurableBackend({ invoker: app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger }, { tuning: { ...TEST_TUNING, ...options.tuning } });
+  const backend = createDurableBackend({ invoker: options.wrapInvoker?.(app) ?? app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger }, { tuning: { ...TEST_TUNING, ...options.tuning } });
   const bindingValue = backend.clientBindingValue();
   app.provideInput('durableClient', () => bindingValue);
   if (options.start !== false) await backend.start();
