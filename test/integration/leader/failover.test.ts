@@ -65,7 +65,8 @@ describe('leader failover against Azurite', { concurrency: true }, () => {
     assert.ok(term.endedAt !== undefined && term.endedAt - stopAt < 50, 'work told to stop at once');
     assert.equal(a.elector.counters().released, 1);
     const takeover = await waitFor(() => leaderOf(followers) !== undefined, 10_000, 'a follower to lead');
-    assert.ok(takeover - releasedAt <= FAST.retryPeriodMs + 300, `follower led ${Math.round(takeover - releasedAt)} ms after the release`);
+    // One campaign period, plus acquire/read/write round trips on a loaded machine.
+    assert.ok(takeover - releasedAt <= FAST.retryPeriodMs + 1_000, `follower led ${Math.round(takeover - releasedAt)} ms after the release`);
   });
 
   it('graceful stop releases only after slow leader work has finished', async () => {
@@ -102,7 +103,7 @@ describe('leader failover against Azurite', { concurrency: true }, () => {
     const endedAt = term.endedAt ?? 0;
     assert.equal(term.reason, 'lost');
     const renewInterval = a.elector.timing.renewIntervalMs;
-    assert.ok(endedAt - brokenAt <= renewInterval + 500, `noticed ${Math.round(endedAt - brokenAt)} ms after the break`);
+    assert.ok(endedAt - brokenAt <= renewInterval + 1_000, `noticed ${Math.round(endedAt - brokenAt)} ms after the break`);
     assert.equal(a.elector.counters().lost, 1);
   });
 

@@ -38,7 +38,8 @@ describe('leader election while storage is unreachable', { concurrency: true }, 
     const steppedDownAt = term.endedAt ?? 0;
     assert.equal(term.reason, 'deadline');
     const sinceGrant = steppedDownAt - lastGrantSentAt;
-    assert.ok(sinceGrant >= FAST.renewDeadlineMs - 5 && sinceGrant <= FAST.renewDeadlineMs + 250, `stepped down ${Math.round(sinceGrant)} ms after its last renewal was sent`);
+    // At the deadline, not before; late only by timer lag on a loaded machine, and long before L.
+    assert.ok(sinceGrant >= FAST.renewDeadlineMs - 5 && sinceGrant <= FAST.renewDeadlineMs + 1_000, `stepped down ${Math.round(sinceGrant)} ms after its last renewal was sent`);
     assert.ok(a.elector.counters().renewFailures >= 1);
 
     // The follower on healthy storage gets the lease only once it has expired: after a stopped believing.
@@ -69,7 +70,7 @@ describe('leader election while storage is unreachable', { concurrency: true }, 
     const lastGrantSentAt = a.store.lastGrantSentAt ?? 0;
     const sinceGrant = (term.endedAt ?? 0) - lastGrantSentAt;
     assert.equal(term.reason, 'deadline');
-    assert.ok(sinceGrant <= FAST.renewDeadlineMs + 250 && sinceGrant < FAST.leaseSeconds * 1000, `stepped down ${Math.round(sinceGrant)} ms after its last renewal`);
+    assert.ok(sinceGrant <= FAST.renewDeadlineMs + 1_000 && sinceGrant < FAST.leaseSeconds * 1000, `stepped down ${Math.round(sinceGrant)} ms after its last renewal`);
     assert.equal(a.elector.role, 'follower');
     await azurite.restart();
     await waitFor(() => a.elector.role === 'leader', 20_000, 'a to lead again');
