@@ -266,7 +266,16 @@ export class DurableDispatcher {
     }
   }
 
+  /** Never rejects: what fails is logged, and unconsumed messages come back after their visibility timeout. */
   async #processControlBatch(batch: Array<ReceivedMessage<ControlMessage>>): Promise<void> {
+    try {
+      await this.#processControlMessages(batch);
+    } catch (err) {
+      this.#deps.logger.error('durable.control.batch_failed', { messages: batch.length, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+
+  async #processControlMessages(batch: Array<ReceivedMessage<ControlMessage>>): Promise<void> {
     const now = this.#clock().getTime();
     const groups = new Map<string, Array<ReceivedMessage<ControlMessage>>>();
     for (const message of batch) {
