@@ -416,8 +416,10 @@ export class LeaseElector {
       const timeout = Math.min(this.timing.requestTimeoutMs, term.lastSentAt + this.timing.renewDeadlineMs - sentAt);
       try {
         const { etag } = await this.call('renew', (signal) => this.store.renew(this.leaseId, signal), timeout);
-        // Lease operations leave the etag alone, and only the holder can write: a different etag means
-        // someone else held the lease in between (broke it, announced, released) even though our id renews.
+        // Lease operations leave the etag alone, and only the holder can write, so the etag should be
+        // the one our last write returned. If not, the blob changed in a way this term cannot account
+        // for (another holder in between, or a write of ours that timed out yet landed): step down
+        // rather than guess; the next campaign starts a clean term.
         if (etag !== '' && etag !== term.etag) throw new LeaseLostError('BlobChangedByAnotherHolder');
         if (term.ended) return;
         term.lastSentAt = sentAt;
