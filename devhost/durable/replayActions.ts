@@ -17,6 +17,7 @@
  */
 import { CoordinatorError } from '../../shared/errors';
 import { EventType, type HistoryEvent, historyEvent } from './HistoryEvent';
+import { validateInstanceId } from './taskHubNames';
 
 /** durable-functions ActionType numbers (actions/ActionType.js), as they arrive in the orchestrator's JSON. */
 const ActionType = {
@@ -318,6 +319,8 @@ class Replayer {
     this.#open.set(id, task);
     if (!existing) {
       const childId = instanceId !== undefined && instanceId !== '' ? instanceId : `${this.input.executionId}:${id}`;
+      const invalid = validateInstanceId(childId);
+      if (invalid !== undefined) throw replayError('DURABLE_BAD_INSTANCE_ID', `Sub-orchestration instance id "${childId}" is invalid: ${invalid}`);
       const inputText = input === undefined || input === null ? null : JSON.stringify(input);
       this.#newDecisions.push({ id, event: historyEvent.subOrchestrationCreated(this.input.decidedAt, id, name, childId, inputText) });
       this.subOrchestrations.push({ id, name, instanceId: childId, input: inputText });

@@ -145,5 +145,9 @@ describe('replayActions', () => {
     const result = replay(started(), { actionType: 2, functionName: 'Child', input: { a: 1 } });
     assert.deepEqual(result.subOrchestrations, [{ id: 0, name: 'Child', instanceId: 'e:0', input: '{"a":1}' }]);
     assert.equal(result.decisions[0]?.EventType, EventType.SubOrchestrationInstanceCreated);
+    assert.throws(
+      () => replay(started(), { actionType: 2, functionName: 'Child', instanceId: 'a/b' }),
+      (err: unknown) => err instanceof CoordinatorError && err.code === 'DURABLE_BAD_INSTANCE_ID',
+    );
   });
 });
