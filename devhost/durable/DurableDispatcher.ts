@@ -26,7 +26,6 @@ import {
   type ActivityTask,
   type ActivityWorkMessage,
   type ControlMessage,
-  MAX_DELAY_SECONDS,
   newMessageId,
   type ReceivedMessage,
   type TaskHubQueues,
@@ -407,7 +406,7 @@ export class DurableDispatcher {
     const now = this.#clock().getTime();
     for (const timer of result.timers) {
       const fired = historyEvent.timerFired(timer.fireAt, timer.id, timer.fireAt.toISOString());
-      sends.push(queues.sendControl({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, events: [fired] }, Math.min(MAX_DELAY_SECONDS, (timer.fireAt.getTime() - now) / 1000)));
+      sends.push(queues.sendControl({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, events: [fired] }, (timer.fireAt.getTime() - now) / 1000));
     }
     for (const child of result.subOrchestrations) sends.push(this.#startSubOrchestration(state, child));
     if (result.completed !== undefined && state.parent !== null) sends.push(this.#notifyParent(state.parent, state, result.completed.status, result.completed.output));

@@ -92,6 +92,8 @@ export class TaskHubQueues {
     storage: StorageConnection,
     names: TaskHubNames,
     private readonly logger: Logger,
+    /** The longest a message is kept invisible when sent; longer delays are re-chained by the consumer. */
+    private readonly maxDelaySeconds: number = MAX_DELAY_SECONDS,
   ) {
     const queues = queueServiceClient(storage);
     this.#control = names.controlQueues.map((name) => queues.getQueueClient(name));
@@ -168,7 +170,7 @@ export class TaskHubQueues {
     }
     // Whole seconds only: rounded down, so a timer arrives up to a second early and its consumer
     // holds it until it is due (never late by the rounding, never fired early).
-    const visibilityTimeout = Math.min(MAX_DELAY_SECONDS, Math.max(0, Math.floor(delaySeconds)));
+    const visibilityTimeout = Math.min(this.maxDelaySeconds, Math.max(0, Math.floor(delaySeconds)));
     await queue.sendMessage(encoded, { messageTimeToLive: -1, ...(visibilityTimeout > 0 ? { visibilityTimeout } : {}) });
   }
 

@@ -21,13 +21,15 @@ export interface DurableBackendExtras {
   readonly tuning?: Partial<DispatcherTuning>;
   /** Number of control queues (partitions); every process polls all of them. Default 1. */
   readonly controlQueueCount?: number;
+  /** Longest queue delay of a timer message before it is re-chained (default 6 days; Azure's limit is 7). */
+  readonly maxTimerMessageDelaySeconds?: number;
 }
 
 export function createDurableBackend(options: DurableBackendOptions, extras: DurableBackendExtras = {}): DurableBackend {
   const names = taskHubNames(options.taskHub, extras.controlQueueCount ?? 1);
   const logger = options.logger.child('durable');
   const store = new InstanceStore(options.storage, names);
-  const queues = new TaskHubQueues(options.storage, names, logger);
+  const queues = new TaskHubQueues(options.storage, names, logger, extras.maxTimerMessageDelaySeconds);
   const tuning: DispatcherTuning = { ...DEFAULT_TUNING, ...extras.tuning };
   const dispatcher = new DurableDispatcher({ invoker: options.invoker, store, queues, logger, tuning });
   const api = new DurableHttpApi({

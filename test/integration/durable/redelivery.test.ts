@@ -141,3 +141,21 @@ test('an instance whose start message was lost starts when its id is started aga
     await host.stop();
   }
 });
+
+test('a timer longer than a queue message may wait is re-chained and fires on time, not early', async () => {
+  // Messages may wait at most 1 s here (6 days in production): a 4 s timer needs several hops.
+  const host = await startDurableTestHost({ maxTimerMessageDelaySeconds: 1, tuning: { controlVisibilitySeconds: 2 } });
+  try {
+    const id = await host.client.startNew('ApprovalWithTimeout', { input: 4000 });
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.output, 'timed out');
+    const history = await host.rawHistory(id);
+    const fireAt = Date.parse(history.find((e) => e.EventType === EventType.TimerCreated)?.FireAt ?? '');
+    const firedEpisode = history[history.findIndex((e) => e.EventType === EventType.TimerFired) - 1];
+    assert.equal(firedEpisode?.EventType, EventType.OrchestratorStarted);
+    assert.ok(Date.parse(firedEpisode.Timestamp) >= fireAt, 'not early');
+    assert.ok(Date.parse(firedEpisode.Timestamp) < fireAt + 1500, 'not much late');
+  } finally {
+    await host.stop();
+  }
+});

@@ -63,6 +63,8 @@ export interface DurableTestHostOptions {
   readonly tuning?: Partial<DispatcherTuning>;
   /** False: serve the client API but dispatch nothing until `backend.start()`. */
   readonly start?: boolean;
+  /** Passed to createDurableBackend (e.g. a short timer re-chain limit). */
+  readonly maxTimerMessageDelaySeconds?: number;
   /** Wraps the app's invoker (e.g. to record what the backend sends to functions). */
   readonly wrapInvoker?: (app: LoadedApp) => FunctionInvoker;
 }
@@ -83,7 +85,10 @@ export async function startDurableTestHost(options: DurableTestHostOptions = {})
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const backend = createDurableBackend({ invoker: options.wrapInvoker?.(app) ?? app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger }, { tuning: { ...TEST_TUNING, ...options.tuning } });
+  const backend = createDurableBackend({ invoker: options.wrapInvoker?.(app) ?? app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger }, {
+    tuning: { ...TEST_TUNING, ...options.tuning },
+    ...(options.maxTimerMessageDelaySeconds === undefined ? {} : { maxTimerMessageDelaySeconds: options.maxTimerMessageDelaySeconds }),
+  });
   const bindingValue = backend.clientBindingValue();
   app.provideInput('durableClient', () => bindingValue);
   if (options.start !== false) await backend.start();
