@@ -1,3 +1,8 @@
+/**
+ * The orchestration's activities against Azurite: planning (one message per chunk, blob items and
+ * their refusals, cancelled before planning), re-dispatch and expiry of late chunks, and aggregation
+ * from metadata and from blobs.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 

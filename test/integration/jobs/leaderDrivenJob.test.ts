@@ -21,6 +21,13 @@ describe('jobs run by the elected leader (whole app, development host, Azurite)'
     await h.stop();
   });
 
+  it('registers the leader timer with the configured schedule and a Durable client for the pass', () => {
+    const timer = h.host.app.list().find((f) => f.name === 'leaderTimer');
+    assert.equal(timer?.triggerType, 'timerTrigger');
+    assert.equal(timer?.bindings[timer.triggerName]?.schedule, '*/1 * * * * *');
+    assert.ok(Object.values(timer?.bindings ?? {}).some((b) => b.type === 'durableClient'));
+  });
+
   it('completes a sum over 10,000 integers submitted by HTTP and one submitted by queue message, exactly', async () => {
     // Both lists fit a queue message inline (48 KiB of JSON).
     const items = Array.from({ length: 10_000 }, (_, i) => (i % 97) - 48 + (i === 7_777 ? 90_000 : 0));

@@ -1,3 +1,8 @@
+/**
+ * The worker's logic against Azurite with the planner's real messages: exactly-once chunk results
+ * under duplicate and concurrent delivery, the last-attempt failure record, cancelled jobs, item
+ * errors, chunks too big for a message, and messages that are not work items.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 

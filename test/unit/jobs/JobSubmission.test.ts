@@ -1,3 +1,7 @@
+/**
+ * The job contract: what is accepted (defaults, generated ids, fingerprints), every refusal's
+ * stable code, base64 decoding, and that schemas/job.schema.json publishes the enforced bounds.
+ */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

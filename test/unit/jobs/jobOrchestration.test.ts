@@ -1,3 +1,8 @@
+/**
+ * The job orchestration replayed by the durable-functions SDK's own executor (the Orchestrator
+ * class `df.app.orchestration` wraps), one episode at a time, with extension-format histories built
+ * by ReplayDriver; activity results are scripted per scenario.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 

@@ -1,3 +1,7 @@
+/**
+ * The built-in work types as plug-ins: registration, exact and associative `sum`, `wordcount`
+ * counting, and item validation.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
