@@ -21,6 +21,8 @@ import { type Logger } from '../../shared/observability/log';
 import { type FunctionInvoker } from '../contracts';
 import { fromJsonText, historyEvent, isRuntimeStatus, isTerminal, type RuntimeStatus } from './HistoryEvent';
 import { type InstanceFilter, type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
+import { unknownFunctionMessage } from './replayActions';
+import { durableFunctions } from './runEpisode';
 import { taskHubNames, validateInstanceId } from './taskHubNames';
 import { newMessageId, type TaskHubQueues } from './TaskHubQueues';
 import { toStatusPayload } from './toStatusPayload';
@@ -237,14 +239,10 @@ export class DurableHttpApi {
   }
 
   async #start(url: URL, functionName: string, requestedId: string | undefined, body: string): Promise<Reply> {
-    const fn = this.#deps.invoker.list().find((f) => f.name === functionName);
-    if (fn?.triggerType !== 'orchestrationTrigger') {
-      throw new HttpError(
-        400,
-        'DURABLE_UNKNOWN_ORCHESTRATOR',
-        'One or more of the arguments submitted is incorrect',
-        `The function '${functionName}' doesn't exist, is disabled, or is not an orchestrator function.`,
-      );
+    const { orchestrators } = durableFunctions(this.#deps.invoker);
+    const registered = orchestrators.find((name) => name.toLowerCase() === functionName.toLowerCase());
+    if (registered === undefined) {
+      throw new HttpError(400, 'DURABLE_UNKNOWN_ORCHESTRATOR', 'One or more of the arguments submitted is incorrect', unknownFunctionMessage('orchestrator', functionName, orchestrators));
     }
     // The extension's default: Guid.NewGuid().ToString("N").
     const instanceId = requestedId ?? randomUUID().replace(/-/g, '');
@@ -259,16 +257,16 @@ export class DurableHttpApi {
     }
     const now = this.#clock();
     const executionId = randomUUID().replace(/-/g, '');
-    const state = newInstanceState({ instanceId, name: functionName, executionId, input, parent: null, now });
+    const state = newInstanceState({ instanceId, name: registered, executionId, input, parent: null, now });
     const created = await this.#deps.store.create(state, existing?.etag);
     if (created === 'conflict') {
       const winner = await this.#deps.store.read(instanceId);
       throw alreadyExists(winner?.state.runtimeStatus ?? 'Pending');
     }
-    const started = historyEvent.executionStarted(now, { name: functionName, instanceId, executionId, input });
+    const started = historyEvent.executionStarted(now, { name: registered, instanceId, executionId, input });
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId, executionId, events: [started] });
     this.#deps.onControlMessage();
-    this.#deps.logger.info('durable.instance.started', { instanceId, name: functionName });
+    this.#deps.logger.info('durable.instance.started', { instanceId, name: registered });
 
     const timeoutSeconds = Number(url.searchParams.get('timeout'));
     const pollSeconds = Number(url.searchParams.get('pollingInterval'));

@@ -84,6 +84,14 @@ export interface ReplayInput {
   readonly executionId: string;
   /** When decisions are recorded (their `Timestamp`). */
   readonly decidedAt: Date;
+  /** The app's Durable functions; when given, calling one that is not registered fails like the extension. */
+  readonly functions?: { readonly activities: readonly string[]; readonly orchestrators: readonly string[] };
+}
+
+/** DurableTaskExtension.GetInvalidActivityFunctionMessage / GetInvalidOrchestratorFunctionMessage. */
+export function unknownFunctionMessage(kind: 'activity' | 'orchestrator', name: string, known: readonly string[]): string {
+  const info = known.length > 0 ? `The following are the known ${kind} functions: '${known.join("', '")}'.` : `No ${kind} functions are currently registered!`;
+  return `The function '${name}' doesn't exist, is disabled, or is not an ${kind} function. Additional info: ${info}`;
 }
 
 interface RawAction {
@@ -289,7 +297,15 @@ class Replayer {
     return { id, existing: true };
   }
 
+  #assertExists(kind: 'activity' | 'orchestrator', name: string): void {
+    const known = kind === 'activity' ? this.input.functions?.activities : this.input.functions?.orchestrators;
+    // Function names are case-insensitive in the Functions host.
+    if (known === undefined || known.some((k) => k.toLowerCase() === name.toLowerCase())) return;
+    throw replayError('DURABLE_UNKNOWN_FUNCTION', unknownFunctionMessage(kind, name, known));
+  }
+
   #scheduleActivity(name: string, input: unknown): SimTask {
+    this.#assertExists('activity', name);
     const { id, existing } = this.#claim(EventType.TaskScheduled, name);
     const task = new SimTask();
     this.#open.set(id, task);
@@ -314,6 +330,7 @@ class Replayer {
   }
 
   #scheduleSubOrchestration(name: string, instanceId: string | undefined, input: unknown): SimTask {
+    this.#assertExists('orchestrator', name);
     const { id, existing } = this.#claim(EventType.SubOrchestrationInstanceCreated, name);
     const task = new SimTask();
     this.#open.set(id, task);

@@ -97,6 +97,15 @@ async function invokeOrchestrator(deps: EpisodeDeps, state: InstanceState, histo
   }
 }
 
+/** The app's activity and orchestrator function names, as the extension knows them. */
+export function durableFunctions(invoker: FunctionInvoker): { activities: string[]; orchestrators: string[] } {
+  const all = invoker.list();
+  return {
+    activities: all.filter((f) => f.triggerType === 'activityTrigger').map((f) => f.name),
+    orchestrators: all.filter((f) => f.triggerType === 'orchestrationTrigger').map((f) => f.name),
+  };
+}
+
 function lastDecisionId(history: readonly HistoryEvent[]): number {
   let max = -1;
   for (const event of history) {
@@ -139,7 +148,7 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
     let error = outcome.error;
     if (outcome.state !== undefined) {
       try {
-        replay = replayActions({ history, actions: outcome.state.actions, schemaVersion: outcome.state.schemaVersion, executionId: next.executionId, decidedAt });
+        replay = replayActions({ history, actions: outcome.state.actions, schemaVersion: outcome.state.schemaVersion, executionId: next.executionId, decidedAt, functions: durableFunctions(deps.invoker) });
       } catch (err) {
         if (!(err instanceof CoordinatorError)) throw err;
         deps.logger.warn('durable.orchestration.replay_failed', { instanceId: next.instanceId, code: err.code, error: err.message });

@@ -69,7 +69,7 @@ describe('Durable HTTP API through the durable-functions client', () => {
   });
 
   it('startNew: unknown orchestrator and invalid instance ids are refused with 400', async () => {
-    await assert.rejects(host.client.startNew('NoSuchOrchestrator'), /status code: 400.*doesn't exist/);
+    await assert.rejects(host.client.startNew('NoSuchOrchestrator'), /status code: 400.*The function 'NoSuchOrchestrator' doesn't exist, is disabled, or is not an orchestrator function\. Additional info: The following are the known orchestrator functions: '.*HelloSequence/);
     await assert.rejects(host.client.startNew('HelloSequence', { instanceId: '@reserved' }), /status code: 400.*must not start with @/);
     await assert.rejects(host.client.startNew('HelloSequence', { instanceId: 'x'.repeat(257) }), /status code: 400/);
   });

@@ -307,6 +307,17 @@ describe('Durable reference orchestrations on the development host', { concurren
     assert.equal(ofType(history, EventType.ExecutionCompleted)[0]?.OrchestrationStatus, 3);
   });
 
+  it('calling an activity that is not registered fails the orchestration like the extension', async () => {
+    const id = await host.client.startNew('CallsMissingActivity');
+    const status = await waitForFinish(host.client, id);
+    assert.equal(status.runtimeStatus, 'Failed');
+    assert.match(
+      String(status.output),
+      /^Orchestrator function 'CallsMissingActivity' failed: The function 'NoSuchActivity' doesn't exist, is disabled, or is not an activity function\. Additional info: The following are the known activity functions: '.*SayHello.*'\.$/,
+    );
+    assert.deepEqual(eventNames(await host.rawHistory(id)), [OS, 'ExecutionStarted', 'ExecutionCompleted', OC]);
+  });
+
   it('sub-orchestration: the child runs as its own instance and its output returns to the parent', async () => {
     const id = await host.client.startNew('SubOrchestrationParent');
     const status = await waitForFinish(host.client, id);
