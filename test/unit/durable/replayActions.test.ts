@@ -107,6 +107,21 @@ describe('replayActions', () => {
     ]);
   });
 
+  it('waits for every task of a Task.all before the next action, even after one failed (the shim awaits Task.WhenAll)', () => {
+    const history = [
+      ...started(),
+      historyEvent.taskScheduled(at(1), 0, 'A', null),
+      historyEvent.taskScheduled(at(1), 1, 'B', null),
+      historyEvent.orchestratorStarted(at(10)),
+      historyEvent.taskFailed(at(9), 0, 'r', 'd'),
+    ];
+    // The SDK's Task.all fails fast, so the orchestrator already moved on to Compensate...
+    assert.deepEqual(replay(history, whenAll(activity('A'), activity('B')), activity('Compensate')).decisions, []);
+    // ...which the extension schedules only once B has completed too.
+    history.push(historyEvent.orchestratorStarted(at(20)), historyEvent.taskCompleted(at(19), 1, '1'));
+    assert.deepEqual(summary(replay(history, whenAll(activity('A'), activity('B')), activity('Compensate')).decisions), [[EventType.TaskScheduled, 2, 'Compensate']]);
+  });
+
   it('writes a cancelled timer once and never waits for it', () => {
     const history = [...started(), historyEvent.taskScheduled(at(1), 0, 'A', null), historyEvent.timerCreated(at(1), 1, at(60_000)), historyEvent.orchestratorStarted(at(10)), historyEvent.taskCompleted(at(9), 0, '"x"')];
     const result = replay(history, whenAny(activity('A'), timer(at(60_000), true)), activity('Next'));
