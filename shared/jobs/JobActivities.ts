@@ -193,6 +193,7 @@ export class JobActivities {
           itemErrors: [],
           error: { code: 'DEADLINE_EXCEEDED', message: `No result within ${run.options.deadlineSeconds} s after each of ${input.dispatch - 1} dispatches.` },
           attempt: input.dispatch - 1,
+          dispatch: input.dispatch - 1,
           writtenBy: `orchestration@${this.deps.instanceId}`,
           writtenAt: this.now().toISOString(),
         };

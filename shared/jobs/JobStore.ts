@@ -59,7 +59,10 @@ export interface ChunkResult {
   readonly partial: Json;
   readonly itemErrors: readonly ItemError[];
   readonly error?: JobErrorInfo;
+  /** The queue delivery (dequeueCount) that wrote it. */
   readonly attempt: number;
+  /** The dispatch round of the message that wrote it (1 first, 2 after a deadline re-dispatch, ...). */
+  readonly dispatch: number;
   readonly writtenBy: string;
   readonly writtenAt: string;
 }

@@ -84,6 +84,7 @@ export class WorkItemProcessor {
           message: `${permanent ? 'Permanent failure' : `Failed on attempt ${delivery.dequeueCount} of ${message.attempts}`}: ${err instanceof Error ? err.message : String(err)}`,
         },
         attempt: delivery.dequeueCount,
+        dispatch: message.dispatch,
         writtenBy: this.deps.instanceId,
         writtenAt: this.now(),
       };
@@ -145,6 +146,7 @@ export class WorkItemProcessor {
       partial,
       itemErrors,
       attempt,
+      dispatch: message.dispatch,
       writtenBy: this.deps.instanceId,
       writtenAt: this.now(),
     };

@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 
+import { jobComponents } from '../../../shared/jobs/jobComponents';
 import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
@@ -161,6 +162,45 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const full = await h.request('GET', view.resultUrl ?? '');
     assert.equal(full.status, 200);
     assert.equal((full.json as { result: { n: number; padding: string } }).result.n, 6);
+  });
+
+  it('re-dispatches a chunk stuck past its deadline and counts it once when the stuck copy finishes too', async () => {
+    // A plug-in whose first call for item "stuck" hangs until released: its message stays invisible
+    // (the host renews it while the invocation runs), so only the deadline brings the chunk back.
+    let release: (() => void) | undefined;
+    let stuckOnce = false;
+    workTypes.register({
+      name: 'e2e-stuck-once',
+      description: 'hangs once on the item "stuck"',
+      validateItem: () => undefined,
+      process: async (item) => {
+        if (item === 'stuck' && !stuckOnce) {
+          stuckOnce = true;
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+        }
+        return { n: 1 };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'stuck-job', workType: 'e2e-stuck-once', items: ['a', 'b', 'stuck', 'c'], options: { chunkSize: 1, deadlineSeconds: 5 } }));
+    assert.equal(posted.status, 202, posted.text);
+    await passUntilQueueEmpty();
+    const view = await finished('stuck-job', 60_000);
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, { n: 4 });
+    const store = jobComponents().store;
+    assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
+    assert.equal((await store.readChunkResult('stuck-job', 0))?.dispatch, 1);
+    // The stuck first copy finishes now: its result is discarded, the job's result stands.
+    assert.ok(release !== undefined);
+    release();
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2);
+    assert.deepEqual(((await h.request('GET', '/api/jobs/stuck-job')).json as JobView).result, { n: 4 });
   });
 
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
