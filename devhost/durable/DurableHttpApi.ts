@@ -257,13 +257,14 @@ export class DurableHttpApi {
     }
     const now = this.#clock();
     const executionId = randomUUID().replace(/-/g, '');
-    const state = newInstanceState({ instanceId, name: registered, executionId, input, parent: null, now });
+    const version = url.searchParams.get('version') ?? '';
+    const state = { ...newInstanceState({ instanceId, name: registered, executionId, input, parent: null, now }), version };
     const created = await this.#deps.store.create(state, existing?.etag);
     if (created === 'conflict') {
       const winner = await this.#deps.store.read(instanceId);
       throw alreadyExists(winner?.state.runtimeStatus ?? 'Pending');
     }
-    const started = historyEvent.executionStarted(now, { name: registered, instanceId, executionId, input });
+    const started = historyEvent.executionStarted(now, { name: registered, instanceId, executionId, input, version });
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId, executionId, events: [started] });
     this.#deps.onControlMessage();
     this.#deps.logger.info('durable.instance.started', { instanceId, name: registered });
@@ -284,7 +285,7 @@ export class DurableHttpApi {
   async #restartIfStuck(state: InstanceState): Promise<void> {
     const age = this.#clock().getTime() - Date.parse(state.createdTime);
     if (state.runtimeStatus !== 'Pending' || state.history.length > 0 || !(age > STUCK_PENDING_MS)) return;
-    const started = historyEvent.executionStarted(new Date(state.createdTime), { name: state.name, instanceId: state.instanceId, executionId: state.executionId, input: state.input, parent: state.parent });
+    const started = historyEvent.executionStarted(new Date(state.createdTime), { name: state.name, instanceId: state.instanceId, executionId: state.executionId, input: state.input, parent: state.parent, version: state.version ?? '' });
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, events: [started] });
     this.#deps.onControlMessage();
     this.#deps.logger.warn('durable.instance.start_resent', { instanceId: state.instanceId, ageMs: age });

@@ -115,13 +115,13 @@ export const historyEvent = {
   orchestratorCompleted: (at: Date): HistoryEvent => base(EventType.OrchestratorCompleted, -1, at),
   executionStarted: (
     at: Date,
-    args: { name: string; instanceId: string; executionId: string; input: string | null; parent?: ParentInstanceRef | null; generation?: number },
+    args: { name: string; instanceId: string; executionId: string; input: string | null; parent?: ParentInstanceRef | null; generation?: number; version?: string },
   ): HistoryEvent => ({
     ...base(EventType.ExecutionStarted, -1, at),
     OrchestrationInstance: { InstanceId: args.instanceId, ExecutionId: args.executionId },
     ParentInstance: args.parent ?? null,
     Name: args.name,
-    Version: '',
+    Version: args.version ?? '',
     Input: args.input,
     Tags: null,
     Correlation: null,

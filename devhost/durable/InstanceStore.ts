@@ -39,6 +39,8 @@ export interface InstanceState {
   appliedMessageIds: string[];
   /** Continue-as-new generation of the current execution. */
   generation: number;
+  /** The orchestration version given at start (`startNew(..., { version })`), '' for none. */
+  version?: string;
 }
 
 /** A conditional write: the new etag, or `conflict` when the condition failed. */

@@ -189,7 +189,7 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
       const at = deps.clock();
       history = [
         historyEvent.orchestratorStarted(at),
-        historyEvent.executionStarted(at, { name: next.name, instanceId: next.instanceId, executionId, input, parent: next.parent, generation: next.generation + 1 }),
+        historyEvent.executionStarted(at, { name: next.name, instanceId: next.instanceId, executionId, input, parent: next.parent, generation: next.generation + 1, version: next.version ?? '' }),
         historyEvent.orchestratorCompleted(at),
       ];
       Object.assign(next, { history: [], executionId, input, generation: next.generation + 1, runtimeStatus: 'Running' });

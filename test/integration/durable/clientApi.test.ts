@@ -68,6 +68,13 @@ describe('Durable HTTP API through the durable-functions client', () => {
     assert.equal(eventNames(await host.rawHistory(id)).filter((n) => n === 'ExecutionStarted').length, 1, 'the old execution’s history is gone');
   });
 
+  it('startNew with a version: the orchestrator sees it as context.df.version', async () => {
+    const versioned = await host.client.startNew('ReportsVersion', { version: '2.1' });
+    assert.equal((await waitForFinish(host.client, versioned)).output, '2.1');
+    const plain = await host.client.startNew('ReportsVersion');
+    assert.equal((await waitForFinish(host.client, plain)).output, '');
+  });
+
   it('startNew: unknown orchestrator and invalid instance ids are refused with 400', async () => {
     await assert.rejects(host.client.startNew('NoSuchOrchestrator'), /status code: 400.*The function 'NoSuchOrchestrator' doesn't exist, is disabled, or is not an orchestrator function\. Additional info: The following are the known orchestrator functions: '.*HelloSequence/);
     await assert.rejects(host.client.startNew('HelloSequence', { instanceId: '@reserved' }), /status code: 400.*must not start with @/);
