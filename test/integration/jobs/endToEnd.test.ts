@@ -203,6 +203,32 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.deepEqual(((await h.request('GET', '/api/jobs/stuck-job')).json as JobView).result, { n: 4 });
   });
 
+  it('records a chunk that keeps failing on the delivery the host counts as its last attempt, so the job finishes', async () => {
+    let calls = 0;
+    workTypes.register({
+      name: 'e2e-always-fails',
+      description: 'processing always throws',
+      validateItem: () => undefined,
+      process: () => {
+        calls += 1;
+        throw new Error('backend refused');
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'always-fails', workType: 'e2e-always-fails', items: [7], options: { attempts: 2 } }));
+    assert.equal(posted.status, 202, posted.text);
+    await passUntilQueueEmpty();
+    // The host redelivers after host.json's visibilityTimeout (10 s) with dequeueCount 2.
+    const view = await finished('always-fails', 60_000);
+    assert.equal(view.status, 'failed', JSON.stringify(view));
+    assert.equal(view.error?.code, 'CHUNK_FAILED');
+    assert.match(view.error?.message ?? '', /attempt 2 of 2: backend refused/);
+    assert.equal(calls, 2, 'one call per delivery, none after the failure was recorded');
+    assert.equal((await jobComponents().store.readChunkResult('always-fails', 0))?.attempt, 2);
+  });
+
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
     const inputs = blobs().getContainerClient(uniqueName('corpus-inputs'));
     await inputs.create();
