@@ -31,13 +31,21 @@ export const JOB_ACTIVITIES = {
 } as const;
 export const CANCEL_EVENT = 'cancel';
 
-export const POLL = {
+export interface PollPolicy {
+  readonly initialMs: number;
+  readonly maxMs: number;
+  readonly factor: number;
+  /** Polls per execution before continue-as-new; 8 history events each. */
+  readonly pollsPerGeneration: number;
+}
+
+/** The polling every job uses; a state may carry another (tests of continue-as-new on a real backend). */
+export const POLL: PollPolicy = {
   initialMs: 1_000,
   maxMs: 15_000,
   factor: 1.5,
-  /** Polls per execution before continue-as-new; ~6 history events each. */
   pollsPerGeneration: 20,
-} as const;
+};
 
 /** Activities are retried on infrastructure errors (bad input is an outcome, not an error). */
 const ACTIVITY_RETRY = { firstRetryMs: 2_000, attempts: 4 } as const;
@@ -52,10 +60,12 @@ export interface OrchestrationState {
   /** Executions so far, counting this one from 1. */
   readonly generation: number;
   readonly progress?: JobProgress;
+  /** Absent: `POLL`. */
+  readonly poll?: PollPolicy;
 }
 
-export function initialState(run: JobRun): OrchestrationState {
-  return { run, dispatch: 0, pollMs: POLL.initialMs, generation: 1 };
+export function initialState(run: JobRun, poll?: PollPolicy): OrchestrationState {
+  return { run, dispatch: 0, pollMs: (poll ?? POLL).initialMs, generation: 1, ...(poll === undefined ? {} : { poll }) };
 }
 
 const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
@@ -63,6 +73,7 @@ const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, 
 export const jobOrchestration: OrchestrationHandler = function* (context: OrchestrationContext): Generator<Task, JobSummary | undefined, unknown> {
   let state = context.df.getInput<OrchestrationState>();
   const { run } = state;
+  const policy = state.poll ?? POLL;
   const now = (): Date => context.df.currentUtcDateTime;
   const retry = new df.RetryOptions(ACTIVITY_RETRY.firstRetryMs, ACTIVITY_RETRY.attempts);
   const publish = (phase: JobCustomStatus['phase']): void => {
@@ -100,7 +111,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
         plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount },
         dispatch: 1,
         roundStartedAt: now().toISOString(),
-        pollMs: POLL.initialMs,
+        pollMs: policy.initialMs,
         progress: { chunks: { total: planned.chunkCount, done: 0, failed: 0 }, items: { total: planned.itemCount, done: 0, failed: 0 } },
       };
     }
@@ -110,7 +121,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     // One event task per execution: Task.any below may pick it up on any poll.
     const cancelEvent = context.df.waitForExternalEvent(CANCEL_EVENT);
     let cancelled = false;
-    for (let poll = 0; poll < POLL.pollsPerGeneration && !cancelled; poll++) {
+    for (let poll = 0; poll < policy.pollsPerGeneration && !cancelled; poll++) {
       const progressInput: ProgressInput = { jobId: run.jobId, chunkCount: plan.chunkCount, itemCount: plan.itemCount };
       const progress = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.progress, retry, progressInput)) as ProgressOutcome;
       state = { ...state, progress: { chunks: progress.chunks, items: progress.items } };
@@ -126,7 +137,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
         const expire = state.dispatch >= run.options.attempts;
         const input: RedispatchInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, dispatch: state.dispatch + 1, expire };
         yield context.df.callActivityWithRetry(JOB_ACTIVITIES.redispatch, retry, input);
-        state = { ...state, dispatch: expire ? state.dispatch : state.dispatch + 1, roundStartedAt: now().toISOString(), pollMs: POLL.initialMs };
+        state = { ...state, dispatch: expire ? state.dispatch : state.dispatch + 1, roundStartedAt: now().toISOString(), pollMs: policy.initialMs };
         continue;
       }
 
@@ -136,7 +147,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
         timer.cancel();
         cancelled = true;
       } else {
-        state = { ...state, pollMs: Math.min(Math.round(state.pollMs * POLL.factor), POLL.maxMs) };
+        state = { ...state, pollMs: Math.min(Math.round(state.pollMs * policy.factor), policy.maxMs) };
       }
     }
     if (cancelled) return yield* aggregate(true);

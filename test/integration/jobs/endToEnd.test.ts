@@ -13,6 +13,8 @@ import { BlobServiceClient } from '@azure/storage-blob';
 
 import { jobComponents } from '../../../shared/jobs/jobComponents';
 import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
+import { initialState } from '../../../shared/jobs/jobOrchestration';
+import { instanceIdFor, type JobRun } from '../../../shared/jobs/JobRun';
 import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
@@ -227,6 +229,42 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.match(view.error?.message ?? '', /attempt 2 of 2: backend refused/);
     assert.equal(calls, 2, 'one call per delivery, none after the failure was recorded');
     assert.equal((await jobComponents().store.readChunkResult('always-fails', 0))?.attempt, 2);
+  });
+
+  it('continues as new on the real Durable backend, carrying its state, and still aggregates exactly', async () => {
+    workTypes.register({
+      name: 'e2e-slow',
+      description: 'each item takes 1 s',
+      validateItem: () => undefined,
+      process: async (item) => {
+        await new Promise((r) => setTimeout(r, 1_000));
+        return { n: Number(item) };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const run: JobRun = {
+      jobId: 'generations',
+      workType: 'e2e-slow',
+      fingerprint: 'g'.repeat(64),
+      options: { chunkSize: 2, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] },
+      epoch: 99,
+      holder: 'e2e',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+    };
+    // Started as the pass starts a job, with a polling policy short enough to need several executions.
+    await h.client.startNew('jobOrchestrator', { instanceId: instanceIdFor(run.jobId), input: initialState(run, { initialMs: 100, maxMs: 200, factor: 2, pollsPerGeneration: 2 }) });
+    const view = await finished('generations', 60_000);
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, { n: 78 });
+    assert.equal(view.epoch, 99);
+    const status = await h.client.getStatus(instanceIdFor(run.jobId));
+    const custom = status.customStatus as { generation: number; phase: string };
+    assert.equal(custom.phase, 'done');
+    assert.ok(custom.generation >= 3, `ran ${custom.generation} executions`);
   });
 
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
