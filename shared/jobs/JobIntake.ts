@@ -174,7 +174,7 @@ export class JobIntake {
       if (err instanceof Error && err.name === 'AbortError') throw err;
       if (message.dequeueCount >= INTAKE.maxStartAttempts) {
         const reason = new JobError('START_FAILED', `The job could not be started after ${message.dequeueCount} tries: ${err instanceof Error ? err.message : String(err)}`);
-        return this.reject(message, reason, undefined, job.fingerprint, ctx, orchestrations);
+        return this.reject(message, reason, job.jobId, job.fingerprint, ctx, orchestrations);
       }
       // Left on the queue: it comes back after the visibility timeout and the next pass retries.
       logger.warn('intake.start_failed', { jobId: job.jobId, messageId: message.messageId, dequeueCount: message.dequeueCount, error: err, epoch: ctx.epoch });
@@ -212,7 +212,7 @@ export class JobIntake {
     const { store, logger } = this.deps;
     const derivedId = `m-${message.messageId}`;
     let recordId = derivedId;
-    if (submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID' && error.code !== 'START_FAILED') {
+    if (submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID') {
       const taken = (await orchestrations.getStatus(instanceIdFor(submittedJobId))) !== undefined;
       if (!taken) recordId = submittedJobId;
     }

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { jobComponents } from '../../../shared/jobs/jobComponents';
-import { JobIntake } from '../../../shared/jobs/JobIntake';
+import { INTAKE, JobIntake } from '../../../shared/jobs/JobIntake';
 import { durableJobOrchestrations, type JobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
 import { instanceIdFor } from '../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
@@ -71,6 +71,29 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // The message is invisible for the visibility timeout, not gone: make it visible again and retry.
     const peek = await h.jobsQueue.getProperties();
     assert.equal(peek.approximateMessagesCount, 1);
+  });
+
+  it('rejects a valid submission with START_FAILED once its start has failed on its tenth delivery', async () => {
+    const fresh = await freshQueue('startfail');
+    const text = encodeQueueMessage({ jobId: 'never-starts', workType: 'noop', items: [1] });
+    await fresh.sendMessage(text);
+    // Nine earlier deliveries whose starts failed, as if nine passes had tried.
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    const failingStart: JobOrchestrations = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), failingStart);
+    assert.equal(report.rejected, 1);
+    // Recorded under the job's own id (nothing else has it), so the submitter finds it there.
+    const view = await jobComponents().service.get('never-starts', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'START_FAILED');
+    assert.match(view.error?.message ?? '', /extension unreachable/);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.ok(poison.peekedMessageItems.some((m) => m.messageText === text));
   });
 
   it('handles nothing once the leader\'s signal has aborted', async () => {
