@@ -35,9 +35,12 @@ async function main(): Promise<number> {
   const azurite = await startAzurite();
   console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
+  // A test that never settles must fail, not hold CI until its 90-minute limit: the slowest test
+  // takes about a minute on two cores, so three minutes each is a generous bound.
+  const timeout = process.env.TEST_TIMEOUT_MS ?? '180000';
   try {
     return await new Promise<number>((resolve) => {
-      const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...files], {
+      const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${timeout}`, '--test-reporter=spec', ...files], {
         stdio: 'inherit',
         cwd: root,
         env: { ...process.env, AZURITE_CONNECTION_STRING: azurite.connectionString, COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn' },
