@@ -10,7 +10,7 @@
 import { type DurableClient } from 'durable-functions';
 
 import { runJobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
-import { type CoordinationPass } from '../shared/leader/CoordinatorRuntime';
+import { type CoordinationPass, offerToProcessRuntime } from '../shared/leader/CoordinatorRuntime';
 
 export interface CoordinatorServices {
   durableClient?: DurableClient;
@@ -19,3 +19,13 @@ export interface CoordinatorServices {
 export const coordinationPass: CoordinationPass<CoordinatorServices> = async (ctx) => {
   await runJobCoordinationPass(ctx);
 };
+
+/**
+ * Functions that get a Durable client (the work-items worker on every instance, the jobs API) hand
+ * it to the leader runtime, so this instance campaigns even when the host's timer lock sits on
+ * another instance and its own timer never fires (CoordinatorRuntime.offer).
+ */
+export function offerDurableClient(durableClient: DurableClient): DurableClient {
+  offerToProcessRuntime<CoordinatorServices>({ durableClient });
+  return durableClient;
+}

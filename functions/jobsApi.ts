@@ -11,9 +11,10 @@ import * as df from 'durable-functions';
 import { jobComponents } from '../shared/jobs/jobComponents';
 import { JobError } from '../shared/jobs/JobError';
 import { durableJobOrchestrations, type JobOrchestrations } from '../shared/jobs/JobOrchestrations';
+import { offerDurableClient } from './coordinationPass';
 
 function orchestrations(context: InvocationContext): JobOrchestrations {
-  return durableJobOrchestrations(df.getClient(context));
+  return durableJobOrchestrations(offerDurableClient(df.getClient(context)));
 }
 
 function errorResponse(err: unknown, context: InvocationContext): HttpResponseInit {

@@ -3,15 +3,20 @@
  * decodes base64, redelivers on a throw (up to host.json queues.maxDequeueCount = 5) and passes
  * the delivery count in `triggerMetadata.dequeueCount`; the worker records a chunk as failed on
  * its job's last attempt so the message never needs the poison queue. Logic: WorkItemProcessor.
+ * Its Durable client input is there for leader election, not for the work: see offerDurableClient.
  */
 import { app, type InvocationContext } from '@azure/functions';
+import * as df from 'durable-functions';
 
 import { loadSettings } from '../shared/config/settings';
 import { jobComponents } from '../shared/jobs/jobComponents';
+import { offerDurableClient } from './coordinationPass';
 
 const settings = loadSettings();
 
 export async function workItemsWorker(message: unknown, context: InvocationContext): Promise<void> {
+  // Not used by the worker itself: it lets this instance campaign for leadership (see offerDurableClient).
+  offerDurableClient(df.getClient(context));
   const meta = context.triggerMetadata ?? {};
   const dequeueCount = Number(meta.dequeueCount ?? 1);
   const outcome = await jobComponents().worker.handle(message, {
@@ -24,5 +29,6 @@ export async function workItemsWorker(message: unknown, context: InvocationConte
 app.storageQueue('workItemsWorker', {
   queueName: settings.jobs.workItemsQueue,
   connection: settings.storageConnectionName,
+  extraInputs: [df.input.durableClient()],
   handler: workItemsWorker,
 });

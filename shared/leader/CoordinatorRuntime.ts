@@ -1,6 +1,7 @@
 /**
  * The process-wide wiring of the elector to the leader's work: every timer firing calls `tick`,
- * which campaigns and, while this instance leads, runs a coordination pass; while leading the
+ * which campaigns and, while this instance leads, runs a coordination pass; other invocations that
+ * hold the pass's services call `offer`, which starts campaigning without a tick; while leading the
  * runtime also runs passes every `passIntervalMs` on its own (on Azure the host's timer lock may
  * sit on another instance, so this instance's timer may never fire while it leads).
  *
@@ -104,6 +105,18 @@ export class CoordinatorRuntime<S> {
       else await this.runPass(leadership);
     }
     return this.state();
+  }
+
+  /**
+   * Any invocation that holds the services passes need (a Durable client: the work-items worker and
+   * the jobs API have one) hands them over here. From then on this instance campaigns between ticks
+   * too, so it can take over without its own timer firing: on Azure one app's timer fires on one
+   * instance at a time (the host's listener lock), and waiting for that lock to move would make
+   * failover as slow as the host's lock period.
+   */
+  offer(services: S): void {
+    this.services = services;
+    if (this.stopping === undefined) this.elector.start();
   }
 
   state(): RuntimeState {
@@ -215,6 +228,14 @@ export function processCoordinatorRuntime<S>(settings: Settings, pass: Coordinat
     processRuntime = runtime as CoordinatorRuntime<unknown>;
   }
   return processRuntime as CoordinatorRuntime<S>;
+}
+
+/**
+ * Offers services to this process's runtime when the app created one (the leader timer's module
+ * does, at load); a no-op otherwise, so a function can offer without depending on that module.
+ */
+export function offerToProcessRuntime<S>(services: S): void {
+  (processRuntime as CoordinatorRuntime<S> | undefined)?.offer(services);
 }
 
 function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {

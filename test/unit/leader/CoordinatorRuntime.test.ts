@@ -46,6 +46,47 @@ describe('CoordinatorRuntime', () => {
     assert.equal(rt.state().lastPass?.epoch, 1);
   });
 
+  it('an offer of services starts campaigning without any tick, and the leader passes with them', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const names: string[] = [];
+    const rt = runtime(clock, store, (ctx) => {
+      names.push(ctx.services.name);
+      return Promise.resolve();
+    });
+    await clock.advance(10_000);
+    assert.equal(rt.state().role, 'follower', 'nothing campaigns before services exist');
+    rt.offer({ name: 'from-a-worker' });
+    await clock.advance(0);
+    assert.equal(rt.state().role, 'leader');
+    assert.equal(rt.state().epoch, 1);
+    await clock.advance(5_000);
+    assert.deepEqual(names, ['from-a-worker', 'from-a-worker']);
+    await rt.stop();
+  });
+
+  it('a follower with offered services takes over from a crashed leader without ticks', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const leader = runtime(clock, store, () => Promise.resolve(), 'leader');
+    const ticked = leader.tick({ name: 'l' });
+    await clock.advance(0);
+    await ticked;
+    assert.equal(leader.state().role, 'leader');
+    const follower = runtime(clock, store, () => Promise.resolve(), 'follower');
+    follower.offer({ name: 'f' });
+    await clock.advance(0);
+    assert.equal(follower.state().role, 'follower');
+    // The crash: every request carrying the leader's lease id fails from now on (renewals stop, no release).
+    const crashed = store.holderLeaseId;
+    assert.ok(crashed !== undefined);
+    store.fault = (_op, leaseId) => (leaseId === crashed ? 'fail' : undefined);
+    await clock.advance(TIMING.leaseSeconds * 1000 + TIMING.retryPeriodMs * 2);
+    assert.equal(follower.state().role, 'leader', 'the follower campaigned on its own and won once the lease expired');
+    await follower.stop();
+    await leader.stop();
+  });
+
   it('runs passes on its own interval while leading, with the latest services, without ticks', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
