@@ -6,10 +6,8 @@
  * - the leader's process is killed (SIGKILL) mid-job: the other instance becomes leader and the
  *   job completes exactly once, nothing lost or counted twice.
  *
- * host.json is the project's, except `singleton` (listener lock 15 s, recovery 15 s, the host's
- * minimums: with the host's 60 s defaults the survivor's timer, and so its campaign, would wait up
- * to two minutes for the dead process's timer lock, which is the same on Azure but too slow here)
- * and `queues.batchSize` 1 (so the job runs long enough to watch and to interrupt).
+ * host.json is the project's, except `queues.batchSize` 1 (one work item message at a time per
+ * instance), so the job runs long enough to watch its progress and to kill a process midway.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -44,12 +42,11 @@ function sumOf(items: readonly number[]): { count: number; sum: number; min: num
   return { count: items.length, sum: items.reduce((a, b) => a + b, 0), min: Math.min(...items), max: Math.max(...items) };
 }
 
-/** An app folder for the real app: this build's output linked in, host.json with short listener locks. */
+/** An app folder for the real app: this build's output linked in, host.json with batchSize 1. */
 function createRealAppRoot(): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-e2e-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
   const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as Record<string, unknown>;
-  hostJson.singleton = { listenerLockPeriod: '00:00:15', listenerLockRecoveryPollingInterval: '00:00:15' };
   // One work item message at a time per instance: the same semantics, slow enough that a job's
   // progress can be seen midway and a process can be killed while chunks are still queued.
   const extensions = (hostJson.extensions ?? {}) as Record<string, Record<string, unknown>>;
