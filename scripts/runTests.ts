@@ -36,11 +36,13 @@ async function main(): Promise<number> {
   console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
   // A test that never settles must fail, not hold CI until its 90-minute limit: the slowest test
-  // takes about a minute on two cores, so three minutes each is a generous bound.
+  // takes about a minute on two cores, so three minutes each is a generous bound. And a test file
+  // whose tests are done but whose process stays alive (a leaked timer or loop) must not hang the
+  // run either: --test-force-exit ends it once its tests have finished.
   const timeout = process.env.TEST_TIMEOUT_MS ?? '180000';
   try {
     return await new Promise<number>((resolve) => {
-      const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${timeout}`, '--test-reporter=spec', ...files], {
+      const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${timeout}`, '--test-force-exit', '--test-reporter=spec', ...files], {
         stdio: 'inherit',
         cwd: root,
         env: { ...process.env, AZURITE_CONNECTION_STRING: azurite.connectionString, COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn' },

