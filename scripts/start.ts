@@ -19,6 +19,7 @@ import { request } from 'node:http';
 import { Socket } from 'node:net';
 import { join, relative, sep } from 'node:path';
 
+import { startAzurite } from '../test/support/azurite';
 
 export interface AzuritePorts {
   readonly blob: number;
@@ -113,53 +114,13 @@ interface StartedAzurite {
   stop(): Promise<void>;
 }
 
-/**
- * Azurite in its own process group, so a terminal's Ctrl-C reaches only this script, which stops
- * the instances first (the leader releases its lease through Azurite) and Azurite last.
- */
+/** Azurite on the given ports with its data kept in `location`, in its own process group (see AzuriteOptions.detached). */
 async function launchAzurite(location: string, ports: AzuritePorts): Promise<StartedAzurite> {
-  // require('azurite') resolves to its VS Code extension entry; the CLI lives in dist/src.
-  const entry = join(require.resolve('azurite/package.json'), '..', 'dist', 'src', 'azurite.js');
-  const child = spawn(
-    process.execPath,
-    [
-      entry,
-      '--silent',
-      '--disableTelemetry',
-      '--skipApiVersionCheck',
-      '--location',
-      location,
-      '--blobHost',
-      '127.0.0.1',
-      '--blobPort',
-      String(ports.blob),
-      '--queueHost',
-      '127.0.0.1',
-      '--queuePort',
-      String(ports.queue),
-      '--tableHost',
-      '127.0.0.1',
-      '--tablePort',
-      String(ports.table),
-    ],
-    { stdio: 'ignore', detached: true },
-  );
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 30_000;
-  for (const port of [ports.blob, ports.queue, ports.table]) {
-    while (!(await portOpen(port))) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new StartError('Azurite did not start (is the azurite package installed? run npm ci)');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  try {
+    return await startAzurite({ location, blobPort: ports.blob, queuePort: ports.queue, tablePort: ports.table, detached: true });
+  } catch (err) {
+    throw new StartError(`Azurite did not start (is the azurite package installed? run npm ci): ${err instanceof Error ? err.message : String(err)}`);
   }
-  return {
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
 }
 
 /** Reuses a running Azurite on the default ports or starts one with data in `<root>/.azurite/`. */

@@ -1,8 +1,9 @@
 /**
  * Starts a private Azurite (blob, queue, table) as a child process on free loopback ports with its
  * data in a temporary folder (Azurite's in-memory mode stalls for seconds to minutes after thousands
- * of queue deletions). Used once per test run by scripts/runTests, by the benchmarks, by `npm start`,
- * and by tests that need to stop and restart storage on purpose.
+ * of queue deletions), or in a folder the caller keeps (`npm start` keeps `.azurite/`). Used once per
+ * test run by scripts/runTests, by the benchmarks, by `npm start`, and by tests that need to stop
+ * and restart storage on purpose.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,6 +23,11 @@ export interface AzuriteOptions {
   readonly tablePort?: number;
   /** Print Azurite's own output (debugging). */
   readonly verbose?: boolean;
+  /**
+   * Run Azurite in its own process group, so a terminal's Ctrl-C reaches only the caller, which can
+   * stop its app first (the leader releases its lease through Azurite) and Azurite last.
+   */
+  readonly detached?: boolean;
 }
 
 export interface AzuriteInstance {
@@ -112,7 +118,7 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
       '--tablePort',
       String(tablePort),
     ];
-    const proc = spawn(process.execPath, args, { stdio: options.verbose === true ? 'inherit' : 'ignore' });
+    const proc = spawn(process.execPath, args, { stdio: options.verbose === true ? 'inherit' : 'ignore', detached: options.detached === true });
     child = proc;
     let exited = false;
     proc.once('exit', () => {
