@@ -129,9 +129,19 @@ export class JobIntake {
         throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
       }
     } catch (err) {
-      if (!(err instanceof JobError)) throw err;
+      if (err instanceof Error && err.name === 'AbortError') throw err;
+      let reason: JobError;
+      if (err instanceof JobError) reason = err;
+      else if (message.dequeueCount < INTAKE.maxStartAttempts) {
+        // Not a verdict on the submission (a storage fault reading itemsBlob, a work type that threw):
+        // leave it for a later pass, like a failed start, rather than abort this pass for the rest.
+        logger.warn('intake.validation_failed', { messageId: message.messageId, dequeueCount: message.dequeueCount, error: err, epoch: ctx.epoch });
+        return 'retry_later';
+      } else {
+        reason = new JobError('VALIDATION_FAILED', `The submission could not be checked after ${message.dequeueCount} tries: ${err instanceof Error ? err.message : String(err)}`);
+      }
       const asked = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? (parsed).jobId : undefined;
-      return this.reject(message, err, isValidJobId(asked) ? asked : undefined, undefined, ctx, orchestrations);
+      return this.reject(message, reason, isValidJobId(asked) ? asked : undefined, undefined, ctx, orchestrations);
     }
 
     const instanceId = instanceIdFor(job.jobId);
@@ -194,7 +204,16 @@ export class JobIntake {
   }
 
   private async deleteMessage(message: DequeuedMessageItem, ctx: IntakeContext): Promise<void> {
-    await this.deps.jobsQueue.deleteMessage(message.messageId, message.popReceipt, { abortSignal: ctx.signal });
+    try {
+      await this.deps.jobsQueue.deleteMessage(message.messageId, message.popReceipt, { abortSignal: ctx.signal });
+    } catch (err) {
+      // 404 (already deleted) or 400 PopReceiptMismatch (our visibility lapsed during a slow batch and
+      // the message was received again): the work it asked for is done here and any redelivery is a
+      // no-op, so this is not a failure to retry or to reject.
+      const { statusCode, code } = err as { statusCode?: number; code?: string };
+      if (statusCode !== 404 && code !== 'PopReceiptMismatch') throw err;
+      this.deps.logger.info('intake.delete_missed', { messageId: message.messageId, epoch: ctx.epoch });
+    }
   }
 
   /**

@@ -65,7 +65,7 @@ export interface JobServiceDeps {
 export interface Submitted {
   readonly jobId: string;
   readonly location: string;
-  /** False when an identical submission with this id was already accepted (nothing enqueued again). */
+  /** False when an identical submission with this id has already started (nothing enqueued again). */
   readonly enqueued: boolean;
 }
 
@@ -108,16 +108,20 @@ export class JobService {
     }
     const at = this.now().toISOString();
     const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http' };
-    if ((await store.createRecord(record)) === 'exists') {
+    const created = (await store.createRecord(record)) === 'written';
+    if (!created) {
       const current = await store.readRecord(job.jobId);
-      if (current?.status === 'pending' && current.fingerprint === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
-      throw duplicate(job.jobId);
+      if (current?.status !== 'pending' || current.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
+      // Pending with this very submission: its first send may have failed after the record was made
+      // (a storage fault, a recycled process), and nothing else would ever send it. Send it again;
+      // the leader's intake starts a job once however many identical messages arrive.
     }
     try {
       await this.ensureQueue();
       await this.deps.jobsQueue.sendMessage(encoded);
     } catch (err) {
-      await store.deleteRecord(job.jobId).catch(() => undefined);
+      // Only our own new record goes; an earlier identical submission's record stays pending.
+      if (created) await store.deleteRecord(job.jobId).catch(() => undefined);
       throw new JobError('SERVICE_UNAVAILABLE', 'The jobs queue could not be reached; nothing was submitted. Try again.', { cause: err });
     }
     this.deps.logger.info('job.submitted', { jobId: job.jobId, workType: job.workType, via: 'http' });

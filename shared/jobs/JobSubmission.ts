@@ -98,7 +98,28 @@ export function isValidJobId(value: unknown): value is string {
 }
 
 /** Validates a parsed submission; throws `JobError` with the first problem found. */
+/**
+ * JSON nests as deep as the sender likes (JSON.parse copes with thousands of levels), but the
+ * recursive code after validation (canonical JSON for the fingerprint, work types) would overflow
+ * the stack: refuse deep values first, with a loop rather than recursion.
+ */
+export const MAX_NESTING_DEPTH = 64;
+
+function nestingDepthExceeds(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (current === null || typeof current !== 'object') continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(current as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 export function validateSubmission(value: unknown, ctx: ValidationContext): AcceptedJob {
+  if (nestingDepthExceeds(value, MAX_NESTING_DEPTH)) {
+    throw new JobError('NESTING_TOO_DEEP', `The submission nests arrays or objects more than ${MAX_NESTING_DEPTH} levels deep.`);
+  }
   if (!isPlainObject(value)) {
     throw new JobError('NOT_AN_OBJECT', `A submission is a JSON object { workType, items | itemsBlob, ... }, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}.`);
   }

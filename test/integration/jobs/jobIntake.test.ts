@@ -14,7 +14,8 @@ import { durableJobOrchestrations, type JobOrchestrations } from '../../../share
 import { instanceIdFor } from '../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
 import { memoryLogger } from '../../../shared/observability/log';
-import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
+import { noopWorkType } from '../../../shared/worktypes/noopWorkType';
+import { builtInWorkTypes, type WorkTypeRegistry, workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { type JobsHost, startJobsHost } from './support/jobsHost';
 
@@ -32,13 +33,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await h.stop();
   });
 
-  function intake(overrides: { jobsQueue?: QueueClient } = {}): JobIntake {
+  function intake(overrides: { jobsQueue?: QueueClient; registry?: WorkTypeRegistry } = {}): JobIntake {
     const c = jobComponents();
     return new JobIntake({
       jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
       poisonQueue: h.poisonQueue,
       store: c.store,
-      registry: workTypes,
+      registry: overrides.registry ?? workTypes,
       reservedContainers: [c.settings.jobs.resultsContainer],
       logger: memoryLogger('intake'),
     });
@@ -94,6 +95,64 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
     const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
     assert.ok(poison.peekedMessageItems.some((m) => m.messageText === text));
+  });
+
+  it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {
+    const fresh = await freshQueue('boom');
+    const registry = builtInWorkTypes().register({
+      ...noopWorkType,
+      name: 'explodes',
+      validateItem: () => {
+        throw new Error('plug-in bug');
+      },
+    });
+    const bad = encodeQueueMessage({ jobId: 'explodes-1', workType: 'explodes', items: [1] });
+    await fresh.sendMessage(bad);
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'after-explodes', workType: 'noop', items: [1] }));
+    const first = await intake({ jobsQueue: fresh, registry }).runPass(ctx(), orchestrations);
+    assert.deepEqual(first, { received: 2, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 1 }, 'the pass went on past the failure');
+    assert.ok((await orchestrations.getStatus(instanceIdFor('after-explodes'))) !== undefined);
+
+    // Its tenth delivery (the first pass left the original invisible, so a copy on a queue of its own).
+    const again = await freshQueue('boom10');
+    await again.sendMessage(bad);
+    const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined && got.messageText === bad);
+    const outcome = await intake({ jobsQueue: again, registry }).handleMessage({ ...got, dequeueCount: INTAKE.maxStartAttempts }, ctx(), orchestrations);
+    assert.equal(outcome, 'rejected');
+    const view = await jobComponents().service.get('explodes-1', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'VALIDATION_FAILED');
+    assert.match(view.error?.message ?? '', /plug-in bug/);
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.ok(poison.peekedMessageItems.some((m) => m.messageText === bad), 'the original is kept in the poison queue');
+  });
+
+  it('rejects a submission nested too deep for the recursive code after validation, without crashing the pass', async () => {
+    const fresh = await freshQueue('deep');
+    let items: unknown = 1;
+    for (let i = 0; i < 3_000; i++) items = [items];
+    const text = encodeQueueMessage({ jobId: 'too-deep', workType: 'noop', items: [items] });
+    await fresh.sendMessage(text);
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), orchestrations);
+    assert.equal(report.rejected, 1);
+    const view = await jobComponents().service.get('too-deep', orchestrations);
+    assert.equal(view.error?.code, 'NESTING_TOO_DEEP');
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('counts a started job as done when its pop receipt went stale before the delete (a slow batch)', async () => {
+    const fresh = await freshQueue('gone');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'receipt-expired', workType: 'noop', items: [1] }));
+    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined);
+    // Someone else touched the message since (as a receive after our visibility lapsed would): our receipt is stale.
+    await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 30);
+    const outcome = await intake({ jobsQueue: fresh }).handleMessage(got, ctx(), orchestrations);
+    assert.equal(outcome, 'started');
+    assert.ok((await orchestrations.getStatus(instanceIdFor('receipt-expired'))) !== undefined);
+    const rejected = await jobComponents().service.get('receipt-expired', orchestrations);
+    assert.notEqual(rejected.status, 'rejected');
   });
 
   it('handles nothing once the leader\'s signal has aborted', async () => {

@@ -70,12 +70,32 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     assert.equal((await h.request('POST', '/api/jobs', body)).status, 202);
     const again = await h.request('POST', '/api/jobs', body);
     assert.equal(again.status, 202);
-    assert.equal((again.json as { enqueued: boolean }).enqueued, false);
+    // Still pending: sent again (the first send may have been lost); intake starts the job once.
+    assert.equal((again.json as { enqueued: boolean }).enqueued, true);
     const other = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'same-id', workType: 'noop', items: ['b'] }));
     assert.equal(other.status, 409);
     assert.equal((other.json as { code: string }).code, 'DUPLICATE_JOB_ID');
     const queued = (await queuedMessages()).filter((m) => (m as { jobId: string }).jobId === 'same-id');
-    assert.equal(queued.length, 1);
+    assert.deepEqual(queued, [JSON.parse(body), JSON.parse(body)], 'only the identical submission is queued, never the refused one');
+  });
+
+  it('sends a pending job again when it is resubmitted after its first message was lost', async () => {
+    const body = JSON.stringify({ jobId: 'lost-send', workType: 'noop', items: ['a'] });
+    assert.equal((await h.request('POST', '/api/jobs', body)).status, 202);
+    // The record stays, the message is gone: what a send that failed after the record was written leaves.
+    const mine = (await h.jobsQueue.receiveMessages({ numberOfMessages: 32, visibilityTimeout: 30 })).receivedMessageItems;
+    for (const m of mine) {
+      if ((JSON.parse(Buffer.from(m.messageText, 'base64').toString('utf8')) as { jobId: string }).jobId === 'lost-send') await h.jobsQueue.deleteMessage(m.messageId, m.popReceipt);
+      else await h.jobsQueue.updateMessage(m.messageId, m.popReceipt, undefined, 0);
+    }
+    assert.equal((await queuedMessages()).filter((m) => (m as { jobId: string }).jobId === 'lost-send').length, 0);
+    const retry = await h.request('POST', '/api/jobs', body);
+    assert.equal(retry.status, 202);
+    assert.equal((retry.json as { enqueued: boolean }).enqueued, true);
+    assert.deepEqual(
+      (await queuedMessages()).filter((m) => (m as { jobId: string }).jobId === 'lost-send'),
+      [JSON.parse(body)],
+    );
   });
 
   it('requires a function key on every jobs route', async () => {
