@@ -156,7 +156,7 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
   } else {
     const ref = parseBlobRef(submission.itemsBlob);
     if (!isBlobRef(ref)) throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${ref.reason}.`);
-    if (ctx.reservedContainers.includes(ref.container)) {
+    if (ctx.reservedContainers.some((reserved) => ref.container === reserved || (reserved.endsWith('-') && ref.container.startsWith(reserved)))) {
       throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob may not point into the app's own container "${ref.container}".`);
     }
     source = { kind: 'blob', container: ref.container, blob: ref.blob };

@@ -36,7 +36,8 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
   const store = new JobStore(blobs, settings.jobs.resultsContainer);
-  const reservedContainers = [settings.jobs.resultsContainer, settings.leader.container];
+  // Exact names, or prefixes ending in '-': the Durable task hub's containers are `<hub>-...`.
+  const reservedContainers = [settings.jobs.resultsContainer, settings.leader.container, `${settings.jobs.taskHubName.toLowerCase()}-`];
   const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
   return {
     settings,

@@ -9,10 +9,17 @@ import { describe, it } from 'node:test';
 
 import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS } from '../../../shared/jobs/jobLimits';
-import { decodeQueueMessage, encodeQueueMessage, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
+import { decodeQueueMessage, encodeQueueMessage, MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 
-const ctx: ValidationContext = { registry: builtInWorkTypes(), generateJobId: () => 'generated-1', reservedContainers: ['job-results', 'leader-election'] };
+const ctx: ValidationContext = { registry: builtInWorkTypes(), generateJobId: () => 'generated-1', reservedContainers: ['job-results', 'leader-election', 'coordinatorhub-'] };
+
+/** `[[[...1...]]]`, nested `depth` arrays deep. */
+function nested(depth: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
 
 function codeOf(value: unknown): JobErrorCode {
   try {
@@ -92,6 +99,10 @@ describe('job contract', () => {
     ['chunkSize over the bound', { workType: 'sum', items: [1], options: { chunkSize: JOB_OPTION_BOUNDS.chunkSize.max + 1 } }, 'OPTION_OUT_OF_RANGE'],
     ['attempts over maxDequeueCount', { workType: 'sum', items: [1], options: { attempts: 6 } }, 'OPTION_OUT_OF_RANGE'],
     ['a fractional deadline', { workType: 'sum', items: [1], options: { deadlineSeconds: 10.5 } }, 'OPTION_OUT_OF_RANGE'],
+    ['an itemsBlob in the host\'s key store', { workType: 'sum', itemsBlob: 'azure-webjobs-secrets/host.json' }, 'INVALID_ITEMS_BLOB'],
+    ['an itemsBlob in the Durable task hub\'s containers', { workType: 'sum', itemsBlob: 'coordinatorhub-largemessages/x.json' }, 'INVALID_ITEMS_BLOB'],
+    ['a wordcount item in the host\'s key store', { workType: 'wordcount', items: ['azure-webjobs-secrets/host.json'] }, 'ITEM_REJECTED'],
+    ['items nested 3,000 levels deep', { workType: 'noop', items: [nested(3_000)] }, 'NESTING_TOO_DEEP'],
     ['an unknown option', { workType: 'sum', items: [1], options: { retries: 3 } }, 'SCHEMA_VIOLATION'],
     ['an unknown property', { workType: 'sum', items: [1], priority: 'high' }, 'SCHEMA_VIOLATION'],
     ['too many chunks', { workType: 'noop', items: new Array(JOB_LIMITS.maxChunks + 1).fill(0), options: { chunkSize: 1 } }, 'ITEMS_TOO_MANY'],
@@ -101,6 +112,11 @@ describe('job contract', () => {
       assert.equal(codeOf(value), code);
     });
   }
+
+  it('accepts nesting up to the limit and refuses one level more (the submission and its items array are two levels)', () => {
+    assert.doesNotThrow(() => validateSubmission({ workType: 'noop', items: [nested(MAX_NESTING_DEPTH - 2)] }, ctx));
+    assert.equal(codeOf({ workType: 'noop', items: [nested(MAX_NESTING_DEPTH - 1)] }), 'NESTING_TOO_DEEP');
+  });
 
   it('names the bad characters of a job id', () => {
     assert.throws(() => validateSubmission({ jobId: 'a/b%c', workType: 'sum', items: [1] }, ctx), /contains "\/", "%"/);
