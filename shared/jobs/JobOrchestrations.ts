@@ -3,11 +3,26 @@
  * event, list), with `durableJobOrchestrations` adapting the durable-functions client to it.
  *
  * Guarantees: `getStatus` answers undefined for an instance that does not exist (the client's
- * 404), never throws for it; anything else the client throws passes through.
+ * 404), never throws for it; anything else the client throws passes through. Every call settles
+ * within a timeout (SERVICE_UNAVAILABLE after it): the client takes no AbortSignal and sets no
+ * timeout of its own, and one hung call must not hold the leader's pass, which blocks the next
+ * term's passes, or an HTTP request forever. A late answer is ignored.
  */
 import { type DurableClient, type DurableOrchestrationStatus } from 'durable-functions';
 
+import { JobError } from './JobError';
 import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState } from './jobOrchestration';
+
+/** Per call; listing a whole task hub gets twice as long. */
+export const DURABLE_CALL_TIMEOUT_MS = 30_000;
+
+function withTimeout<T>(what: string, call: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new JobError('SERVICE_UNAVAILABLE', `Durable ${what} did not answer within ${ms / 1000} s.`)), ms);
+  });
+  return Promise.race([call, timedOut]).finally(() => clearTimeout(timer));
+}
 
 export interface OrchestrationSnapshot {
   readonly instanceId: string;
@@ -39,11 +54,12 @@ function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
   };
 }
 
-export function durableJobOrchestrations(client: DurableClient): JobOrchestrations {
+export function durableJobOrchestrations(client: DurableClient, options: { readonly timeoutMs?: number } = {}): JobOrchestrations {
+  const ms = options.timeoutMs ?? DURABLE_CALL_TIMEOUT_MS;
   return {
     async getStatus(instanceId) {
       try {
-        return snapshot(await client.getStatus(instanceId, { showInput: true }));
+        return snapshot(await withTimeout('getStatus', client.getStatus(instanceId, { showInput: true }), ms));
       } catch (err) {
         // The client reports a missing instance only as an Error whose text names the 404.
         if (err instanceof Error && /HTTP 404/.test(err.message)) return undefined;
@@ -51,13 +67,13 @@ export function durableJobOrchestrations(client: DurableClient): JobOrchestratio
       }
     },
     async start(instanceId, input) {
-      await client.startNew(JOB_ORCHESTRATOR, { instanceId, input });
+      await withTimeout('startNew', client.startNew(JOB_ORCHESTRATOR, { instanceId, input }), ms);
     },
     async raiseCancel(instanceId, reason) {
-      await client.raiseEvent(instanceId, CANCEL_EVENT, { reason });
+      await withTimeout('raiseEvent', client.raiseEvent(instanceId, CANCEL_EVENT, { reason }), ms);
     },
     async list() {
-      return (await client.getStatusAll()).map(snapshot);
+      return (await withTimeout('getStatusAll', client.getStatusAll(), 2 * ms)).map(snapshot);
     },
   };
 }

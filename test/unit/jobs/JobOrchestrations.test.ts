@@ -1,0 +1,41 @@
+/**
+ * The Durable adapter's own rule: every call settles within its timeout, because the
+ * durable-functions client can neither be aborted nor time out by itself. The client here is an
+ * injected fault (calls that never answer); the adapter against the real client and backend is
+ * covered by the integration tests.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type DurableClient } from 'durable-functions';
+
+import { JobError } from '../../../shared/jobs/JobError';
+import { durableJobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
+
+const never = (): Promise<never> => new Promise<never>(() => undefined);
+const hungClient = { getStatus: never, startNew: never, raiseEvent: never, getStatusAll: never } as unknown as DurableClient;
+
+describe('durableJobOrchestrations', () => {
+  for (const [call, run] of [
+    ['getStatus', (o: ReturnType<typeof durableJobOrchestrations>) => o.getStatus('job-x')],
+    ['startNew', (o: ReturnType<typeof durableJobOrchestrations>) => o.start('job-x', {} as never)],
+    ['raiseEvent', (o: ReturnType<typeof durableJobOrchestrations>) => o.raiseCancel('job-x', 'test')],
+    ['getStatusAll', (o: ReturnType<typeof durableJobOrchestrations>) => o.list()],
+  ] as const) {
+    it(`gives up on a ${call} that never answers with SERVICE_UNAVAILABLE`, async () => {
+      const started = performance.now();
+      await assert.rejects(run(durableJobOrchestrations(hungClient, { timeoutMs: 40 })), (err: unknown) => {
+        assert.ok(err instanceof JobError);
+        assert.equal(err.code, 'SERVICE_UNAVAILABLE');
+        assert.match(err.message, new RegExp(call));
+        return true;
+      });
+      assert.ok(performance.now() - started < 5_000);
+    });
+  }
+
+  it('still answers undefined for an instance the client reports as 404', async () => {
+    const client = { getStatus: () => Promise.reject(new Error('Webhook returned unrecognized status code HTTP 404')) } as unknown as DurableClient;
+    assert.equal(await durableJobOrchestrations(client, { timeoutMs: 1_000 }).getStatus('job-missing'), undefined);
+  });
+});
