@@ -3,6 +3,14 @@
  * work-items queue), measure progress (one listing), re-dispatch or expire chunks past their
  * deadline, and aggregate (combine every chunk's partial once, store the full result).
  *
+ * A chunk is late when it has no result and a worker claimed its latest dispatch (the claim a
+ * worker writes on each delivery) at least `deadlineSeconds` before the orchestration's `at`. A
+ * chunk nobody has claimed yet (waiting in the queue behind a backlog) is never late: the queue
+ * delivers it eventually, and a worker that dies mid-chunk leaves its claim, so it is still
+ * caught. A late chunk is sent again as dispatch d+1 while d < `attempts`, else recorded failed
+ * (`DEADLINE_EXCEEDED`). After a re-dispatch the chunk is not late again until a worker claims the
+ * new message and goes silent past the deadline too.
+ *
  * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): the
  * planner's messages are idempotent at the worker (a chunk's result is created once), expiring a
  * chunk is the same conditional create, and aggregation reads the same results and rewrites the
@@ -20,7 +28,7 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { JobError, type JobErrorInfo } from './JobError';
 import { JOB_LIMITS } from './jobLimits';
 import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary, type WorkItemMessage } from './JobRun';
-import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobStore } from './JobStore';
+import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobListing, type JobStore } from './JobStore';
 import { assertChunkCount, encodeQueueMessage } from './JobSubmission';
 import { mapLimit } from './pool';
 
@@ -42,20 +50,38 @@ export interface ProgressInput {
   readonly jobId: string;
   readonly chunkCount: number;
   readonly itemCount: number;
+  /** The orchestration's time (ISO): lateness is measured against it, not the activity's clock. */
+  readonly at: string;
+  readonly deadlineSeconds: number;
 }
 
 export interface ProgressOutcome extends JobProgress {
   readonly cancelled: boolean;
+  /** Chunks without a result whose latest dispatch was claimed at least the deadline before `at`. */
+  readonly late: number;
 }
 
 export interface RedispatchInput {
   readonly run: JobRun;
   readonly chunkCount: number;
   readonly itemCount: number;
-  /** The dispatch round these messages belong to (2 for the first re-dispatch). */
+  /** The orchestration's time (ISO) the late chunks are measured against. */
+  readonly at: string;
+}
+
+export interface RedispatchOutcome {
+  /** Late chunks sent again. */
+  readonly redispatched: number;
+  /** Late chunks out of attempts, recorded failed with DEADLINE_EXCEEDED. */
+  readonly expired: number;
+  /** The highest dispatch round any chunk of the job has now reached (1: none re-sent). */
+  readonly highestDispatch: number;
+}
+
+/** A late chunk and the dispatch round its silent claim belongs to. */
+export interface LateChunk {
+  readonly chunk: number;
   readonly dispatch: number;
-  /** True when the chunks have used all their attempts: record them failed instead of sending again. */
-  readonly expire: boolean;
 }
 
 export interface AggregateInput {
@@ -70,6 +96,8 @@ const READ_CONCURRENCY = 16;
 /** The result blob keeps this many chunk and item errors; the summary the first few. */
 const MAX_RECORDED_ERRORS = 100;
 const SUMMARY_ERRORS = 5;
+/** Aggregation yields to the event loop after this many chunks, so a 10,000-chunk fold does not stall the process (leader renewals run in it). */
+const AGGREGATE_YIELD_EVERY = 50;
 
 export class JobActivities {
   private queueReady: Promise<void> | undefined;
@@ -169,19 +197,22 @@ export class JobActivities {
 
   async progress(input: ProgressInput): Promise<ProgressOutcome> {
     const listing = await this.deps.store.listJob(input.jobId);
-    return { cancelled: listing.cancelled, ...countProgress(listing.results, input.chunkCount, input.itemCount) };
+    const late = lateChunks(listing, input.chunkCount, Date.parse(input.at), input.deadlineSeconds);
+    return { cancelled: listing.cancelled, late: late.length, ...countProgress(listing.results, input.chunkCount, input.itemCount) };
   }
 
-  /** Re-sends (or, out of attempts, records as failed) every chunk that has no result yet. */
-  async redispatch(input: RedispatchInput): Promise<{ readonly missing: number }> {
+  /** Re-sends every late chunk (see the module comment), or records it failed once out of attempts. */
+  async redispatch(input: RedispatchInput): Promise<RedispatchOutcome> {
     const { run } = input;
     const listing = await this.deps.store.listJob(run.jobId);
-    const have = new Set(listing.results.map((r) => r.chunk));
-    const missing = range(input.chunkCount).filter((c) => !have.has(c));
-    if (missing.length === 0 || listing.cancelled) return { missing: 0 };
-    if (input.expire) {
+    const late = lateChunks(listing, input.chunkCount, Date.parse(input.at), run.options.deadlineSeconds);
+    const highest = (): number => highestDispatch(listing);
+    if (late.length === 0 || listing.cancelled) return { redispatched: 0, expired: 0, highestDispatch: highest() };
+    const expire = late.filter((c) => c.dispatch >= run.options.attempts);
+    const resend = late.filter((c) => c.dispatch < run.options.attempts);
+    if (expire.length > 0) {
       const size = run.options.chunkSize;
-      await mapLimit(missing, SEND_CONCURRENCY, async (chunk) => {
+      await mapLimit(expire, SEND_CONCURRENCY, async ({ chunk, dispatch }) => {
         const itemCount = Math.min(size, input.itemCount - chunk * size);
         const result: ChunkResult = {
           jobId: run.jobId,
@@ -191,22 +222,31 @@ export class JobActivities {
           itemsFailed: itemCount,
           partial: null,
           itemErrors: [],
-          error: { code: 'DEADLINE_EXCEEDED', message: `No result within ${run.options.deadlineSeconds} s after each of ${input.dispatch - 1} dispatches.` },
-          attempt: input.dispatch - 1,
-          dispatch: input.dispatch - 1,
+          error: { code: 'DEADLINE_EXCEEDED', message: `No result within ${run.options.deadlineSeconds} s after a worker claimed it, on each of ${dispatch} dispatches.` },
+          attempt: dispatch,
+          dispatch,
           writtenBy: `orchestration@${this.deps.instanceId}`,
           writtenAt: this.now().toISOString(),
         };
         // If a worker's result lands first, the conditional create keeps the worker's.
         await this.deps.store.writeChunkResult(result);
       });
-      this.deps.logger.warn('job.chunks_expired', { jobId: run.jobId, chunks: missing.length, epoch: run.epoch });
-    } else {
-      const items = await this.loadItems(run);
-      await this.dispatch(run, items, missing, input.dispatch);
-      this.deps.logger.warn('job.chunks_redispatched', { jobId: run.jobId, chunks: missing.length, dispatch: input.dispatch, epoch: run.epoch });
+      this.deps.logger.warn('job.chunks_expired', { jobId: run.jobId, chunks: expire.length, epoch: run.epoch });
     }
-    return { missing: missing.length };
+    let highestSent = 0;
+    if (resend.length > 0) {
+      const items = await this.loadItems(run);
+      // Grouped by round: a message carries its dispatch number. Sent before marked, so a retry after
+      // a failure in between sends again (harmless: results are created once) rather than never.
+      for (const dispatch of [...new Set(resend.map((c) => c.dispatch + 1))].sort((a, b) => a - b)) {
+        const chunks = resend.filter((c) => c.dispatch + 1 === dispatch).map((c) => c.chunk);
+        await this.dispatch(run, items, chunks, dispatch);
+        await mapLimit(chunks, SEND_CONCURRENCY, (chunk) => this.deps.store.markRedispatched(run.jobId, chunk, dispatch, input.at));
+        highestSent = dispatch;
+      }
+      this.deps.logger.warn('job.chunks_redispatched', { jobId: run.jobId, chunks: resend.length, dispatch: highestSent, epoch: run.epoch });
+    }
+    return { redispatched: resend.length, expired: expire.length, highestDispatch: Math.max(highest(), highestSent) };
   }
 
   async aggregate(input: AggregateInput): Promise<JobSummary> {
@@ -228,7 +268,9 @@ export class JobActivities {
     let total = type.empty();
     const chunkErrors: Array<JobErrorInfo & { chunk: number }> = [];
     const itemErrors: ItemError[] = [];
+    let folded = 0;
     for (const e of entries) {
+      if (++folded % AGGREGATE_YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       const full = read.get(e.chunk);
       if (e.status === 'ok') {
         const partial = e.partial ?? full?.partial;
@@ -287,6 +329,38 @@ export function countProgress(entries: readonly ChunkResultEntry[], chunkCount: 
     chunks: { total: chunkCount, done: chunksDone, failed: chunksFailed },
     items: { total: itemCount, done: itemsDone, failed: itemsFailed },
   };
+}
+
+/** Each chunk's latest dispatch round: its re-dispatch mark, or a later round a worker already claimed, else 1. */
+function latestDispatches(listing: JobListing): Map<number, number> {
+  const latest = new Map<number, number>();
+  for (const r of listing.redispatched) latest.set(r.chunk, Math.max(latest.get(r.chunk) ?? 1, r.dispatch));
+  for (const c of listing.claims) latest.set(c.chunk, Math.max(latest.get(c.chunk) ?? 1, c.dispatch));
+  return latest;
+}
+
+function highestDispatch(listing: JobListing): number {
+  let highest = 1;
+  for (const d of latestDispatches(listing).values()) highest = Math.max(highest, d);
+  return highest;
+}
+
+/**
+ * The chunks without a result whose latest dispatch a worker claimed at least `deadlineSeconds`
+ * before `at`. Unclaimed chunks are never late; neither is a chunk whose latest dispatch is
+ * unclaimed (it was re-sent and waits in the queue), whatever older dispatches' claims say.
+ */
+export function lateChunks(listing: JobListing, chunkCount: number, at: number, deadlineSeconds: number): LateChunk[] {
+  const done = new Set(listing.results.map((r) => r.chunk));
+  const latest = latestDispatches(listing);
+  const late: LateChunk[] = [];
+  for (const c of listing.claims) {
+    if (c.chunk >= chunkCount || done.has(c.chunk) || c.dispatch !== (latest.get(c.chunk) ?? 1)) continue;
+    const claimedAt = Date.parse(c.claimedAt);
+    // A claim without a readable time is treated as just made: never late on a guess.
+    if (Number.isFinite(claimedAt) && at - claimedAt >= deadlineSeconds * 1000) late.push({ chunk: c.chunk, dispatch: c.dispatch });
+  }
+  return late.sort((a, b) => a.chunk - b.chunk);
 }
 
 function range(n: number): number[] {

@@ -6,12 +6,20 @@
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
  *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
  *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
+ *   jobs/<jobId>/claims/<n>-<d>.json  a worker's claim on chunk n's dispatch-d message, overwritten
+ *                                     by each delivery of it (claim time in metadata): the chunk's
+ *                                     deadline runs from its latest claim, not from its enqueue
+ *   jobs/<jobId>/redispatched/<n>.json the latest dispatch round the orchestration sent chunk n in
+ *                                     (absent: only the planner's round 1)
  *   jobs/<jobId>/result.json          the job's full result
  *
  * Guarantees: a chunk result is written at most once, whoever writes first (a worker, a
  * redelivered copy, or the orchestration expiring the chunk) wins, and every reader sees that one.
  * Its status, counts and (when small) its partial are also in the blob's metadata, so progress and
- * most aggregations cost one listing per 5,000 chunks instead of one read per chunk.
+ * most aggregations cost one listing per 5,000 chunks instead of one read per chunk. Claims and
+ * re-dispatch marks are in the same listing (metadata only), so progress stays one listing per
+ * 5,000 results-or-claims.
+ * Not guaranteed: claim times are the claiming worker's clock (compared with the orchestration's).
  * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
  * a job id becomes part of a blob name.
  */
@@ -78,9 +86,25 @@ export interface ChunkResultEntry {
   readonly errorCode?: string;
 }
 
+/** A worker's latest claim on one dispatch of a chunk. */
+export interface ChunkClaimEntry {
+  readonly chunk: number;
+  readonly dispatch: number;
+  /** ISO time of the latest delivery of that dispatch's message to a worker. */
+  readonly claimedAt: string;
+}
+
+/** The latest round the orchestration re-sent a chunk in. */
+export interface RedispatchEntry {
+  readonly chunk: number;
+  readonly dispatch: number;
+}
+
 export interface JobListing {
   readonly cancelled: boolean;
   readonly results: ChunkResultEntry[];
+  readonly claims: ChunkClaimEntry[];
+  readonly redispatched: RedispatchEntry[];
 }
 
 /** Partials up to this size ride in metadata (Azure allows 8 KiB of metadata per blob). */
@@ -122,6 +146,12 @@ export class JobStore {
   }
   static chunkResultBlob(jobId: string, chunk: number): string {
     return `jobs/${checkJobId(jobId)}/results/${pad(chunk)}.json`;
+  }
+  static chunkClaimBlob(jobId: string, chunk: number, dispatch: number): string {
+    return `jobs/${checkJobId(jobId)}/claims/${pad(chunk)}-${dispatch}.json`;
+  }
+  static redispatchBlob(jobId: string, chunk: number): string {
+    return `jobs/${checkJobId(jobId)}/redispatched/${pad(chunk)}.json`;
   }
   static resultBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/result.json`;
@@ -262,10 +292,23 @@ export class JobStore {
     return this.getJson<ChunkResult>(JobStore.chunkResultBlob(jobId, chunk), signal);
   }
 
-  /** The job's chunk results (from metadata) and its cancel marker, in one listing. */
+  /** Records that a worker took a delivery of the chunk's dispatch-`dispatch` message (one write, overwriting the previous delivery's). */
+  async claimChunk(jobId: string, chunk: number, dispatch: number, claim: { readonly claimedAt: string; readonly claimedBy: string; readonly dequeueCount: number }, signal?: AbortSignal): Promise<void> {
+    const metadata = { claimedat: claim.claimedAt, dequeuecount: String(claim.dequeueCount) };
+    await this.putJson(JobStore.chunkClaimBlob(jobId, chunk, dispatch), { jobId, chunk, dispatch, ...claim }, { metadata, signal });
+  }
+
+  /** Records the round the orchestration just re-sent the chunk in. */
+  async markRedispatched(jobId: string, chunk: number, dispatch: number, at: string, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.redispatchBlob(jobId, chunk), { jobId, chunk, dispatch, at }, { metadata: { dispatch: String(dispatch) }, signal });
+  }
+
+  /** The job's chunk results (from metadata), claims, re-dispatch marks and its cancel marker, in one listing. */
   async listJob(jobId: string, signal?: AbortSignal): Promise<JobListing> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const results: ChunkResultEntry[] = [];
+    const claims: ChunkClaimEntry[] = [];
+    const redispatched: RedispatchEntry[] = [];
     let cancelled = false;
     try {
       for await (const blob of this.container.listBlobsFlat({ prefix, includeMetadata: true, abortSignal: signal })) {
@@ -274,9 +317,19 @@ export class JobStore {
           cancelled = true;
           continue;
         }
+        const meta = blob.metadata ?? {};
+        const claim = /^claims\/(\d+)-(\d+)\.json$/.exec(rest);
+        if (claim?.[1] !== undefined && claim[2] !== undefined) {
+          claims.push({ chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '' });
+          continue;
+        }
+        const mark = /^redispatched\/(\d+)\.json$/.exec(rest);
+        if (mark?.[1] !== undefined) {
+          redispatched.push({ chunk: Number(mark[1]), dispatch: Number(meta.dispatch ?? 1) });
+          continue;
+        }
         const match = /^results\/(\d+)\.json$/.exec(rest);
         if (match?.[1] === undefined) continue;
-        const meta = blob.metadata ?? {};
         results.push({
           chunk: Number(match[1]),
           status: meta.status === 'failed' ? 'failed' : 'ok',
@@ -289,7 +342,7 @@ export class JobStore {
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
     }
-    return { cancelled, results };
+    return { cancelled, results, claims, redispatched };
   }
 
   // --- the job's result ---

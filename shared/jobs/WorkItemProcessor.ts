@@ -7,7 +7,9 @@
  * chunk goes on; a chunk-level failure is thrown back for the host to redeliver until the
  * message's last attempt (`dequeueCount >= attempts`), where it is recorded as a failed chunk
  * with the reason instead, so the job always finishes. A permanent failure (unknown work type,
- * missing chunk items) is recorded at once.
+ * missing chunk items) is recorded at once. Before processing, each delivery records a claim on
+ * the chunk (one blob write, `JobStore.claimChunk`): the orchestration's deadline runs from the
+ * latest claim, so a chunk still waiting in a backlog is never declared late.
  * Not guaranteed: that `process` runs once per item (a redelivery repeats it; only one result is kept).
  */
 import { type BlobServiceClient } from '@azure/storage-blob';
@@ -59,6 +61,9 @@ export class WorkItemProcessor {
       logger.info('workitem.cancelled_skipped', log);
       return 'cancelled';
     }
+
+    // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
+    await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt: this.now(), claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount }, signal);
 
     let result: ChunkResult;
     try {

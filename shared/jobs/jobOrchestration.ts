@@ -6,9 +6,11 @@
  * and they never appear as history events (fan-out is one activity that sends the queue messages);
  * each execution polls at most `POLL.pollsPerGeneration` times and then continues as new with its
  * state. Polls use durable timers at an interval growing from `POLL.initialMs` by `POLL.factor` to
- * `POLL.maxMs`, reset after a re-dispatch. A chunk with no result `deadlineSeconds` after its
- * dispatch is dispatched again, up to `attempts` dispatches, then recorded as failed, so the job
- * always finishes. A `cancel` event (or the cancel marker seen by a progress poll) ends the job as
+ * `POLL.maxMs`, reset after a re-dispatch. A chunk is late when a worker claimed its latest
+ * dispatch `deadlineSeconds` ago or more and it still has no result (a chunk waiting unclaimed in
+ * the queue is never late, however long the backlog); each poll reports the late chunks and a
+ * re-dispatch activity sends them again, up to `attempts` dispatches per chunk, then records them
+ * as failed, so the job always finishes (see JobActivities for the rule). A `cancel` event (or the cancel marker seen by a progress poll) ends the job as
  * cancelled with what was done. The custom status carries phase, progress and the leader's epoch.
  * The output is a small `JobSummary`; the full result is in a blob.
  *
@@ -18,7 +20,7 @@
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
-import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput } from './JobActivities';
+import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput, type RedispatchOutcome } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobRun, type JobSummary } from './JobRun';
 
@@ -53,9 +55,8 @@ const ACTIVITY_RETRY = { firstRetryMs: 2_000, attempts: 4 } as const;
 export interface OrchestrationState {
   readonly run: JobRun;
   readonly plan?: { readonly chunkCount: number; readonly itemCount: number };
-  /** Dispatch rounds so far (1 after planning). */
+  /** The highest dispatch round any chunk has reached (1 after planning, 2 after a chunk's first re-dispatch, ...). */
   readonly dispatch: number;
-  readonly roundStartedAt?: string;
   readonly pollMs: number;
   /** Executions so far, counting this one from 1. */
   readonly generation: number;
@@ -110,7 +111,6 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
         ...state,
         plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount },
         dispatch: 1,
-        roundStartedAt: now().toISOString(),
         pollMs: policy.initialMs,
         progress: { chunks: { total: planned.chunkCount, done: 0, failed: 0 }, items: { total: planned.itemCount, done: 0, failed: 0 } },
       };
@@ -122,7 +122,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     const cancelEvent = context.df.waitForExternalEvent(CANCEL_EVENT);
     let cancelled = false;
     for (let poll = 0; poll < policy.pollsPerGeneration && !cancelled; poll++) {
-      const progressInput: ProgressInput = { jobId: run.jobId, chunkCount: plan.chunkCount, itemCount: plan.itemCount };
+      const progressInput: ProgressInput = { jobId: run.jobId, chunkCount: plan.chunkCount, itemCount: plan.itemCount, at: now().toISOString(), deadlineSeconds: run.options.deadlineSeconds };
       const progress = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.progress, retry, progressInput)) as ProgressOutcome;
       state = { ...state, progress: { chunks: progress.chunks, items: progress.items } };
       publish('running');
@@ -132,13 +132,11 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
       }
       if (progress.chunks.done + progress.chunks.failed >= plan.chunkCount) return yield* aggregate(false);
 
-      const roundStarted = Date.parse(state.roundStartedAt ?? now().toISOString());
-      if (now().getTime() - roundStarted >= run.options.deadlineSeconds * 1000) {
-        const expire = state.dispatch >= run.options.attempts;
-        const input: RedispatchInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, dispatch: state.dispatch + 1, expire };
-        yield context.df.callActivityWithRetry(JOB_ACTIVITIES.redispatch, retry, input);
-        state = { ...state, dispatch: expire ? state.dispatch : state.dispatch + 1, roundStartedAt: now().toISOString(), pollMs: policy.initialMs };
-        continue;
+      if (progress.late > 0) {
+        const input: RedispatchInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, at: now().toISOString() };
+        const outcome = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.redispatch, retry, input)) as RedispatchOutcome;
+        // The next poll comes soon: expired chunks may have finished the job, re-sent ones are quick.
+        state = { ...state, dispatch: Math.max(state.dispatch, outcome.highestDispatch), pollMs: policy.initialMs };
       }
 
       const timer = context.df.createTimer(new Date(now().getTime() + state.pollMs));

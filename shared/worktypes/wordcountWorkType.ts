@@ -40,6 +40,35 @@ function sortedPairs(counts: Map<string, number>): Array<[string, number]> {
   return [...counts.entries()].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
 
+/**
+ * Both lists sorted by word, each word once: one linear merge, no map and no re-sort, so folding
+ * thousands of chunk partials costs their total size, not a sort per chunk.
+ */
+export function mergeSortedPairs(a: ReadonlyArray<[string, number]>, b: ReadonlyArray<[string, number]>): Array<[string, number]> {
+  const out: Array<[string, number]> = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    const x = a[i] as [string, number];
+    const y = b[j] as [string, number];
+    if (x[0] === y[0]) {
+      out.push([x[0], x[1] + y[1]]);
+      i += 1;
+      j += 1;
+    } else if (x[0] < y[0]) {
+      out.push([x[0], x[1]]);
+      i += 1;
+    } else {
+      out.push([y[0], y[1]]);
+      j += 1;
+    }
+  }
+  // The rest of whichever list is left, copied so the result shares no pair with its inputs.
+  for (const [word, n] of a.slice(i)) out.push([word, n]);
+  for (const [word, n] of b.slice(j)) out.push([word, n]);
+  return out;
+}
+
 export function countText(text: string): WordcountPartial {
   const counts = new Map<string, number>();
   let words = 0;
@@ -80,14 +109,12 @@ export const wordcountWorkType: WorkType<WordcountPartial, WordcountResult> = {
     return { blobs: 0, lines: 0, words: 0, characters: 0, counts: [] };
   },
   combine(a, b) {
-    const counts = new Map<string, number>(a.counts);
-    for (const [word, n] of b.counts) counts.set(word, (counts.get(word) ?? 0) + n);
     return {
       blobs: a.blobs + b.blobs,
       lines: a.lines + b.lines,
       words: a.words + b.words,
       characters: a.characters + b.characters,
-      counts: sortedPairs(counts),
+      counts: mergeSortedPairs(a.counts, b.counts),
     };
   },
   finish(total) {

@@ -168,7 +168,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
 
   it('re-dispatches a chunk stuck past its deadline and counts it once when the stuck copy finishes too', async () => {
     // A plug-in whose first call for item "stuck" hangs until released: its message stays invisible
-    // (the host renews it while the invocation runs), so only the deadline brings the chunk back.
+    // (the host renews it while the invocation runs), so only the deadline, counted from the
+    // worker's claim on the chunk, brings the chunk back.
     let release: (() => void) | undefined;
     let stuckOnce = false;
     workTypes.register({
@@ -197,12 +198,46 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const store = jobComponents().store;
     assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
     assert.equal((await store.readChunkResult('stuck-job', 0))?.dispatch, 1);
+    const listing = await store.listJob('stuck-job');
+    assert.deepEqual(listing.redispatched.map((r) => [r.chunk, r.dispatch]), [[2, 2]], 'only the claimed, silent chunk was sent again');
     // The stuck first copy finishes now: its result is discarded, the job's result stands.
     assert.ok(release !== undefined);
     release();
     await new Promise((r) => setTimeout(r, 500));
     assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2);
     assert.deepEqual(((await h.request('GET', '/api/jobs/stuck-job')).json as JobView).result, { n: 4 });
+  });
+
+  it('does not re-dispatch or expire chunks that wait in a backlog past the deadline: the deadline runs from a worker\'s claim', async () => {
+    // 60 chunks of 1.5 s each on one host taking at most 12 at a time (host.json batchSize 8 +
+    // newBatchThreshold 4): the last chunks wait in the queue at least 6 s, past the 5 s deadline,
+    // and a single attempt leaves no room for a mistaken expiry to be repaired.
+    workTypes.register({
+      name: 'e2e-backlog',
+      description: 'each item takes 1.5 s',
+      validateItem: () => undefined,
+      process: async () => {
+        await new Promise((r) => setTimeout(r, 1_500));
+        return { n: 1 };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'backlog-job', workType: 'e2e-backlog', items: new Array(60).fill(0), options: { chunkSize: 1, deadlineSeconds: 5, attempts: 1 } }));
+    assert.equal(posted.status, 202, posted.text);
+    await passUntilQueueEmpty();
+    const view = await finished('backlog-job', 90_000);
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, { n: 60 });
+    assert.deepEqual(view.progress?.chunks, { total: 60, done: 60, failed: 0 });
+    const listing = await jobComponents().store.listJob('backlog-job');
+    assert.deepEqual(listing.redispatched, [], 'no chunk was sent twice');
+    assert.equal(listing.claims.length, 60, 'one claim per chunk, all of its first dispatch');
+    assert.ok(listing.claims.every((c) => c.dispatch === 1));
+    const claimed = listing.claims.map((c) => Date.parse(c.claimedAt));
+    const spread = (Math.max(...claimed) - Math.min(...claimed)) / 1000;
+    assert.ok(spread > 5, `the last chunk waited past the deadline before a worker took it (${spread} s after the first)`);
   });
 
   it('records a chunk that keeps failing on the delivery the host counts as its last attempt, so the job finishes', async () => {

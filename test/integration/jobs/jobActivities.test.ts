@@ -1,6 +1,7 @@
 /**
  * The orchestration's activities against Azurite: planning (one message per chunk, blob items and
- * their refusals, cancelled before planning), re-dispatch and expiry of late chunks, and aggregation
+ * their refusals, cancelled before planning), re-dispatch and expiry of late chunks (late: claimed
+ * by a worker and silent past the deadline; never a chunk still waiting unclaimed), and aggregation
  * from metadata and from blobs.
  */
 import assert from 'node:assert/strict';
@@ -8,6 +9,9 @@ import { describe, it } from 'node:test';
 
 import { type WorkItemMessage } from '../../../shared/jobs/JobRun';
 import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { type SumPartial, sumWorkType } from '../../../shared/worktypes/sumWorkType';
+import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
+import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { uniqueName } from '../../support/env';
 import { jobPipeline, jobRun } from './support/jobPipeline';
 
@@ -59,46 +63,129 @@ describe('job activities (Azurite)', () => {
     assert.equal((await p.drainMessages()).length, 0);
   });
 
-  it('re-dispatches only the chunks without a result, then expires them without overwriting a late result', async () => {
-    const p = await jobPipeline('redo');
-    const items = Array.from({ length: 40 }, (_, i) => i + 1);
-    const run = jobRun('redo-job', 'sum', { kind: 'inline', items }, { chunkSize: 10 });
+  it('re-dispatches and then expires only claimed chunks silent past the deadline, never a chunk still waiting unclaimed', async () => {
+    // Item 13 makes every delivery of chunk 1 fail before its last attempt: a worker that took the
+    // chunk and never finished it (its claim stays, no result).
+    const dies: WorkType<SumPartial, Json> = { ...sumWorkType, name: 'dies-on-13', process: (item, ctx) => (item === 13 ? Promise.reject(new Error('worker died')) : sumWorkType.process(item, ctx)) };
+    let clock = new Date('2026-03-01T10:00:00.000Z');
+    const t0 = clock.getTime();
+    const at = (seconds: number) => new Date(t0 + seconds * 1000).toISOString();
+    const p = await jobPipeline('redo', builtInWorkTypes().register(dies), () => clock);
+    const items = Array.from({ length: 40 }, (_, i) => i);
+    const run = jobRun('redo-job', 'dies-on-13', { kind: 'inline', items }, { chunkSize: 10, attempts: 2, deadlineSeconds: 300 });
+    const check = async (seconds: number) => p.activities.progress({ jobId: 'redo-job', chunkCount: 4, itemCount: 40, at: at(seconds), deadlineSeconds: 300 });
+    const redispatch = async (seconds: number) => p.activities.redispatch({ run, chunkCount: 4, itemCount: 40, at: at(seconds) });
     await p.activities.plan(run);
-    const first = await p.drainMessages();
-    const byChunk = new Map(first.map((m) => [(decodeQueueMessage(m.messageText) as WorkItemMessage).chunk, m]));
-    await p.deliver(byChunk.get(0) ?? assert.fail());
-    await p.deliver(byChunk.get(2) ?? assert.fail());
+    const byChunk = new Map((await p.drainMessages()).map((m) => [(decodeQueueMessage(m.messageText) as WorkItemMessage).chunk, m]));
+    const message = (chunk: number) => byChunk.get(chunk) ?? assert.fail(`no message for chunk ${chunk}`);
 
-    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 4, itemCount: 40, dispatch: 2, expire: false }), { missing: 2 });
+    // t0: chunk 0 done; chunk 1 claimed, its worker dies. Chunks 2 and 3 wait in the queue.
+    assert.equal(await p.deliver(message(0)), 'written');
+    await assert.rejects(p.deliver(message(1)), /worker died/);
+    assert.equal((await check(299)).late, 0, 'not yet past the deadline');
+    // t0 + 200 s: chunk 3 is claimed (its worker is still busy at t0 + 301 s).
+    clock = new Date(t0 + 200_000);
+    const listedAt200 = await p.store.listJob('redo-job');
+    assert.deepEqual(listedAt200.claims.map((c) => c.chunk).sort(), [0, 1]);
+    await p.store.claimChunk('redo-job', 3, 1, { claimedAt: clock.toISOString(), claimedBy: 'busy-worker', dequeueCount: 1 });
+
+    let progress = await check(301);
+    assert.equal(progress.late, 1, 'only chunk 1: chunk 2 is unclaimed, chunk 3 was claimed 101 s ago');
+    assert.deepEqual(await redispatch(301), { redispatched: 1, expired: 0, highestDispatch: 2 });
     const again = (await p.drainMessages()).map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage);
     assert.deepEqual(
-      again.map((m) => [m.chunk, m.dispatch]).sort(),
-      [
-        [1, 2],
-        [3, 2],
-      ],
+      again.map((m) => [m.chunk, m.dispatch]),
+      [[1, 2]],
     );
-    // Chunk 1's original delivery finally arrives; chunk 3 never does.
-    await p.deliver(byChunk.get(1) ?? assert.fail());
-    let progress = await p.activities.progress({ jobId: 'redo-job', chunkCount: 4, itemCount: 40 });
-    assert.deepEqual(progress.chunks, { total: 4, done: 3, failed: 0 });
+    // The re-sent message waits in the queue: chunk 1 is not late again, nor is the unclaimed chunk 2, even days later.
+    progress = await check(301);
+    assert.equal(progress.late, 0);
+    assert.equal((await check(86_400 * 3)).late, 1, 'chunk 3, claimed and silent for days, is late; chunk 2 never');
+    assert.deepEqual(await redispatch(400), { redispatched: 0, expired: 0, highestDispatch: 2 }, 'nothing late at t0 + 400 s');
+    assert.equal((await p.drainMessages()).length, 0);
+    assert.equal(await p.store.chunkResultExists('redo-job', 2), false, 'an unclaimed chunk is never expired');
 
-    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 4, itemCount: 40, dispatch: 3, expire: true }), { missing: 1 });
+    // t0 + 1000 s: the re-sent chunk 1 is claimed and its worker dies too; chunk 3 finishes.
+    clock = new Date(t0 + 1_000_000);
+    await assert.rejects(p.worker.handle(again[0], { dequeueCount: 1 }), /worker died/);
+    assert.equal(await p.deliver(message(3)), 'written');
+    assert.equal((await check(1_299)).late, 0);
+    assert.equal((await check(1_300)).late, 1);
+    // Out of attempts (2 dispatches): recorded failed, nothing sent.
+    assert.deepEqual(await redispatch(1_300), { redispatched: 0, expired: 1, highestDispatch: 2 });
     assert.equal((await p.drainMessages()).length, 0, 'expiring sends nothing');
-    progress = await p.activities.progress({ jobId: 'redo-job', chunkCount: 4, itemCount: 40 });
+    const expired = await p.store.readChunkResult('redo-job', 1);
+    assert.deepEqual([expired?.status, expired?.error?.code, expired?.dispatch], ['failed', 'DEADLINE_EXCEEDED', 2]);
+    // Chunk 1's first message comes back (the queue's redelivery): its result exists, it is skipped.
+    assert.equal(await p.deliver(message(1), 2), 'duplicate');
+
+    // Chunk 2 is finally delivered, long after every deadline: it ran, it counts.
+    clock = new Date(t0 + 5_000_000);
+    assert.equal(await p.deliver(message(2)), 'written');
+    progress = await check(5_000);
     assert.deepEqual(progress.chunks, { total: 4, done: 3, failed: 1 });
     assert.deepEqual(progress.items, { total: 40, done: 30, failed: 10 });
-    assert.equal((await p.store.readChunkResult('redo-job', 3))?.error?.code, 'DEADLINE_EXCEEDED');
-    // A worker that comes in after the expiry cannot add the chunk a second time.
-    const late = again.find((m) => m.chunk === 3);
-    assert.equal(await p.worker.handle(late, { dequeueCount: 1 }), 'duplicate');
-
     const summary = await p.activities.aggregate({ run, chunkCount: 4, itemCount: 40, cancelled: false });
     assert.equal(summary.status, 'completed_with_errors');
-    assert.deepEqual(summary.result, { count: 30, sum: 465, min: 1, max: 30 });
-    assert.equal(summary.errors?.[0]?.code, 'DEADLINE_EXCEEDED');
+    assert.deepEqual(summary.result, { count: 30, sum: 45 + 245 + 345, min: 0, max: 39 });
     const stored = JSON.parse((await p.store.readJobResultText('redo-job')) ?? '{}') as { chunkErrors: Array<{ chunk: number; code: string }> };
-    assert.deepEqual(stored.chunkErrors.map((e) => [e.chunk, e.code]), [[3, 'DEADLINE_EXCEEDED']]);
+    assert.deepEqual(
+      stored.chunkErrors.map((e) => [e.chunk, e.code]),
+      [[1, 'DEADLINE_EXCEEDED']],
+    );
+  });
+
+  it('counts a re-dispatched chunk once when its late original finishes first', async () => {
+    let clock = new Date('2026-03-01T10:00:00.000Z');
+    const t0 = clock.getTime();
+    const p = await jobPipeline('late-original', builtInWorkTypes(), () => clock);
+    const run = jobRun('lo-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2, attempts: 3, deadlineSeconds: 60 });
+    await p.activities.plan(run);
+    const first = (await p.drainMessages()).sort((a, b) => (decodeQueueMessage(a.messageText) as WorkItemMessage).chunk - (decodeQueueMessage(b.messageText) as WorkItemMessage).chunk);
+    assert.equal(await p.deliver(first[0] ?? assert.fail()), 'written');
+    // Chunk 1's worker is slow: it claimed at t0 and is still running at t0 + 61 s.
+    await p.store.claimChunk('lo-job', 1, 1, { claimedAt: clock.toISOString(), claimedBy: 'slow-worker', dequeueCount: 1 });
+    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 2, itemCount: 4, at: new Date(t0 + 61_000).toISOString() }), { redispatched: 1, expired: 0, highestDispatch: 2 });
+    const [copy] = await p.drainMessages();
+    // The slow original finishes first, then the copy arrives.
+    clock = new Date(t0 + 70_000);
+    assert.equal(await p.deliver(first[1] ?? assert.fail()), 'written');
+    assert.equal(await p.deliver(copy ?? assert.fail()), 'duplicate');
+    const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 4, cancelled: false });
+    assert.equal(summary.status, 'completed');
+    assert.deepEqual(summary.result, { count: 4, sum: 10, min: 1, max: 4 });
+    assert.equal((await p.store.readChunkResult('lo-job', 1))?.dispatch, 1);
+  });
+
+  it('lets the event loop run while it folds many chunk results', async () => {
+    // Other work in the process (the leader's lease renewals) must not wait for a whole fold.
+    const folds: number[] = [];
+    let foldsWhenOtherWorkRan: number | undefined;
+    const counting: WorkType<{ n: number }, { n: number }> = {
+      name: 'counting',
+      description: 'counts items; notes when other work gets to run during the fold',
+      validateItem: () => undefined,
+      process: () => ({ n: 1 }),
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: a.n + b.n }),
+      finish: (t) => t,
+    };
+    const p = await jobPipeline('yield', builtInWorkTypes().register(counting));
+    const run = jobRun('yield-job', 'counting', { kind: 'inline', items: Array.from({ length: 120 }, () => 0) }, { chunkSize: 1 });
+    await p.activities.plan(run);
+    const messages = await p.drainMessages();
+    for (let i = 0; i < messages.length; i += 12) await Promise.all(messages.slice(i, i + 12).map(async (m) => p.deliver(m)));
+    // From here on (the registry holds this object), the first fold schedules other work, which
+    // must get to run before the fold's last chunk.
+    counting.combine = (a, b) => {
+      if (folds.length === 0) setImmediate(() => (foldsWhenOtherWorkRan = folds.length));
+      folds.push(folds.length);
+      return { n: a.n + b.n };
+    };
+    const summary = await p.activities.aggregate({ run, chunkCount: 120, itemCount: 120, cancelled: false });
+    assert.deepEqual(summary.result, { n: 120 });
+    assert.equal(folds.length, 120);
+    assert.ok(foldsWhenOtherWorkRan !== undefined && foldsWhenOtherWorkRan < 120, `other work ran after ${foldsWhenOtherWorkRan} of 120 folds`);
   });
 
   it('aggregates partials too large for metadata by reading their blobs, and keeps a large result out of the summary', async () => {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput } from '../../../shared/jobs/JobActivities';
+import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput, type RedispatchOutcome } from '../../../shared/jobs/JobActivities';
 import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, jobOrchestration, type OrchestrationState, POLL } from '../../../shared/jobs/jobOrchestration';
 import { type JobCustomStatus, type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
 import { type ActivityCall, type ActivityScript, ReplayDriver } from './support/ReplayDriver';
@@ -27,9 +27,10 @@ function run(options: Partial<JobRun['options']> = {}): JobRun {
   };
 }
 
-function progress(chunkCount: number, done: number, failed = 0, cancelled = false): ProgressOutcome {
+function progress(chunkCount: number, done: number, failed = 0, cancelled = false, late = 0): ProgressOutcome {
   return {
     cancelled,
+    late,
     chunks: { total: chunkCount, done, failed },
     items: { total: chunkCount * 10, done: done * 10, failed: failed * 10 },
   };
@@ -154,32 +155,64 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 4, 'tried as often as the retry policy allows');
   });
 
-  it('re-dispatches chunks past their deadline, then records them failed after the last attempt', async () => {
-    const redispatches: RedispatchInput[] = [];
+  it('never re-dispatches while its polls report no late chunk, however long the job runs past the deadline', async () => {
+    // A backlog: chunks wait unclaimed in the queue for minutes; the deadline (5 s) does not apply to them.
+    let polls = 0;
+    const inputs: ProgressInput[] = [];
     const driver = new ReplayDriver(jobOrchestration, {
       [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: () => (redispatches.some((r) => r.expire) ? progress(4, 1, 3) : progress(4, 1)),
+      [JOB_ACTIVITIES.progress]: (input, call) => {
+        inputs.push(input as ProgressInput);
+        assert.equal((input as ProgressInput).at, call.at.toISOString(), 'lateness is measured at the orchestration\'s time');
+        return progress(4, ++polls >= 30 ? 4 : 1);
+      },
+      [JOB_ACTIVITIES.redispatch]: () => assert.fail('nothing was late'),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 1 })));
+    assert.equal((result.output as JobSummary).status, 'completed');
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
+    const span = (callsOf(result.calls, JOB_ACTIVITIES.progress).at(-1)?.at.getTime() ?? 0) - START.getTime();
+    assert.ok(span > 60_000, `the job ran ${span} ms, far past its 5 s deadline`);
+    assert.ok(inputs.every((i) => i.deadlineSeconds === 5));
+    assert.equal(lastStatus(result).dispatch, 1);
+  });
+
+  it('re-dispatches when a poll reports late chunks, at the orchestration\'s time, and polls again soon', async () => {
+    const redispatches: Array<{ input: RedispatchInput; at: Date }> = [];
+    let polls = 0;
+    const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      // Polls 5 and 8 find claimed chunks silent past the deadline; the job ends at poll 11.
+      [JOB_ACTIVITIES.progress]: () => {
+        polls += 1;
+        return polls >= 11 ? progress(4, 3, 1) : progress(4, 1, 0, false, polls === 5 ? 2 : polls === 8 ? 1 : 0);
+      },
       [JOB_ACTIVITIES.redispatch]: (input, call) => {
-        redispatches.push(input as RedispatchInput);
-        assert.ok(call.at.getTime() - START.getTime() >= 5_000 * redispatches.length, `redispatch ${redispatches.length} came before its deadline`);
-        return { missing: 3 };
+        redispatches.push({ input: input as RedispatchInput, at: call.at });
+        return (redispatches.length === 1 ? { redispatched: 2, expired: 0, highestDispatch: 2 } : { redispatched: 0, expired: 1, highestDispatch: 2 }) satisfies RedispatchOutcome;
       },
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 3 })));
-    assert.deepEqual(
-      redispatches.map((r) => [r.dispatch, r.expire]),
-      [
-        [2, false],
-        [3, false],
-        [4, true],
-      ],
-    );
+    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 2 })));
     assert.equal((result.output as JobSummary).status, 'completed');
-    assert.equal(lastStatus(result).dispatch, 3);
-    // Each deadline is measured from the latest dispatch: consecutive re-dispatches are >= 5 s apart.
-    const times = callsOf(result.calls, JOB_ACTIVITIES.redispatch).map((c) => c.at.getTime());
-    for (let i = 1; i < times.length; i++) assert.ok((times[i] ?? 0) - (times[i - 1] ?? 0) >= 5_000);
+    assert.equal(redispatches.length, 2, 'once per poll that reported late chunks');
+    for (const r of redispatches) {
+      assert.equal(r.input.at, r.at.toISOString());
+      assert.deepEqual([r.input.chunkCount, r.input.itemCount, r.input.run.jobId], [4, 40, 'job1']);
+    }
+    // Each re-dispatch directly follows the progress poll that saw the late chunks.
+    const names = result.calls.map((c) => c.name);
+    const progressIndexes = names.flatMap((n, i) => (n === JOB_ACTIVITIES.progress ? [i] : []));
+    assert.deepEqual(
+      names.flatMap((n, i) => (n === JOB_ACTIVITIES.redispatch ? [i - 1] : [])),
+      [progressIndexes[4], progressIndexes[7]],
+    );
+    // After a re-dispatch the poll interval starts again from the initial one.
+    const waits = result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime());
+    assert.equal(waits[4], POLL.initialMs);
+    assert.ok((waits[3] ?? 0) > POLL.initialMs);
+    assert.equal(lastStatus(result).dispatch, 2, 'the custom status carries the highest dispatch round');
   });
 
   it('ends as cancelled when the cancel event arrives while it waits', async () => {

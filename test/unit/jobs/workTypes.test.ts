@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { sumWorkType } from '../../../shared/worktypes/sumWorkType';
-import { countText, wordcountWorkType } from '../../../shared/worktypes/wordcountWorkType';
+import { countText, mergeSortedPairs, wordcountWorkType } from '../../../shared/worktypes/wordcountWorkType';
 import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
 import { builtInWorkTypes, WorkTypeRegistry } from '../../../shared/worktypes/WorkTypeRegistry';
 
@@ -63,6 +63,31 @@ describe('work types', () => {
     assert.ok(result.topWords.some((w) => w.word === '__proto__') === false, "'_' is not a word character");
     assert.ok(result.topWords.some((w) => w.word === "isn't"));
     assert.equal(result.distinctWords, 8, 'the, cat, and, hat, end, proto, constructor, isn\'t');
+  });
+
+  it('merges wordcount partials exactly and associatively, keeping words sorted and once', () => {
+    const texts = ['b a a c', 'a d', '', 'zeta b b', "c c c isn't d", 'é a z'];
+    const parts = texts.map(countText);
+    const reference = new Map<string, number>();
+    for (const text of texts) for (const [word, n] of countText(text).counts) reference.set(word, (reference.get(word) ?? 0) + n);
+    const expected = [...reference.entries()].sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+    const c = (x: (typeof parts)[number], y: (typeof parts)[number]) => wordcountWorkType.combine(x, y);
+    const left = parts.reduce(c, wordcountWorkType.empty());
+    const right = parts.reduceRight((acc, p) => c(p, acc), wordcountWorkType.empty());
+    const grouped = c(c(parts[0] ?? assert.fail(), c(parts[1] ?? assert.fail(), parts[2] ?? assert.fail())), c(c(parts[3] ?? assert.fail(), parts[4] ?? assert.fail()), parts[5] ?? assert.fail()));
+    for (const total of [left, right, grouped]) {
+      assert.deepEqual(total.counts, expected);
+      assert.equal(total.words, 17);
+    }
+    assert.deepEqual(wordcountWorkType.finish(left).topWords.slice(0, 3), [
+      { word: 'a', count: 4 },
+      { word: 'c', count: 4 },
+      { word: 'b', count: 3 },
+    ]);
+    const a: Array<[string, number]> = [['x', 1]];
+    const merged = mergeSortedPairs(a, []);
+    merged[0]?.splice(1, 1, 99);
+    assert.deepEqual(a, [['x', 1]], 'the merge does not share pairs with its inputs');
   });
 
   it('validates wordcount items as blob references', () => {

@@ -16,7 +16,8 @@ import { memoryLogger } from '../../../../shared/observability/log';
 import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
 
-export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes()) {
+/** `workerNow`: the worker's clock (claim and result times), for deadline tests; the real one by default. */
+export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes(), workerNow?: () => Date) {
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
   const queues = QueueServiceClient.fromConnectionString(conn);
@@ -26,7 +27,7 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
   await workItems.create();
   const logger = memoryLogger('jobs');
   const activities = new JobActivities({ store, workItems, registry, logger, instanceId: 'test-instance' });
-  const worker = new WorkItemProcessor({ store, blobs, registry, logger, instanceId: 'test-instance' });
+  const worker = new WorkItemProcessor({ store, blobs, registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
 
   /** Takes every visible message off the work-items queue (deleting them). */
   async function drainMessages(): Promise<DequeuedMessageItem[]> {
