@@ -164,6 +164,14 @@ export class JobActivities {
   }
 
   async plan(run: JobRun): Promise<PlanOutcome> {
+    // First, before the cancel marker or any result under this id is trusted as this job's.
+    if (!(await this.deps.store.claimJobId(run.jobId, run.fingerprint))) {
+      const error = new JobError(
+        'DUPLICATE_JOB_ID',
+        `Job id ${run.jobId} already holds the results of an earlier, different job (its orchestration history is gone); submit with another jobId.`,
+      );
+      return { ok: false, error: error.toJSON() };
+    }
     if (await this.deps.store.isCancelled(run.jobId)) return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0 };
     let items: Json[];
     try {

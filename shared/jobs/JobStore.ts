@@ -153,6 +153,9 @@ export class JobStore {
   static redispatchBlob(jobId: string, chunk: number): string {
     return `jobs/${checkJobId(jobId)}/redispatched/${pad(chunk)}.json`;
   }
+  static jobBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/job.json`;
+  }
   static resultBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/result.json`;
   }
@@ -215,6 +218,18 @@ export class JobStore {
   }
 
   // --- records ---
+
+  /**
+   * Claims `jobs/<jobId>/` for one submission (create-once, by fingerprint): true when it is this
+   * submission's, false when an earlier, different job with this id left its results there (its
+   * Durable instance purged, or the task hub changed), which must never be reused as this job's.
+   */
+  async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal): Promise<boolean> {
+    const name = JobStore.jobBlob(jobId);
+    if ((await this.putJson(name, { jobId, fingerprint, at: new Date().toISOString() }, { ifNoneMatch: true, signal })) === 'written') return true;
+    const owner = await this.getJson<{ fingerprint?: string }>(name, signal);
+    return owner?.fingerprint === fingerprint;
+  }
 
   async readRecord(jobId: string, signal?: AbortSignal): Promise<JobRecord | undefined> {
     return this.getJson<JobRecord>(JobStore.recordBlob(jobId), signal);

@@ -56,6 +56,17 @@ describe('job activities (Azurite)', () => {
     assert.equal(await code('floats.json'), 'ITEM_REJECTED');
   });
 
+  it('refuses to plan a different job under an id whose results an earlier job left behind, and re-plans the same job', async () => {
+    const p = await jobPipeline('reuse');
+    const first = jobRun('reused-id', 'sum', { kind: 'inline', items: [1, 2, 3] });
+    assert.equal((await p.activities.plan(first)).ok, true);
+    assert.equal((await p.activities.plan(first)).ok, true, 'a retried plan of the same job goes on');
+    const other = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [7] }), fingerprint: 'e'.repeat(64) };
+    const refused = await p.activities.plan(other);
+    assert.equal(refused.ok, false);
+    assert.equal(refused.ok === false ? refused.error.code : undefined, 'DUPLICATE_JOB_ID');
+  });
+
   it('does not dispatch a job cancelled before planning', async () => {
     const p = await jobPipeline('precancel');
     await p.store.markCancelled('pc-job', 'test');
