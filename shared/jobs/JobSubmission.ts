@@ -97,7 +97,6 @@ export function isValidJobId(value: unknown): value is string {
   return typeof value === 'string' && JOB_LIMITS.jobIdPattern.test(value);
 }
 
-/** Validates a parsed submission; throws `JobError` with the first problem found. */
 /**
  * JSON nests as deep as the sender likes (JSON.parse copes with thousands of levels), but the
  * recursive code after validation (canonical JSON for the fingerprint, work types) would overflow
@@ -116,6 +115,7 @@ function nestingDepthExceeds(value: unknown, limit: number): boolean {
   return false;
 }
 
+/** Validates a parsed submission; throws `JobError` with the first problem found. */
 export function validateSubmission(value: unknown, ctx: ValidationContext): AcceptedJob {
   if (nestingDepthExceeds(value, MAX_NESTING_DEPTH)) {
     throw new JobError('NESTING_TOO_DEEP', `The submission nests arrays or objects more than ${MAX_NESTING_DEPTH} levels deep.`);
