@@ -13,6 +13,8 @@
 import { InvocationContext } from '@azure/functions';
 import { type OrchestrationHandler } from 'durable-functions';
 
+import { TRIGGER_PAYLOAD_CONSTANTS } from '../../../../devhost/durable/runEpisode';
+
 // The SDK's executor class has no published types; this is the one method used.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { Orchestrator } = require('durable-functions/lib/src/orchestrations/Orchestrator') as {
@@ -155,11 +157,8 @@ export class ReplayDriver {
             instanceId: 'job-test',
             isReplaying: false,
             parentInstanceId: null,
-            upperSchemaVersion: 1,
-            upperSchemaVersionNew: 2,
-            maximumShortTimerDuration: '6.00:00:00',
-            longRunningTimerIntervalDuration: '3.00:00:00',
-            defaultHttpAsyncRequestSleepTimeMillseconds: 30000,
+            // The same extension fields the development host's Durable backend sends (pinned by its payload test).
+            ...TRIGGER_PAYLOAD_CONSTANTS,
           }),
         ) as unknown;
         const context = new InvocationContext({ functionName: this.name, invocationId: `inv-${episodes.length}` });
