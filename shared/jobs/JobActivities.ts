@@ -30,6 +30,7 @@ import { JOB_LIMITS } from './jobLimits';
 import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobListing, type JobStore } from './JobStore';
 import { assertChunkCount, encodeQueueMessage } from './JobSubmission';
+import { onceUntilSuccess } from './onceUntilSuccess';
 import { mapLimit } from './pool';
 
 export interface JobPipelineDeps {
@@ -100,7 +101,6 @@ const SUMMARY_ERRORS = 5;
 const AGGREGATE_YIELD_EVERY = 50;
 
 export class JobActivities {
-  private queueReady: Promise<void> | undefined;
 
   constructor(private readonly deps: JobPipelineDeps) {}
 
@@ -108,16 +108,7 @@ export class JobActivities {
     return this.deps.now?.() ?? new Date();
   }
 
-  private async ensureQueue(): Promise<void> {
-    this.queueReady ??= this.deps.workItems.createIfNotExists().then(
-      () => undefined,
-      (err: unknown) => {
-        this.queueReady = undefined;
-        throw err;
-      },
-    );
-    return this.queueReady;
-  }
+  private readonly ensureQueue = onceUntilSuccess(() => this.deps.workItems.createIfNotExists());
 
   /** The job's items, checked: a blob must exist, hold a JSON array, and every item must be valid. */
   async loadItems(run: JobRun): Promise<Json[]> {

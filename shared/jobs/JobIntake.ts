@@ -25,6 +25,7 @@ import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchest
 import { instanceIdFor, type JobRun } from './JobRun';
 import { type JobRecord, type JobStore } from './JobStore';
 import { type AcceptedJob, decodeQueueMessage, isValidJobId, validateSubmission } from './JobSubmission';
+import { onceUntilSuccess } from './onceUntilSuccess';
 
 export interface IntakeContext {
   readonly epoch: number;
@@ -63,7 +64,6 @@ export const INTAKE = {
 } as const;
 
 export class JobIntake {
-  private queuesReady: Promise<void> | undefined;
 
   constructor(private readonly deps: IntakeDeps) {}
 
@@ -71,20 +71,13 @@ export class JobIntake {
     return this.deps.now?.() ?? new Date();
   }
 
-  private async ensureQueues(signal: AbortSignal): Promise<void> {
-    this.queuesReady ??= Promise.all([
+  private readonly ensureQueues = onceUntilSuccess((signal) =>
+    Promise.all([
       this.deps.jobsQueue.createIfNotExists({ abortSignal: signal }),
       this.deps.poisonQueue.createIfNotExists({ abortSignal: signal }),
       this.deps.store.ensureContainer(signal),
-    ]).then(
-      () => undefined,
-      (err: unknown) => {
-        this.queuesReady = undefined;
-        throw err;
-      },
-    );
-    return this.queuesReady;
-  }
+    ]),
+  );
 
   /** Reads the jobs queue in batches until it is empty, the pass budget is spent, or `signal` aborts. */
   async runPass(ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeReport> {

@@ -23,6 +23,7 @@ import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchest
 import { instanceIdFor, type JobCustomStatus, jobIdFromInstanceId, type JobProgress, type JobSummary } from './JobRun';
 import { type JobRecord, type JobStore } from './JobStore';
 import { describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
+import { onceUntilSuccess } from './onceUntilSuccess';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -70,7 +71,6 @@ export interface Submitted {
 }
 
 export class JobService {
-  private queueReady: Promise<void> | undefined;
 
   constructor(private readonly deps: JobServiceDeps) {}
 
@@ -128,16 +128,7 @@ export class JobService {
     return { jobId: job.jobId, location, enqueued: true };
   }
 
-  private async ensureQueue(): Promise<void> {
-    this.queueReady ??= this.deps.jobsQueue.createIfNotExists().then(
-      () => undefined,
-      (err: unknown) => {
-        this.queueReady = undefined;
-        throw err;
-      },
-    );
-    return this.queueReady;
-  }
+  private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
 
   async get(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
     assertJobId(jobId);

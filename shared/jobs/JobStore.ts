@@ -29,6 +29,7 @@ import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
 import { type JobErrorInfo } from './JobError';
 import { isValidJobId } from './JobSubmission';
+import { onceUntilSuccess } from './onceUntilSuccess';
 
 export type RecordStatus = 'pending' | 'rejected';
 
@@ -126,7 +127,6 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
 
 export class JobStore {
   readonly container: ContainerClient;
-  private ensured: Promise<void> | undefined;
 
   constructor(
     readonly blobs: BlobServiceClient,
@@ -161,16 +161,7 @@ export class JobStore {
   }
 
   /** Creates the container once per store; a concurrent create (409) is success. */
-  async ensureContainer(signal?: AbortSignal): Promise<void> {
-    this.ensured ??= this.container.createIfNotExists({ abortSignal: signal }).then(
-      () => undefined,
-      (err: unknown) => {
-        this.ensured = undefined;
-        throw err;
-      },
-    );
-    return this.ensured;
-  }
+  readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
 
   private async putJson(name: string, value: unknown, options: { ifNoneMatch?: boolean; metadata?: Record<string, string>; signal?: AbortSignal } = {}): Promise<'written' | 'exists'> {
     const body = Buffer.from(JSON.stringify(value), 'utf8');
