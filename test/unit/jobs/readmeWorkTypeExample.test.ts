@@ -1,14 +1,16 @@
 /**
  * The README's worked work-type example ("the longest line") is real code: this test takes it out
  * of README.md, type-checks it under the project's compiler options against the real WorkType
- * contract, runs it, and checks the result the README promises.
+ * contract, runs it, checks the result the README promises, and lints both of its files with the
+ * project's own ESLint config (whoever follows the README must still pass `npm test`).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 
+import { ESLint } from 'eslint';
 import ts from 'typescript';
 
 import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
@@ -17,12 +19,17 @@ import { WorkTypeRegistry } from '../../../shared/worktypes/WorkTypeRegistry';
 // <outDir>/test/unit/jobs -> repository root.
 const ROOT = resolve(__dirname, '..', '..', '..', '..');
 
-function exampleSource(): string {
+/** The README's code block that starts with the comment `// <path>`. */
+function exampleBlock(path: string): string {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('<!-- section:jobs -->'), readme.indexOf('<!-- /section:jobs -->'));
-  const block = /```ts\n(\/\/ shared\/worktypes\/longestWorkType\.ts\n[\s\S]*?)```/.exec(section)?.[1];
-  assert.ok(block !== undefined, 'the README jobs section has the longestWorkType example');
+  const escaped = path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+  const block = new RegExp(`\`\`\`ts\\n(// ${escaped}[^\\n]*\\n[\\s\\S]*?)\`\`\``).exec(readme)?.[1];
+  assert.ok(block !== undefined, `the README has the ${path} example`);
   return block;
+}
+
+function exampleSource(): string {
+  return exampleBlock('shared/worktypes/longestWorkType.ts');
 }
 
 describe('README work type example', () => {
@@ -58,6 +65,29 @@ describe('README work type example', () => {
       // "the first one on ties", whichever way the chunks are grouped.
       const [ab, cd] = await Promise.all(['ab', 'cd'].map(async (s) => longestWorkType.process(s, undefined as never)));
       assert.deepEqual(longestWorkType.finish(longestWorkType.combine(longestWorkType.combine(longestWorkType.empty(), ab as Json), cd as Json)), { text: 'ab', length: 2 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('passes the project lint, both files, as a newcomer would add them', async () => {
+    // A copy of the project's sources with the two example files added where the README puts them,
+    // linted with the project's own config and type information (node_modules is linked, not copied).
+    const dir = mkdtempSync(join(tmpdir(), 'readme-lint-'));
+    try {
+      for (const name of ['shared', 'functions', 'schemas']) cpSync(join(ROOT, name), join(dir, name), { recursive: true });
+      for (const name of ['tsconfig.json', 'eslint.config.mjs', 'package.json']) cpSync(join(ROOT, name), join(dir, name));
+      symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
+      const config = JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')) as { include: string[] };
+      writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ ...config, include: ['functions', 'shared'] }));
+      const files = ['shared/worktypes/longestWorkType.ts', 'functions/workTypes.ts'];
+      for (const file of files) {
+        mkdirSync(join(dir, file, '..'), { recursive: true });
+        writeFileSync(join(dir, file), exampleBlock(file));
+      }
+      const results = await new ESLint({ cwd: dir }).lintFiles(files);
+      const problems = results.flatMap((r) => r.messages.map((m) => `${relative(dir, r.filePath)}:${m.line} ${m.ruleId ?? ''} ${m.message}`));
+      assert.deepEqual(problems, []);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
