@@ -1,6 +1,6 @@
 /**
- * `sum`: items are integers (JSON numbers within the safe integer range, or decimal strings for any
- * size); the result is `{ count, sum, min, max }`, exact. Arithmetic is BigInt throughout; numbers
+ * `sum`: items are integers (JSON numbers within the safe integer range, or decimal strings of up to
+ * `SUM_MAX_DIGITS` digits); the result is `{ count, sum, min, max }`, exact. Arithmetic is BigInt throughout; numbers
  * leave as JSON numbers while they are safe integers and as decimal strings otherwise, so nothing is
  * rounded. This is the type the tests use to prove no item is lost or counted twice.
  */
@@ -23,11 +23,20 @@ export interface SumResult {
   max: number | string | null;
 }
 
-const DECIMAL = /^-?(0|[1-9][0-9]{0,99})$/;
+/**
+ * Digits of one decimal-string item. BigInt has no practical limit; this bound keeps one item's cost
+ * (parse, add, and a partial that rides in 6 KiB of blob metadata) small and predictable.
+ */
+export const SUM_MAX_DIGITS = 1000;
+const DECIMAL = /^-?(0|[1-9][0-9]*)$/;
+
+function isDecimal(text: string): boolean {
+  return DECIMAL.test(text) && text.replace('-', '').length <= SUM_MAX_DIGITS;
+}
 
 function toBigInt(item: unknown): bigint | undefined {
   if (typeof item === 'number') return Number.isSafeInteger(item) ? BigInt(item) : undefined;
-  if (typeof item === 'string' && DECIMAL.test(item)) return BigInt(item);
+  if (typeof item === 'string' && isDecimal(item)) return BigInt(item);
   return undefined;
 }
 
@@ -46,14 +55,18 @@ function pick(a: string | null, b: string | null, smaller: boolean): string | nu
 
 export const sumWorkType: WorkType<SumPartial, SumResult> = {
   name: 'sum',
-  description: 'Items are integers (safe-range JSON numbers or decimal strings); result { count, sum, min, max }, exact.',
+  description: `Items are integers (safe-range JSON numbers or decimal strings of up to ${SUM_MAX_DIGITS} digits); result { count, sum, min, max }, exact.`,
   validateItem(item) {
     if (typeof item === 'number') {
       if (!Number.isInteger(item)) return `${item} is not an integer`;
       if (!Number.isSafeInteger(item)) return `${item} is outside the safe integer range: send it as a decimal string`;
       return undefined;
     }
-    if (typeof item === 'string') return DECIMAL.test(item) ? undefined : `"${item.slice(0, 40)}" is not a decimal integer`;
+    if (typeof item === 'string') {
+      if (!DECIMAL.test(item)) return `"${item.slice(0, 40)}" is not a decimal integer`;
+      const digits = item.replace('-', '').length;
+      return digits <= SUM_MAX_DIGITS ? undefined : `a decimal string of ${digits} digits; at most ${SUM_MAX_DIGITS}`;
+    }
     return `expected an integer, got ${item === null ? 'null' : Array.isArray(item) ? 'an array' : typeof item}`;
   },
   process(item) {

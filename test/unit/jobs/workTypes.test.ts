@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { sumWorkType } from '../../../shared/worktypes/sumWorkType';
+import { SUM_MAX_DIGITS, sumWorkType } from '../../../shared/worktypes/sumWorkType';
 import { countText, mergeSortedPairs, wordcountWorkType } from '../../../shared/worktypes/wordcountWorkType';
 import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
 import { builtInWorkTypes, WorkTypeRegistry } from '../../../shared/worktypes/WorkTypeRegistry';
@@ -32,6 +32,14 @@ describe('work types', () => {
     assert.deepEqual(sumWorkType.finish(sumWorkType.empty()), { count: 0, sum: 0, min: null, max: null });
   });
 
+  it('sums 150-digit decimal strings exactly', async () => {
+    const a = `1${'0'.repeat(149)}`;
+    const b = `2${'3'.repeat(149)}`;
+    assert.equal(SUM_MAX_DIGITS >= 150, true);
+    const result = sumWorkType.finish(await fold(sumWorkType, [a, b, -1]));
+    assert.deepEqual(result, { count: 3, sum: (BigInt(a) + BigInt(b) - 1n).toString(), min: -1, max: b });
+  });
+
   it('combines sum partials associatively, in any grouping', async () => {
     const items = Array.from({ length: 30 }, (_, i) => (i % 7) * 1_000_000_007 - 3);
     const whole = await fold(sumWorkType, items);
@@ -48,6 +56,9 @@ describe('work types', () => {
     assert.match(sumWorkType.validateItem(2 ** 54) ?? '', /decimal string/);
     assert.match(sumWorkType.validateItem('01') ?? '', /not a decimal integer/);
     assert.match(sumWorkType.validateItem(null) ?? '', /null/);
+    // The documented bound: decimal strings of up to SUM_MAX_DIGITS digits (a sign aside).
+    assert.equal(sumWorkType.validateItem(`-${'9'.repeat(SUM_MAX_DIGITS)}`), undefined);
+    assert.match(sumWorkType.validateItem('1'.repeat(SUM_MAX_DIGITS + 1)) ?? '', new RegExp(`${SUM_MAX_DIGITS + 1} digits; at most ${SUM_MAX_DIGITS}`));
     assert.match(sumWorkType.validateItem([1]) ?? '', /array/);
   });
 
