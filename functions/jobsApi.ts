@@ -37,7 +37,7 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 }
 
 export const submitJob = guarded(async (request, context) => {
-  const submitted = await jobComponents().service.submit(await request.text(), orchestrations(context));
+  const submitted = await jobComponents().service.submit(new Uint8Array(await request.arrayBuffer()), orchestrations(context));
   const location = new URL(submitted.location, request.url).href;
   return { status: 202, headers: { Location: location }, jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued } };
 });

@@ -22,7 +22,7 @@ import { type OrchestrationState } from './jobOrchestration';
 import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
 import { instanceIdFor, type JobCustomStatus, jobIdFromInstanceId, type JobProgress, type JobSummary } from './JobRun';
 import { type JobRecord, type JobStore } from './JobStore';
-import { describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
+import { decodeUtf8, describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
@@ -78,13 +78,13 @@ export class JobService {
     return this.deps.now?.() ?? new Date();
   }
 
-  /** Validates and enqueues a submission given as the request body's text. */
-  async submit(body: string, orchestrations: JobOrchestrations): Promise<Submitted> {
+  /** Validates and enqueues a submission given as the request body's bytes (UTF-8 JSON). */
+  async submit(body: Uint8Array, orchestrations: JobOrchestrations): Promise<Submitted> {
     const { store } = this.deps;
-    if (Buffer.byteLength(body, 'utf8') > JOB_LIMITS.maxMessageJsonBytes) {
+    if (body.byteLength > JOB_LIMITS.maxMessageJsonBytes) {
       throw new JobError('PAYLOAD_TOO_LARGE', `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`);
     }
-    const value = parseJsonText(body);
+    const value = parseJsonText(decodeUtf8(body));
     const job = validateSubmission(value, {
       registry: this.deps.registry,
       generateJobId: () => `j-${randomUUID()}`,

@@ -65,13 +65,16 @@ export function decodeQueueMessage(text: string): unknown {
   if (compact.length === 0 || !BASE64.test(compact)) {
     throw new JobError('NOT_BASE64', 'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).');
   }
-  let json: string;
+  return parseJsonText(decodeUtf8(Buffer.from(compact, 'base64'), 'The message decodes from base64 but not to UTF-8 text.'));
+}
+
+/** Bytes to text, refusing what is not UTF-8 (a lenient decode would put U+FFFD into the job's items). */
+export function decodeUtf8(bytes: Uint8Array, refusal = 'The submission is not UTF-8 text.'): string {
   try {
-    json = new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(compact, 'base64'));
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
-    throw new JobError('INVALID_JSON', 'The message decodes from base64 but not to UTF-8 text.');
+    throw new JobError('INVALID_JSON', refusal);
   }
-  return parseJsonText(json);
 }
 
 export function parseJsonText(text: string): unknown {

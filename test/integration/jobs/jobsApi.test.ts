@@ -111,8 +111,10 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     }
   });
 
-  const refused: Array<[string, string, number, string]> = [
+  const refused: Array<[string, string | Uint8Array, number, string]> = [
     ['not JSON', '{"workType": ', 400, 'INVALID_JSON'],
+    // Bytes that are not UTF-8 inside a JSON string: the queue path refuses them, so must HTTP.
+    ['JSON with invalid UTF-8 in a string', Buffer.concat([Buffer.from('{"workType":"noop","items":["a'), Buffer.from([0xff, 0xfe]), Buffer.from('"]}')]), 400, 'INVALID_JSON'],
     ['an array', '[1,2]', 400, 'NOT_AN_OBJECT'],
     ['a job id with ..', JSON.stringify({ jobId: '..', workType: 'sum', items: [1] }), 400, 'INVALID_JOB_ID'],
     ['an unknown work type', JSON.stringify({ workType: 'nope', items: [1] }), 400, 'UNKNOWN_WORK_TYPE'],

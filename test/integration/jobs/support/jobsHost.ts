@@ -35,7 +35,7 @@ export interface JobsHost {
   readonly client: df.DurableClient;
   readonly logger: ReturnType<typeof memoryLogger>;
   /** A request to the host with the master key (or `key`, or none when `key` is null). */
-  request(method: string, path: string, body?: string, key?: string | null): Promise<{ status: number; headers: Headers; json: unknown; text: string }>;
+  request(method: string, path: string, body?: string | Uint8Array, key?: string | null): Promise<{ status: number; headers: Headers; json: unknown; text: string }>;
   stop(): Promise<void>;
 }
 
