@@ -152,6 +152,7 @@ export async function runJobsThroughput(connectionString: string | undefined, it
       JOBS_QUEUE: `bench-jobs-${runId}`,
       WORK_ITEMS_QUEUE: `bench-work-items-${runId}`,
       JOB_RESULTS_CONTAINER: `bench-results-${runId}`,
+      JOB_INPUT_CONTAINERS: 'bench-inputs-*',
       COORDINATOR_INSTANCE_ID: 'bench-host',
     });
     host = await FunctionHost.start({

@@ -98,6 +98,9 @@ param workItemsQueue string = 'work-items'
 @description('JOB_RESULTS_CONTAINER: container of chunk results.')
 param jobResultsContainer string = 'job-results'
 
+@description('JOB_INPUT_CONTAINERS: the containers jobs may read (itemsBlob, wordcount items): comma-separated names or prefixes written like inputs-*.')
+param jobInputContainers string = 'job-inputs'
+
 @description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
@@ -227,7 +230,8 @@ module coordinatorStorage 'app/coordinatorStorage.bicep' = {
   params: {
     storageAccountName: coordinatorAccountName
     queueNames: [jobsQueue, workItemsQueue]
-    containerNames: [leaderLeaseContainer, jobResultsContainer]
+    // The input containers named exactly are created too; prefixes (inputs-*) are the user's to create.
+    containerNames: concat([leaderLeaseContainer, jobResultsContainer], filter(map(split(jobInputContainers, ','), c => trim(c)), c => !empty(c) && !endsWith(c, '*')))
   }
 }
 
@@ -264,6 +268,7 @@ var appSettings = {
   JOBS_QUEUE: jobsQueue
   WORK_ITEMS_QUEUE: workItemsQueue
   JOB_RESULTS_CONTAINER: jobResultsContainer
+  JOB_INPUT_CONTAINERS: jobInputContainers
   COORDINATOR_LOG_LEVEL: coordinatorLogLevel
   // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the

@@ -34,6 +34,7 @@ export const SETTING_NAMES = {
   jobsQueue: 'JOBS_QUEUE',
   workItemsQueue: 'WORK_ITEMS_QUEUE',
   resultsContainer: 'JOB_RESULTS_CONTAINER',
+  inputContainers: 'JOB_INPUT_CONTAINERS',
   taskHubName: 'TASK_HUB_NAME',
 } as const;
 
@@ -60,6 +61,8 @@ export const DEFAULTS = {
   jobsQueue: 'jobs',
   workItemsQueue: 'work-items',
   resultsContainer: 'job-results',
+  /** Containers jobs may read (itemsBlob, wordcount items): comma-separated names or `prefix-*`. */
+  inputContainers: 'job-inputs',
   taskHubName: 'CoordinatorHub',
 } as const;
 
@@ -101,6 +104,8 @@ export interface JobSettings {
   readonly jobsQueue: string;
   readonly workItemsQueue: string;
   readonly resultsContainer: string;
+  /** The allow-list of containers a job may read: names, or prefixes written `prefix-*`. */
+  readonly inputContainers: readonly string[];
   readonly taskHubName: string;
 }
 
@@ -156,13 +161,16 @@ export function loadSettings(env: Env = process.env): Settings {
     max: 3600,
   });
   const timerSchedule = readSchedule(env);
+  const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
+  const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
+  const taskHubName = readName(env, SETTING_NAMES.taskHubName, DEFAULTS.taskHubName, TASK_HUB_NAME);
 
   return {
     storage,
     storageConnectionName: connectionName,
     instanceId: readInstanceId(env),
     leader: {
-      container: readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME),
+      container: leaseContainer,
       blob: readName(env, SETTING_NAMES.leaseBlob, DEFAULTS.leaseBlob, BLOB_NAME),
       leaseSeconds,
       renewDeadlineMs: Math.round(renewDeadlineSeconds * 1000),
@@ -176,8 +184,9 @@ export function loadSettings(env: Env = process.env): Settings {
     jobs: {
       jobsQueue: readName(env, SETTING_NAMES.jobsQueue, DEFAULTS.jobsQueue, QUEUE_NAME),
       workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
-      resultsContainer: readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME),
-      taskHubName: readName(env, SETTING_NAMES.taskHubName, DEFAULTS.taskHubName, TASK_HUB_NAME),
+      resultsContainer,
+      inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
+      taskHubName,
     },
   };
 }
@@ -213,6 +222,29 @@ function readRaw(env: Env, name: string): string | undefined {
   if (value === undefined) return undefined;
   const trimmed = value.trim();
   return trimmed === '' ? undefined : trimmed;
+}
+
+/**
+ * The job input containers: names, or `prefix-*` for every container whose name starts with
+ * `prefix-`. An entry that could reach the app's own containers or a reserved family (the task hub's
+ * `<hub>-*`, the host's `azure-webjobs-*`) is refused at start rather than silently ignored.
+ */
+function readInputContainers(env: Env, own: readonly string[], families: readonly string[]): string[] {
+  const name = SETTING_NAMES.inputContainers;
+  const entries = (readRaw(env, name) ?? DEFAULTS.inputContainers).split(',').map((e) => e.trim()).filter((e) => e !== '');
+  if (entries.length === 0) throw new ConfigError(name, `is empty: name at least one container jobs may read (default "${DEFAULTS.inputContainers}").`);
+  for (const entry of entries) {
+    const prefix = entry.endsWith('*') ? entry.slice(0, -1) : undefined;
+    if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !CONTAINER_NAME.pattern.test(entry)) {
+      throw new ConfigError(name, `"${entry}" is neither a container name (${CONTAINER_NAME.description}) nor a prefix written like "inputs-*".`);
+    }
+    const reaches = (container: string): boolean => (prefix === undefined ? container === entry : container.startsWith(prefix));
+    const ownHit = own.find(reaches);
+    if (ownHit !== undefined) throw new ConfigError(name, `"${entry}" would let jobs read the app's own container "${ownHit}".`);
+    const family = families.find((f) => (prefix === undefined ? entry.startsWith(f) : prefix.startsWith(f) || f.startsWith(prefix)));
+    if (family !== undefined) throw new ConfigError(name, `"${entry}" would let jobs read the reserved containers "${family}*".`);
+  }
+  return entries;
 }
 
 function readName(env: Env, name: string, fallback: string, rule: NameRule): string {

@@ -19,6 +19,7 @@ import { type DequeuedMessageItem, type QueueClient } from '@azure/storage-queue
 
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { initialState, type OrchestrationState } from './jobOrchestration';
 import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
@@ -39,7 +40,7 @@ export interface IntakeDeps {
   readonly poisonQueue: QueueClient;
   readonly store: JobStore;
   readonly registry: WorkTypeRegistry;
-  readonly reservedContainers: readonly string[];
+  readonly inputContainers: InputContainers;
   readonly logger: Logger;
   readonly now?: () => Date;
 }
@@ -116,7 +117,7 @@ export class JobIntake {
       job = validateSubmission(parsed, {
         registry: this.deps.registry,
         generateJobId: () => `q-${message.messageId}`,
-        reservedContainers: this.deps.reservedContainers,
+        inputContainers: this.deps.inputContainers,
       });
       if (job.source.kind === 'blob' && !(await this.deps.store.externalExists(job.source, ctx.signal))) {
         throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);

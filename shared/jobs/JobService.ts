@@ -16,6 +16,7 @@ import { type QueueClient } from '@azure/storage-queue';
 import { type Logger } from '../observability/log';
 import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { JOB_LIMITS } from './jobLimits';
 import { type OrchestrationState } from './jobOrchestration';
@@ -56,7 +57,7 @@ export interface JobServiceDeps {
   readonly jobsQueue: QueueClient;
   readonly store: JobStore;
   readonly registry: WorkTypeRegistry;
-  readonly reservedContainers: readonly string[];
+  readonly inputContainers: InputContainers;
   readonly logger: Logger;
   /** Builds the status route for a job (Location header, resultUrl). */
   readonly statusPath: (jobId: string) => string;
@@ -88,7 +89,7 @@ export class JobService {
     const job = validateSubmission(value, {
       registry: this.deps.registry,
       generateJobId: () => `j-${randomUUID()}`,
-      reservedContainers: this.deps.reservedContainers,
+      inputContainers: this.deps.inputContainers,
     });
     if (job.source.kind === 'blob' && !(await store.externalExists(job.source))) {
       throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);

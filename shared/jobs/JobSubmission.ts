@@ -17,6 +17,7 @@ import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type BlobRef, isBlobRef, parseBlobRef } from './BlobRef';
 import { canonicalJson, sha256Hex } from './canonicalJson';
+import { type InputContainers } from './InputContainers';
 import { JobError } from './JobError';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from './jobLimits';
 
@@ -44,8 +45,8 @@ export interface ValidationContext {
   readonly registry: WorkTypeRegistry;
   /** Used when the submission has no job id (HTTP: random; queue: derived from the message id). */
   readonly generateJobId: () => string;
-  /** Containers an itemsBlob may not name (the app's own: results, leases). */
-  readonly reservedContainers: readonly string[];
+  /** The containers an itemsBlob may name (the allow-list; the app's own are never on it). */
+  readonly inputContainers: InputContainers;
 }
 
 // strictRequired is off: the oneOf branches name properties defined at the top level, which is the point.
@@ -159,8 +160,8 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
   } else {
     const ref = parseBlobRef(submission.itemsBlob);
     if (!isBlobRef(ref)) throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${ref.reason}.`);
-    if (ctx.reservedContainers.some((reserved) => ref.container === reserved || (reserved.endsWith('-') && ref.container.startsWith(reserved)))) {
-      throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob may not point into the app's own container "${ref.container}".`);
+    if (!ctx.inputContainers.allows(ref.container)) {
+      throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: container "${ref.container}" is not a job input container; allowed: ${ctx.inputContainers.describe()}.`);
     }
     source = { kind: 'blob', container: ref.container, blob: ref.blob };
   }

@@ -12,11 +12,10 @@
  * latest claim, so a chunk still waiting in a backlog is never declared late.
  * Not guaranteed: that `process` runs once per item (a redelivery repeats it; only one result is kept).
  */
-import { type BlobServiceClient } from '@azure/storage-blob';
-
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
 import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ItemError as RecordedItemError, type JobStore } from './JobStore';
@@ -24,7 +23,8 @@ import { mapLimit } from './pool';
 
 export interface WorkerDeps {
   readonly store: JobStore;
-  readonly blobs: BlobServiceClient;
+  /** The blobs work types may read (the job input containers only). */
+  readonly inputs: InputBlobs;
   readonly registry: WorkTypeRegistry;
   readonly logger: Logger;
   readonly instanceId: string;
@@ -122,7 +122,7 @@ export class WorkItemProcessor {
     }
     if (items === undefined) throw new JobError('INVALID_WORK_ITEM', 'The message carries no items.');
 
-    const ctx = { blobs: this.deps.blobs, signal, logger: this.deps.logger };
+    const ctx = { inputs: this.deps.inputs, signal, logger: this.deps.logger };
     const itemErrors: RecordedItemError[] = [];
     let itemsFailed = 0;
     const partials = await mapLimit(items, ITEM_CONCURRENCY, async (item, i): Promise<Json | undefined> => {

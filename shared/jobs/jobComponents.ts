@@ -7,6 +7,7 @@ import { loadSettings, type Settings } from '../config/settings';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
+import { inputBlobs, InputContainers, reservedContainers } from './InputContainers';
 import { JobActivities } from './JobActivities';
 import { JobIntake } from './JobIntake';
 import { JobService } from './JobService';
@@ -36,24 +37,26 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
   const store = new JobStore(blobs, settings.jobs.resultsContainer);
-  // Exact names, or prefixes ending in '-': the Durable task hub's containers are `<hub>-...`.
-  const reservedContainers = [settings.jobs.resultsContainer, settings.leader.container, `${settings.jobs.taskHubName.toLowerCase()}-`];
+  const inputContainers = new InputContainers(
+    settings.jobs.inputContainers,
+    reservedContainers(settings.jobs.resultsContainer, settings.leader.container, settings.jobs.taskHubName),
+  );
   const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
   return {
     settings,
     store,
     logger,
     activities: new JobActivities({ store, workItems: queues.getQueueClient(settings.jobs.workItemsQueue), registry, logger: logger.child('activities'), instanceId: settings.instanceId }),
-    worker: new WorkItemProcessor({ store, blobs, registry, logger: logger.child('worker'), instanceId: settings.instanceId }),
+    worker: new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger: logger.child('worker'), instanceId: settings.instanceId }),
     intake: new JobIntake({
       jobsQueue,
       poisonQueue: queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue)),
       store,
       registry,
-      reservedContainers,
+      inputContainers,
       logger: logger.child('intake'),
     }),
-    service: new JobService({ jobsQueue, store, registry, reservedContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
+    service: new JobService({ jobsQueue, store, registry, inputContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
   };
 }
 

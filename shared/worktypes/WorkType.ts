@@ -12,16 +12,15 @@
  * Not guaranteed: `process` may run on any instance and concurrently with itself; keep it free of
  * shared mutable state. It must honour `signal` when it does I/O.
  */
-import { type BlobServiceClient } from '@azure/storage-blob';
-
+import { type InputBlobs } from '../jobs/InputContainers';
 import { type Logger } from '../observability/log';
 
 /** A JSON value, the shape every partial and result must have. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 export interface WorkContext {
-  /** The app's blob storage (the `wordcount` type reads items from it). */
-  readonly blobs: BlobServiceClient;
+  /** Blobs a job may read: only in the job input containers (the `wordcount` type reads its items here). */
+  readonly inputs: InputBlobs;
   readonly signal: AbortSignal;
   readonly logger: Logger;
 }

@@ -91,7 +91,7 @@ export const wordcountWorkType: WorkType<WordcountPartial, WordcountResult> = {
   async process(item, ctx) {
     const ref = parseBlobRef(item);
     if (!isBlobRef(ref)) throw new ItemError('ITEM_REJECTED', ref.reason);
-    const blob = ctx.blobs.getContainerClient(ref.container).getBlobClient(ref.blob);
+    const blob = ctx.inputs.blob(ref);
     let buffer: Buffer;
     try {
       const props = await blob.getProperties({ abortSignal: ctx.signal });

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
+import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { jobComponents } from '../../../shared/jobs/jobComponents';
 import { INTAKE, JobIntake } from '../../../shared/jobs/JobIntake';
 import { durableJobOrchestrations, type JobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
@@ -40,7 +41,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       poisonQueue: h.poisonQueue,
       store: c.store,
       registry: overrides.registry ?? workTypes,
-      reservedContainers: [c.settings.jobs.resultsContainer],
+      inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
       logger: memoryLogger('intake'),
     });
   }

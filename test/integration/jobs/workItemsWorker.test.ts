@@ -93,18 +93,20 @@ describe('work-items worker (Azurite)', () => {
     await texts.create();
     await texts.getBlockBlobClient('a.txt').upload('one two two', 11);
     await texts.getBlockBlobClient('b.txt').upload('three three three\nfour', 22);
-    const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`];
+    // The fourth names a blob in the results container (another job's data): never read, whatever it holds.
+    await p.store.writeJobResult('other-job', { secret: 'words words words' });
+    const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`, `${p.store.container.containerName}/jobs/other-job/result.json`];
     const run = jobRun('wc-job', 'wordcount', { kind: 'inline', items });
     await p.activities.plan(run);
     const [message] = await p.drainMessages();
     assert.equal(await p.deliver(message ?? assert.fail()), 'written');
     const chunk = await p.store.readChunkResult('wc-job', 0);
-    assert.equal(chunk?.itemsFailed, 1);
+    assert.equal(chunk?.itemsFailed, 2);
     assert.deepEqual(
       chunk?.itemErrors.map((e) => [e.index, e.code]),
-      [[1, 'BLOB_NOT_FOUND']],
+      [[1, 'BLOB_NOT_FOUND'], [3, 'BLOB_NOT_ALLOWED']],
     );
-    const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 3, cancelled: false });
+    const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 4, cancelled: false });
     assert.equal(summary.status, 'completed_with_errors');
     const result = summary.result as { blobs: number; words: number; topWords: Array<{ word: string; count: number }> };
     assert.equal(result.blobs, 2);

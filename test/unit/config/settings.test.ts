@@ -32,6 +32,11 @@ describe('settings', () => {
     assert.equal(s.jobs.workItemsQueue, 'work-items');
     assert.equal(s.jobs.resultsContainer, 'job-results');
     assert.equal(s.jobs.taskHubName, 'CoordinatorHub');
+    assert.deepEqual(s.jobs.inputContainers, ['job-inputs']);
+  });
+
+  it('reads the job input containers as names and prefixes', () => {
+    assert.deepEqual(loadSettings({ ...DEV, JOB_INPUT_CONTAINERS: ' inputs , batch-*,texts ' }).jobs.inputContainers, ['inputs', 'batch-*', 'texts']);
   });
 
   it('derives the renew deadline from the lease duration', () => {
@@ -93,6 +98,12 @@ describe('settings', () => {
     ['a queue name with underscores', { ...DEV, JOBS_QUEUE: 'my_jobs' }, 'JOBS_QUEUE', /not a valid name/],
     ['a task hub with a hyphen', { ...DEV, TASK_HUB_NAME: 'my-hub' }, 'TASK_HUB_NAME', /not a valid name/],
     ['an instance id with spaces', { ...DEV, COORDINATOR_INSTANCE_ID: 'a b' }, 'COORDINATOR_INSTANCE_ID', /must be/],
+    ['input containers that include the results', { ...DEV, JOB_INPUT_CONTAINERS: 'inputs,job-results' }, 'JOB_INPUT_CONTAINERS', /app's own container "job-results"/],
+    ['an input prefix that reaches the lease container', { ...DEV, JOB_INPUT_CONTAINERS: 'leader-*' }, 'JOB_INPUT_CONTAINERS', /app's own container "leader-election"/],
+    ['an input prefix that reaches the host\'s containers', { ...DEV, JOB_INPUT_CONTAINERS: 'azure-*' }, 'JOB_INPUT_CONTAINERS', /reserved containers "azure-webjobs-\*"/],
+    ['an input container in the task hub\'s family', { ...DEV, JOB_INPUT_CONTAINERS: 'coordinatorhub-inputs' }, 'JOB_INPUT_CONTAINERS', /reserved containers "coordinatorhub-\*"/],
+    ['a bare wildcard as input container', { ...DEV, JOB_INPUT_CONTAINERS: '*' }, 'JOB_INPUT_CONTAINERS', /neither a container name/],
+    ['no input container at all', { ...DEV, JOB_INPUT_CONTAINERS: ' , ' }, 'JOB_INPUT_CONTAINERS', /is empty/],
   ];
   for (const [what, env, setting, message] of bad) {
     it(`rejects ${what}, naming ${setting}`, () => {

@@ -7,12 +7,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
+import { InputContainers, reservedContainers } from '../../../shared/jobs/InputContainers';
 import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS } from '../../../shared/jobs/jobLimits';
 import { decodeQueueMessage, encodeQueueMessage, MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 
-const ctx: ValidationContext = { registry: builtInWorkTypes(), generateJobId: () => 'generated-1', reservedContainers: ['job-results', 'leader-election', 'coordinatorhub-'] };
+// The allow-list is wider than the settings would accept (job-*, azure-*), so the reserved containers
+// are refused by the second line of defence too.
+const inputContainers = new InputContainers(['inputs', 'job-*', 'coordinatorhub-*', 'azure-*'], reservedContainers('job-results', 'leader-election', 'CoordinatorHub'));
+const ctx: ValidationContext = { registry: builtInWorkTypes(), generateJobId: () => 'generated-1', inputContainers };
 
 /** `[[[...1...]]]`, nested `depth` arrays deep. */
 function nested(depth: number): unknown {
@@ -95,6 +99,7 @@ describe('job contract', () => {
     ['itemsBlob with ..', { workType: 'sum', itemsBlob: 'inputs/../x.json' }, 'INVALID_ITEMS_BLOB'],
     ['itemsBlob with an uppercase container', { workType: 'sum', itemsBlob: 'Inputs/x.json' }, 'INVALID_ITEMS_BLOB'],
     ['itemsBlob in the app\'s own container', { workType: 'sum', itemsBlob: 'job-results/records/x.json' }, 'INVALID_ITEMS_BLOB'],
+    ['itemsBlob in a container not on the allow-list', { workType: 'sum', itemsBlob: 'other/x.json' }, 'INVALID_ITEMS_BLOB'],
     ['chunkSize 0', { workType: 'sum', items: [1], options: { chunkSize: 0 } }, 'OPTION_OUT_OF_RANGE'],
     ['chunkSize over the bound', { workType: 'sum', items: [1], options: { chunkSize: JOB_OPTION_BOUNDS.chunkSize.max + 1 } }, 'OPTION_OUT_OF_RANGE'],
     ['attempts over maxDequeueCount', { workType: 'sum', items: [1], options: { attempts: 6 } }, 'OPTION_OUT_OF_RANGE'],

@@ -7,6 +7,7 @@
 import { BlobServiceClient } from '@azure/storage-blob';
 import { type DequeuedMessageItem, QueueServiceClient } from '@azure/storage-queue';
 
+import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContainers';
 import { JobActivities } from '../../../../shared/jobs/JobActivities';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { JobStore } from '../../../../shared/jobs/JobStore';
@@ -26,8 +27,10 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
   const workItems = queues.getQueueClient(uniqueName(`${prefix}-wi`));
   await workItems.create();
   const logger = memoryLogger('jobs');
+  // Tests put their inputs in containers named `inputs-...` and `texts-...` (uniqueName).
+  const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.container.containerName]);
   const activities = new JobActivities({ store, workItems, registry, logger, instanceId: 'test-instance' });
-  const worker = new WorkItemProcessor({ store, blobs, registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
+  const worker = new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
 
   /** Takes every visible message off the work-items queue (deleting them). */
   async function drainMessages(): Promise<DequeuedMessageItem[]> {

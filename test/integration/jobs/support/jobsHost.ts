@@ -50,6 +50,8 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
     LEADER_LEASE_CONTAINER: uniqueName(`${prefix}-lease`),
     TASK_HUB_NAME: `${prefix.replace(/[^A-Za-z0-9]/g, '')}${Math.random().toString(36).slice(2, 10)}`.slice(0, 40),
     COORDINATOR_INSTANCE_ID: `${prefix}-host`,
+    // Where the tests put job inputs (uniqueName gives `<prefix>-<hex>`).
+    JOB_INPUT_CONTAINERS: 'inputs,e2e-inputs-*,corpus-inputs-*',
     DEVHOST_MASTER_KEY: MASTER_KEY,
     ...extraEnv,
   };
