@@ -22,3 +22,19 @@ export function toCoordinatorError(err: unknown, fallbackCode = 'INTERNAL'): Coo
   const message = err instanceof Error ? err.message : String(err);
   return new CoordinatorError(fallbackCode, message, false, { cause: err });
 }
+
+/**
+ * The part of an error's text that may reach a client or a job's recorded error: the message only,
+ * never a stack trace or a server path (they tell an attacker about the deployment). Durable hands an
+ * orchestrator an activity's failure as "Result: Failure\nException: <message>\nStack: <stack>".
+ */
+export function publicMessage(text: string, max = 300): string {
+  const exception = /(?:^|\n)\s*Exception:\s*([^\n]*)/.exec(text)?.[1];
+  const first = exception ?? text.split('\n').find((line) => line.trim() !== '' && !/^\s*Result:/.test(line)) ?? '';
+  return first
+    .replace(/\s*\bStack:.*$/s, '')
+    .replace(/(?:[A-Za-z]:)?(?:[\\/][\w.@-]+)+\.[cm]?[jt]s(?::\d+)*/g, '<path>')
+    .replace(/\s+at\s+\S+\s+\(<path>\).*$/s, '')
+    .trim()
+    .slice(0, max);
+}

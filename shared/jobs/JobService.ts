@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 
 import { type QueueClient } from '@azure/storage-queue';
 
+import { publicMessage } from '../errors';
 import { type Logger } from '../observability/log';
 import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
@@ -203,7 +204,7 @@ export class JobService {
         };
       }
       case 'Failed':
-        return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: typeof s.output === 'string' ? s.output.slice(0, 500) : 'The orchestration failed.' } };
+        return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: typeof s.output === 'string' ? `The orchestration failed: ${publicMessage(s.output)}` : 'The orchestration failed.' } };
       case 'Terminated':
       case 'Canceled':
         return { ...base, status: 'cancelled', progress: custom?.progress ?? null, error: null };

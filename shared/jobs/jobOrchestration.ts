@@ -20,6 +20,7 @@
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
+import { publicMessage } from '../errors';
 import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput, type RedispatchOutcome } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobRun, type JobSummary } from './JobRun';
@@ -154,7 +155,8 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     return undefined;
   } catch (err) {
     // An activity failed after its retries: the job fails visibly rather than hanging.
-    return finishEarly('failed', { code: 'INTERNAL', message: err instanceof Error ? err.message.slice(0, 500) : String(err).slice(0, 500) });
+    // The job's record is public: the message only, never the activity's stack or the server's paths.
+    return finishEarly('failed', { code: 'INTERNAL', message: `An activity kept failing after its retries: ${publicMessage(err instanceof Error ? err.message : String(err))}` });
   }
 
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {

@@ -152,6 +152,8 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.equal(output.status, 'failed');
     assert.equal(output.error?.code, 'INTERNAL');
     assert.match(output.error?.message ?? '', /storage unreachable/);
+    // A job's recorded error is public: no stack frame, no server path.
+    assert.doesNotMatch(output.error?.message ?? '', /Stack|\bat\s|\.js\b|\/dist\//);
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 4, 'tried as often as the retry policy allows');
   });
 

@@ -219,7 +219,9 @@ export class ReplayDriver {
               const result = script(task.input, call);
               next.push(event(EVENT.TaskCompleted, { TaskScheduledId: task.id, Result: JSON.stringify(result ?? null) }));
             } catch (err) {
-              next.push(event(EVENT.TaskFailed, { TaskScheduledId: task.id, Reason: err instanceof Error ? err.message : String(err), Details: '' }));
+              // What the host hands the extension for a failed activity: message and stack in one text.
+              const reason = `Result: Failure\nException: ${err instanceof Error ? err.message : String(err)}\nStack: ${err instanceof Error ? (err.stack ?? '') : ''}`;
+              next.push(event(EVENT.TaskFailed, { TaskScheduledId: task.id, Reason: reason, Details: '' }));
               if (task.retry !== undefined) {
                 // DurableTask.Core's RetryInterceptor: a timer after every failed attempt, an immediate one after the last.
                 const last = task.attempt >= task.retry.maxNumberOfAttempts;
