@@ -11,6 +11,7 @@ import * as df from 'durable-functions';
 import { jobComponents } from '../shared/jobs/jobComponents';
 import { JobError } from '../shared/jobs/JobError';
 import { durableJobOrchestrations, type JobOrchestrations } from '../shared/jobs/JobOrchestrations';
+import { isStorageUnreachable } from '../shared/storage/storageFaults';
 import { offerDurableClient } from './coordinationPass';
 
 function orchestrations(context: InvocationContext): JobOrchestrations {
@@ -21,6 +22,11 @@ function errorResponse(err: unknown, context: InvocationContext): HttpResponseIn
   if (err instanceof JobError) {
     jobComponents().logger.warn('api.refused', { function: context.functionName, code: err.code, reason: err.message });
     return { status: err.httpStatus, jsonBody: { code: err.code, message: err.message } };
+  }
+  if (isStorageUnreachable(err)) {
+    const setting = jobComponents().settings.storageConnectionName;
+    jobComponents().logger.error('api.storage_unreachable', { function: context.functionName, setting, error: err });
+    return { status: 503, jsonBody: { code: 'SERVICE_UNAVAILABLE', message: `The app's storage (${setting}) could not be reached; nothing was changed. Try again.` } };
   }
   jobComponents().logger.error('api.failed', { function: context.functionName, invocationId: context.invocationId, error: err });
   return { status: 500, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };

@@ -335,6 +335,7 @@ function readConnection(env: Env, name: string): StorageConnection {
       // Never echo the value: it may contain an account key.
       throw new ConfigError(name, 'is not a storage connection string (expected AccountName=... or BlobEndpoint=..., or UseDevelopmentStorage=true).');
     }
+    checkConnectionString(name, connectionString);
     return { kind: 'connectionString', settingName: name, connectionString };
   }
   const accountName = readRaw(env, `${name}__accountName`);
@@ -378,6 +379,22 @@ function readConnection(env: Env, name: string): StorageConnection {
     ...(credential === undefined ? {} : { credential: credential.toLowerCase() }),
     ...(clientId === undefined ? {} : { clientId }),
   };
+}
+
+/** The parts the SDK would otherwise refuse only when the first client is built, without naming the setting. */
+function checkConnectionString(name: string, connectionString: string): void {
+  if (connectionString === 'UseDevelopmentStorage=true') return;
+  const parts = new Map<string, string>();
+  for (const pair of connectionString.split(';')) {
+    const at = pair.indexOf('=');
+    if (at > 0) parts.set(pair.slice(0, at).trim().toLowerCase(), pair.slice(at + 1).trim());
+  }
+  for (const key of ['BlobEndpoint', 'QueueEndpoint', 'TableEndpoint']) {
+    const value = parts.get(key.toLowerCase());
+    if (value !== undefined && !isHttpUrl(value)) throw new ConfigError(name, `${key} in the connection string is not an http(s) URL.`);
+  }
+  const hasCredential = parts.has('accountkey') || parts.has('sharedaccesssignature');
+  if (!hasCredential) throw new ConfigError(name, 'the connection string has neither AccountKey nor SharedAccessSignature (or use identity-based settings).');
 }
 
 function isHttpUrl(value: string): boolean {

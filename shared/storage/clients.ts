@@ -9,7 +9,15 @@ import { DefaultAzureCredential, ManagedIdentityCredential } from '@azure/identi
 import { BlobServiceClient, type StoragePipelineOptions } from '@azure/storage-blob';
 import { QueueServiceClient, type StoragePipelineOptions as QueuePipelineOptions } from '@azure/storage-queue';
 
+import { ConfigError } from '../config/ConfigError';
 import { type StorageConnection } from '../config/settings';
+
+/**
+ * The SDK's default retries (4 tries, exponential back-off) keep an HTTP caller waiting about 16 s
+ * when storage refuses connections; three quick tries answer within about 2 s, and the callers that
+ * need more patience (queue triggers, Durable activities) are retried by their hosts anyway.
+ */
+export const APP_RETRY_OPTIONS = { maxTries: 3, retryDelayInMs: 250, maxRetryDelayInMs: 1_000 } as const;
 
 const blobClients = new Map<string, BlobServiceClient>();
 const queueClients = new Map<string, QueueServiceClient>();
@@ -52,14 +60,28 @@ export function queueServiceClient(conn: StorageConnection, options?: QueuePipel
   return client;
 }
 
-function createBlobServiceClient(conn: StorageConnection, options?: StoragePipelineOptions): BlobServiceClient {
-  return conn.kind === 'connectionString'
-    ? BlobServiceClient.fromConnectionString(conn.connectionString, options)
-    : new BlobServiceClient(conn.blobServiceUri, credentialFor(conn), options);
+function createBlobServiceClient(conn: StorageConnection, options: StoragePipelineOptions = { retryOptions: APP_RETRY_OPTIONS }): BlobServiceClient {
+  return namingTheSetting(conn, () =>
+    conn.kind === 'connectionString'
+      ? BlobServiceClient.fromConnectionString(conn.connectionString, options)
+      : new BlobServiceClient(conn.blobServiceUri, credentialFor(conn), options),
+  );
 }
 
-function createQueueServiceClient(conn: StorageConnection, options?: QueuePipelineOptions): QueueServiceClient {
-  return conn.kind === 'connectionString'
-    ? QueueServiceClient.fromConnectionString(conn.connectionString, options)
-    : new QueueServiceClient(conn.queueServiceUri, credentialFor(conn), options);
+function createQueueServiceClient(conn: StorageConnection, options: QueuePipelineOptions = { retryOptions: APP_RETRY_OPTIONS }): QueueServiceClient {
+  return namingTheSetting(conn, () =>
+    conn.kind === 'connectionString'
+      ? QueueServiceClient.fromConnectionString(conn.connectionString, options)
+      : new QueueServiceClient(conn.queueServiceUri, credentialFor(conn), options),
+  );
+}
+
+/** The SDK says only "Invalid BlobEndpoint": say which setting holds it (never its value: it may hold a key). */
+function namingTheSetting<T>(conn: StorageConnection, create: () => T): T {
+  try {
+    return create();
+  } catch (err) {
+    const detail = err instanceof Error ? err.message.replace(/\s+/g, ' ').slice(0, 120) : String(err);
+    throw new ConfigError(conn.settingName, `is not a usable storage connection (${detail}).`);
+  }
 }

@@ -79,6 +79,8 @@ describe('settings', () => {
   const bad: Array<[string, Record<string, string>, string, RegExp]> = [
     ['no storage at all', {}, 'AzureWebJobsStorage', /is not set/],
     ['a connection string that is not one', { AzureWebJobsStorage: 'hello' }, 'AzureWebJobsStorage', /not a storage connection string/],
+    ['a connection string whose endpoint is not a URL', { CoordinatorStorage: 'AccountName=a;AccountKey=k;BlobEndpoint=blob-host', AzureWebJobsStorage: 'UseDevelopmentStorage=true' }, 'CoordinatorStorage', /BlobEndpoint in the connection string is not an http\(s\) URL/],
+    ['a connection string without a key or SAS', { AzureWebJobsStorage: 'AccountName=a;BlobEndpoint=https://a.blob.core.windows.net' }, 'AzureWebJobsStorage', /neither AccountKey nor SharedAccessSignature/],
     ['identity without a queue URI', { CoordinatorStorage__blobServiceUri: 'https://a.blob.core.windows.net' }, 'CoordinatorStorage__queueServiceUri', /missing/],
     ['identity without a blob URI', { CoordinatorStorage__queueServiceUri: 'https://a.queue.core.windows.net' }, 'CoordinatorStorage__blobServiceUri', /missing/],
     ['a service URI that is not a URL', { CoordinatorStorage__blobServiceUri: 'nope', CoordinatorStorage__queueServiceUri: 'https://a.queue.core.windows.net' }, 'CoordinatorStorage__blobServiceUri', /not an http/],
