@@ -12,10 +12,9 @@ import { basename, join, resolve } from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
+import { clientBindingPayload, FunctionHost } from 'devhost';
 import * as df from 'durable-functions';
 
-import { clientBindingPayload } from '../../../../devhost/durable';
-import { FunctionHost } from '../../../../devhost/FunctionHost';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
 

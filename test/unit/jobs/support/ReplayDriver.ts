@@ -11,9 +11,8 @@
  * (the clock jumps to it). Continue-as-new starts a new history with the new input.
  */
 import { InvocationContext } from '@azure/functions';
+import { TRIGGER_PAYLOAD_CONSTANTS } from 'devhost';
 import { type OrchestrationHandler } from 'durable-functions';
-
-import { TRIGGER_PAYLOAD_CONSTANTS } from '../../../../devhost/durable/runEpisode';
 
 // The SDK's executor class has no published types; this is the one method used.
 // eslint-disable-next-line @typescript-eslint/no-require-imports

@@ -1,0 +1,90 @@
+/**
+ * Function keys for the development host, enforced like the real host with keys on: a request to a
+ * `function`-level function needs a function key, a host key or the master key; an `admin`-level
+ * one needs the master key; `anonymous` is always open. The key is read from the `x-functions-key`
+ * header or the `code` query parameter. A missing or wrong key is 401 with an empty body.
+ *
+ * Where the keys come from (app settings, so `local.settings.json` Values work):
+ * - `DEVHOST_MASTER_KEY`: the master key (the `_master` host key on Azure);
+ * - `DEVHOST_HOST_KEYS`: comma-separated host keys, valid for every function;
+ * - `DEVHOST_FUNCTION_KEYS`: `name=key` pairs separated by `;` or `,` (a function may have several).
+ * With none of them set, keys are off and every function is open, like `func start` locally.
+ *
+ * Keys are compared in constant time and never logged or echoed.
+ */
+import { timingSafeEqual } from 'node:crypto';
+
+import { DevHostError } from '../errors';
+
+export const KEY_SETTINGS = {
+  masterKey: 'DEVHOST_MASTER_KEY',
+  hostKeys: 'DEVHOST_HOST_KEYS',
+  functionKeys: 'DEVHOST_FUNCTION_KEYS',
+} as const;
+
+export type AuthLevel = 'anonymous' | 'function' | 'admin';
+
+function splitList(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
+}
+
+function sameKey(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'utf8');
+  const y = Buffer.from(b, 'utf8');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export class FunctionKeys {
+  private constructor(
+    private readonly masterKey: string | undefined,
+    private readonly hostKeys: readonly string[],
+    private readonly functionKeys: ReadonlyMap<string, readonly string[]>,
+  ) {}
+
+  static fromEnv(env: Readonly<Record<string, string | undefined>>): FunctionKeys {
+    const master = env[KEY_SETTINGS.masterKey]?.trim();
+    const byFunction = new Map<string, string[]>();
+    for (const pair of (env[KEY_SETTINGS.functionKeys] ?? '').split(/[;,]/)) {
+      const trimmed = pair.trim();
+      if (trimmed === '') continue;
+      const eq = trimmed.indexOf('=');
+      const name = eq > 0 ? trimmed.slice(0, eq).trim() : '';
+      const key = eq > 0 ? trimmed.slice(eq + 1).trim() : '';
+      if (name === '' || key === '') {
+        // Never echo the pair: it holds a key.
+        throw new DevHostError('DEVHOST_BAD_KEYS', `${KEY_SETTINGS.functionKeys} must be "functionName=key" pairs separated by ";".`, true);
+      }
+      byFunction.set(name.toLowerCase(), [...(byFunction.get(name.toLowerCase()) ?? []), key]);
+    }
+    return new FunctionKeys(master === '' ? undefined : master, splitList(env[KEY_SETTINGS.hostKeys]), byFunction);
+  }
+
+  /** True when any key is configured (then function and admin levels are enforced). */
+  get enabled(): boolean {
+    return this.masterKey !== undefined || this.hostKeys.length > 0 || this.functionKeys.size > 0;
+  }
+
+  /** Whether `presented` (undefined when none was sent) opens a function with `level`. */
+  authorize(level: AuthLevel, functionName: string, presented: string | undefined): boolean {
+    if (level === 'anonymous' || !this.enabled) return true;
+    if (presented === undefined || presented === '') return false;
+    if (this.masterKey !== undefined && sameKey(presented, this.masterKey)) return true;
+    if (level === 'admin') return false;
+    if (this.hostKeys.some((k) => sameKey(presented, k))) return true;
+    return (this.functionKeys.get(functionName.toLowerCase()) ?? []).some((k) => sameKey(presented, k));
+  }
+}
+
+/** The host reads the key from `x-functions-key` first, then `code`. */
+export function presentedKey(headers: Readonly<Record<string, string>>, url: URL): string | undefined {
+  return headers['x-functions-key'] ?? url.searchParams.get('code') ?? undefined;
+}
+
+export function authLevelOf(raw: unknown): AuthLevel {
+  const value = typeof raw === 'string' ? raw.toLowerCase() : 'function';
+  // The v4 library leaves authLevel unset when the app does not give one; the host's default is function.
+  return value === 'anonymous' || value === 'admin' ? value : 'function';
+}
