@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 /**
  * The development host process: `npx devhost [appRoot] [--port 7071] [--host-id id] [--instance-id id]
  * [--main glob] [--listen 127.0.0.1] [--drain-timeout seconds]` (this file, compiled).
@@ -175,10 +174,13 @@ async function main(): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
-if (require.main === module) {
+/** Runs the host process (the `devhost` command): what `node main.js` and `npx devhost` do. */
+export function runHostProcess(): void {
   main().catch((err: unknown) => {
     const error = toDevHostError(err, 'DEVHOST_START_FAILED');
     console.error(`Development host failed to start: [${error.code}] ${error.message}`);
     process.exit(1);
   });
 }
+
+if (require.main === module) runHostProcess();
