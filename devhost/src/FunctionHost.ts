@@ -1,8 +1,7 @@
 /**
  * One development host process: loads the app (AppLoader), reads host.json, serves HTTP functions,
- * runs the timer and queue triggers, writes output bindings, and runs the Durable backend when the
- * app has Durable functions (loaded with a guarded require: the host runs without it, and then
- * says so and leaves those functions unserved).
+ * runs the timer and queue triggers, writes output bindings, enforces `functionTimeout`, and runs
+ * the Durable backend when the app has Durable functions.
  *
  * Guarantees: every binding is validated before anything starts (a bad schedule, queue name,
  * missing `%SETTING%` or route conflict fails `start` with its code); `stop` stops triggers first,
@@ -17,10 +16,12 @@ import { type BlobServiceClient } from '@azure/storage-blob';
 import { type LoadedApp,loadFunctionApp } from './AppLoader';
 import { BindingInvoker, OutputBindings } from './bindings/OutputBindings';
 import { resolveQueueTarget } from './bindings/QueueBindingTarget';
-import { type DurableBackend, type DurableBackendOptions, type HostedFunction } from './contracts';
+import { type DurableBackend, type HostedFunction } from './contracts';
+import { createDurableBackend } from './durable';
 import { DevHostError } from './errors';
+import { TimeoutInvoker } from './functionTimeout';
 import { type HostConfig, readHostConfig, resolveSettingExpression } from './HostConfig';
-import { FunctionKeys } from './http/FunctionKeys';
+import { DURABLE_SYSTEM_KEY_NAME, FunctionKeys, KEY_SETTINGS } from './http/FunctionKeys';
 import { HttpFront } from './http/HttpFront';
 import { type Logger } from './log';
 import { parseTimerSchedule } from './schedule/TimerSchedule';
@@ -47,23 +48,6 @@ export interface FunctionHostOptions {
   readonly logger: Logger;
   /** How long `stop` waits for invocations in flight. */
   readonly drainTimeoutMs?: number;
-}
-
-type DurableModule = { createDurableBackend(options: DurableBackendOptions): DurableBackend };
-
-/** `devhost/durable/index` when it exists; undefined (not an error) when it does not. */
-function loadDurableModule(): DurableModule | undefined {
-  try {
-    // A guarded require: the Durable backend is optional for the rest of the host.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const mod = require('./durable/index') as Partial<DurableModule>;
-    return typeof mod.createDurableBackend === 'function' ? (mod as DurableModule) : undefined;
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    const message = err instanceof Error ? err.message : '';
-    if (code === 'MODULE_NOT_FOUND' && message.includes('durable')) return undefined;
-    throw err;
-  }
 }
 
 /** Host ids: 1-32 lowercase letters, digits and dashes, not starting or ending with a dash (the host's rule). */
@@ -130,8 +114,15 @@ export class FunctionHost {
     const outputs = new OutputBindings(functions, env, config.queues.messageEncoding, (queueName) => {
       for (const listener of queueListeners.get(queueName) ?? []) listener.notify();
     });
-    const invoker = new BindingInvoker(app, outputs);
+    // Timed out first, so a timed-out invocation's output bindings are never written (as on Azure).
+    const invoker = new BindingInvoker(new TimeoutInvoker(app, config.functionTimeoutMs, logger.child('host')), outputs);
     const keys = FunctionKeys.fromEnv(env);
+    if (keys.generatedSystemKey) {
+      logger.warn('host.system_key_generated', {
+        key: DURABLE_SYSTEM_KEY_NAME,
+        hint: `Keys are on and ${KEY_SETTINGS.systemKeys} has no ${DURABLE_SYSTEM_KEY_NAME} key: one was generated for this process, so other instances do not know it. Set ${KEY_SETTINGS.systemKeys}=${DURABLE_SYSTEM_KEY_NAME}=<key> to share it.`,
+      });
+    }
     const holder: { host?: FunctionHost } = {};
     const http = new HttpFront({
       functions,
@@ -167,7 +158,7 @@ export class FunctionHost {
 
     host.#port = await http.listen(options.port, options.listenHost ?? '127.0.0.1');
     try {
-      await host.#startDurable(functions, invoker);
+      await host.#startDurable(functions, invoker, keys);
       for (const listener of host.#queues) listener.start();
       await Promise.all(host.#timers.map((t) => t.start()));
     } catch (err) {
@@ -197,32 +188,33 @@ export class FunctionHost {
     });
   }
 
-  async #startDurable(functions: readonly HostedFunction[], invoker: BindingInvoker): Promise<void> {
-    const needed = functions.filter((fn) => DURABLE_TRIGGERS.has(fn.triggerType) || Object.values(fn.bindings).some((b) => DURABLE_CLIENT_BINDINGS.has(b.type)));
-    if (needed.length === 0) return;
-    const mod = loadDurableModule();
-    if (mod === undefined) {
-      this.options.logger.warn('durable.unavailable', {
-        functions: needed.map((fn) => fn.name),
-        hint: 'devhost/durable is not built; orchestrations, activities and durable clients are not served.',
-      });
-      return;
-    }
-    const hub = this.config.durableHubName === undefined ? DEFAULT_TASK_HUB : resolveSettingExpression(this.config.durableHubName, this.options.env, 'host.json extensions.durableTask.hubName');
-    const backend = mod.createDurableBackend({
+  async #startDurable(functions: readonly HostedFunction[], invoker: BindingInvoker, keys: FunctionKeys): Promise<void> {
+    const needed = functions.some((fn) => DURABLE_TRIGGERS.has(fn.triggerType) || Object.values(fn.bindings).some((b) => DURABLE_CLIENT_BINDINGS.has(b.type)));
+    if (!needed) return;
+    const durableTask = this.config.durableTask;
+    const hub = durableTask.hubName === undefined ? DEFAULT_TASK_HUB : resolveSettingExpression(durableTask.hubName, this.options.env, 'host.json extensions.durableTask.hubName');
+    const systemKey = keys.systemKey(DURABLE_SYSTEM_KEY_NAME);
+    const backend = createDurableBackend({
       invoker,
-      storage: readStorageConnection(this.options.env, DEFAULT_CONNECTION),
+      storage: readStorageConnection(this.options.env, durableTask.connectionName ?? DEFAULT_CONNECTION),
       taskHub: hub,
       baseUrl: this.baseUrl,
       instanceId: this.options.instanceId,
       // The backend names its own child logger.
       logger: this.options.logger,
+      durableTask,
+      ...(systemKey === undefined ? {} : { webhookAuth: { systemKey, authorize: (presented: string | undefined) => keys.authorizeSystem(DURABLE_SYSTEM_KEY_NAME, presented) } }),
     });
     this.#durable = backend;
     this.http.setDurable(backend);
     this.app.provideInput('durableClient', () => backend.clientBindingValue());
     this.app.provideInput('orchestrationClient', () => backend.clientBindingValue());
     await backend.start();
+  }
+
+  /** The value a `durableClient` input binding gets (for callers outside the app: tests, benchmarks); undefined without Durable. */
+  durableClientBinding(): unknown {
+    return this.#durable?.clientBindingValue();
   }
 
   status(): Record<string, unknown> {

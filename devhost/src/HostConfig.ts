@@ -1,9 +1,9 @@
 /**
  * The parts of host.json the development host honors, read and validated once at start with the
  * real host's defaults and limits: `extensions.http.routePrefix`, `extensions.queues`,
- * `singleton`, `extensions.durableTask.hubName`, `functionTimeout`. Anything else in host.json is
- * ignored (logging, extension bundle, Application Insights). A value the host would reject fails
- * with `DEVHOST_BAD_HOST_JSON` naming the property.
+ * `singleton`, `extensions.durableTask` (see DurableTaskOptions), `functionTimeout`. Logging,
+ * extension bundle and Application Insights settings are ignored. A value the host would reject
+ * fails with `DEVHOST_BAD_HOST_JSON` naming the property.
  *
  * Also here: `%SETTING%` resolution like the host's name resolver (a binding property that is
  * wholly or partly `%NAME%` takes the app setting's value; a missing setting is an error).
@@ -11,7 +11,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { type DurableTaskOptions, parseDurableTaskOptions } from './durable/DurableTaskOptions';
 import { DevHostError } from './errors';
+import { badHostJson, durationProp, intProp, objectAt, prop } from './hostJsonProps';
 import { parseTimeSpanMs } from './schedule/TimerSchedule';
 
 export type MessageEncoding = 'base64' | 'none';
@@ -41,11 +43,15 @@ export interface HostConfig {
   readonly routePrefix: string;
   readonly queues: QueuesOptions;
   readonly singleton: SingletonOptions;
-  /** Raw `extensions.durableTask.hubName` (may hold `%SETTING%`), undefined when absent. */
-  readonly durableHubName: string | undefined;
-  /** `functionTimeout`, informational (the dev host does not cancel invocations). */
+  /** `extensions.durableTask`, read as the Durable extension reads it (see DurableTaskOptions). */
+  readonly durableTask: DurableTaskOptions;
+  /** `functionTimeout` (default 30 minutes outside the Consumption plan); undefined for "-1" (no limit). */
   readonly functionTimeoutMs: number | undefined;
 }
+
+/** ScriptHostOptionsSetup.DefaultFunctionTimeout (plans other than Consumption) and MinFunctionTimeout. */
+export const DEFAULT_FUNCTION_TIMEOUT_MS = 30 * 60_000;
+const MIN_FUNCTION_TIMEOUT_MS = 1_000;
 
 export const QUEUE_DEFAULTS = {
   batchSize: 16,
@@ -57,46 +63,6 @@ export const QUEUE_DEFAULTS = {
 export const MAX_QUEUE_BATCH_SIZE = 32;
 export const MIN_QUEUE_POLLING_INTERVAL_MS = 100;
 export const SINGLETON_DEFAULTS = { listenerLockPeriodMs: 60_000, listenerLockRecoveryPollingIntervalMs: 60_000 } as const;
-
-function badHostJson(property: string, why: string): DevHostError {
-  return new DevHostError('DEVHOST_BAD_HOST_JSON', `host.json ${property} ${why}`, true);
-}
-
-function objectAt(root: unknown, path: readonly string[]): Record<string, unknown> | undefined {
-  let current: unknown = root;
-  for (const key of path) {
-    if (typeof current !== 'object' || current === null) return undefined;
-    // host.json property names are case-insensitive in the host's configuration binder.
-    const entry = Object.entries(current as Record<string, unknown>).find(([k]) => k.toLowerCase() === key.toLowerCase());
-    current = entry?.[1];
-  }
-  return typeof current === 'object' && current !== null ? (current as Record<string, unknown>) : undefined;
-}
-
-function prop(obj: Record<string, unknown> | undefined, name: string): unknown {
-  if (obj === undefined) return undefined;
-  return Object.entries(obj).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
-}
-
-function intProp(obj: Record<string, unknown> | undefined, path: string, name: string, fallback: number, min: number, max: number): number {
-  const raw = prop(obj, name);
-  if (raw === undefined) return fallback;
-  const value = typeof raw === 'string' ? Number(raw) : raw;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw badHostJson(`${path}.${name}`, `must be an integer from ${min} to ${max}.`);
-  }
-  return value;
-}
-
-function durationProp(obj: Record<string, unknown> | undefined, path: string, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  const raw = prop(obj, name);
-  if (raw === undefined) return fallback;
-  const ms = typeof raw === 'string' ? parseTimeSpanMs(raw) : undefined;
-  if (ms === undefined || ms < min || ms > max) {
-    throw badHostJson(`${path}.${name}`, `must be a TimeSpan "hh:mm:ss" from ${min / 1000} s${max === Number.MAX_SAFE_INTEGER ? '' : ` to ${max / 1000} s`}.`);
-  }
-  return ms;
-}
 
 /** Validates an already-parsed host.json document. */
 export function parseHostConfig(document: unknown): HostConfig {
@@ -126,10 +92,8 @@ export function parseHostConfig(document: unknown): HostConfig {
     15_000,
   );
 
-  const durable = objectAt(document, ['extensions', 'durableTask']);
-  const hub = prop(durable, 'hubName');
-  const timeoutRaw = prop(objectAt(document, []), 'functionTimeout');
-  const functionTimeoutMs = typeof timeoutRaw === 'string' ? parseTimeSpanMs(timeoutRaw) : undefined;
+  const durableTask = parseDurableTaskOptions(objectAt(document, ['extensions', 'durableTask']));
+  const functionTimeoutMs = parseFunctionTimeout(prop(objectAt(document, []), 'functionTimeout'));
 
   return {
     routePrefix,
@@ -142,9 +106,17 @@ export function parseHostConfig(document: unknown): HostConfig {
       messageEncoding: encodingRaw.toLowerCase() as MessageEncoding,
     },
     singleton: { listenerLockPeriodMs, listenerLockRecoveryPollingIntervalMs },
-    durableHubName: typeof hub === 'string' ? hub : undefined,
+    durableTask,
     functionTimeoutMs,
   };
+}
+
+function parseFunctionTimeout(raw: unknown): number | undefined {
+  if (raw === undefined || raw === null) return DEFAULT_FUNCTION_TIMEOUT_MS;
+  if (raw === '-1' || raw === -1) return undefined;
+  const ms = typeof raw === 'string' ? parseTimeSpanMs(raw) : undefined;
+  if (ms === undefined || ms < MIN_FUNCTION_TIMEOUT_MS) throw badHostJson('functionTimeout', 'must be a TimeSpan "hh:mm:ss" of at least 1 second, or "-1" for no limit.');
+  return ms;
 }
 
 /** Reads `<appRoot>/host.json`; a missing file is the host's defaults, an unreadable one an error. */

@@ -6,6 +6,8 @@
  */
 import { type IncomingMessage, type ServerResponse } from 'node:http';
 
+import { type WebhookAuth } from './durable/DurableHttpApi';
+import { type DurableTaskOptions } from './durable/DurableTaskOptions';
 import { type Logger } from './log';
 import { type StorageConnection } from './storage';
 
@@ -87,13 +89,17 @@ export interface DurableBackendOptions {
   /** This host process's id (for logs and work-item ownership). */
   readonly instanceId: string;
   readonly logger: Logger;
+  /** host.json extensions.durableTask as the extension reads it; its defaults when absent. */
+  readonly durableTask?: DurableTaskOptions;
+  /** With keys on: the webhooks require the extension's system key (or the master key). */
+  readonly webhookAuth?: WebhookAuth;
 }
 
 /** Implemented by the Durable backend; the host core mounts it and starts/stops it with the host. */
 export interface DurableBackend {
   /** The value of a `durableClient` input binding, exactly as the extension provides it. */
   clientBindingValue(): unknown;
-  /** Serves `/runtime/webhooks/durabletask/...`; resolves false when the URL is not its. */
+  /** Serves `/runtime/webhooks/durabletask/...` and the local RPC path `/durabletask/...`; resolves false when the URL is not its. */
   handleHttp(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean>;
   /** Starts dispatching orchestration and activity work. */
   start(): Promise<void>;

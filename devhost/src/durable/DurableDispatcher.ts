@@ -1,25 +1,34 @@
 /**
- * Dispatches orchestration episodes and activities from the task hub's queues.
+ * Dispatches orchestration episodes and activities from the task hub's queues, with the Azure
+ * Storage provider's concurrency, polling, visibility and discard rules (host.json durableTask,
+ * see DurableTaskOptions).
  *
- * Per batch of control messages for one instance: read the instance (with its etag), keep only the
- * events not applied yet (duplicates are recognized by message id, completions by task id, fired
- * timers by timer id), run one episode, write the new state conditionally (a lost race re-reads and
- * redoes the episode), then send the work it produced, then delete the consumed messages. A crash
- * between any two steps loses nothing: unsent work is re-sent when a consumed message comes back
- * after its visibility timeout (its id is then already recorded as applied, which is exactly the
- * sign that the previous attempt may have stopped before sending), and every receiver is
- * idempotent. Activities run at least once: a work message stays hidden while its activities run
- * (visibility renewed) and reappears for another host if this one dies.
+ * Per batch of control messages for one instance: read the instance (with its etag), drop what
+ * DurableTask.AzureStorage drops (a start message that does not match the instance's record is
+ * deferred, then discarded; events for an instance that has not started or has finished are
+ * discarded), keep only the events not applied yet (duplicates are recognized by message id,
+ * completions by task id, fired timers by timer id), run one episode, write the new state
+ * conditionally (a lost race re-reads and redoes the episode), then send the work it produced, then
+ * delete the consumed messages. A crash between any two steps loses nothing: unsent work is re-sent
+ * when a consumed message comes back after its visibility timeout (its id is then already recorded
+ * as applied, which is exactly the sign that the previous attempt may have stopped before sending),
+ * and every receiver is idempotent. Activities run at least once: a work message stays hidden
+ * while its activity runs (visibility renewed) and reappears for another host if this one dies.
  *
  * Not guaranteed: exactly-once activity execution (the real extension does not promise it either);
- * message ids are remembered for the last `appliedMessageIdsKept` messages of an instance.
+ * message ids are remembered for the last `appliedMessageIdsKept` messages of an instance. Not
+ * reproduced: partition leases (every process polls every control queue; the etag on the instance
+ * keeps two processes from applying one episode twice).
  */
-import { randomUUID } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 
 import { type FunctionInvoker } from '../contracts';
+import { FunctionTimeoutError } from '../functionTimeout';
 import { type Logger } from '../log';
+import { DURABLE_TASK_DEFAULTS, type DurableTaskOptions } from './DurableTaskOptions';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, isTerminal, type ParentInstanceRef } from './HistoryEvent';
 import { type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
+import { QueuePoller } from './QueuePoller';
 import { type ScheduledSubOrchestration } from './replayActions';
 import { type EpisodeResult, runEpisode } from './runEpisode';
 import {
@@ -32,33 +41,59 @@ import {
 } from './TaskHubQueues';
 
 export interface DispatcherTuning {
-  /** How long received control messages stay hidden; also how soon a crashed host's episode is redone. */
+  /** storageProvider.controlQueueVisibilityTimeout: how long received control messages stay hidden. */
   readonly controlVisibilitySeconds: number;
-  /** How long an activity work message stays hidden between renewals; a crashed host's activities come back after it. */
+  /** storageProvider.workItemQueueVisibilityTimeout: how long an activity message stays hidden between renewals. */
   readonly workVisibilitySeconds: number;
+  /** TaskHubQueue's minimum polling delay. */
   readonly minPollIntervalMs: number;
-  /** Idle polling backs off up to this (the extension's maxQueuePollingInterval plays the same role). */
+  /** storageProvider.maxQueuePollingInterval. */
   readonly maxPollIntervalMs: number;
+  /** maxConcurrentOrchestratorFunctions. */
   readonly maxConcurrentEpisodes: number;
+  /** maxConcurrentActivityFunctions. */
   readonly maxConcurrentActivities: number;
-  /** Activities of one episode travel together, this many per work message. */
-  readonly activitiesPerMessage: number;
+  /** storageProvider.controlQueueBatchSize. */
+  readonly controlQueueBatchSize: number;
+  /** storageProvider.controlQueueBufferThreshold: received control messages held before polling pauses. */
+  readonly controlQueueBufferThreshold: number;
+  readonly maxOrchestrationActions: number;
+  /** OrchestrationSessionManager: an unmatched start message is deferred until this dequeue count, then discarded. */
+  readonly startMessageMaxDequeues: number;
   readonly appliedMessageIdsKept: number;
   /** Graceful stop waits this long for running work, then leaves it to the queues. */
   readonly drainTimeoutMs: number;
 }
 
 export const DEFAULT_TUNING: DispatcherTuning = {
-  controlVisibilitySeconds: 30,
-  workVisibilitySeconds: 30,
-  minPollIntervalMs: 20,
-  maxPollIntervalMs: 1000,
-  maxConcurrentEpisodes: 8,
-  maxConcurrentActivities: 8,
-  activitiesPerMessage: 16,
+  controlVisibilitySeconds: DURABLE_TASK_DEFAULTS.controlQueueVisibilityTimeoutMs / 1000,
+  workVisibilitySeconds: DURABLE_TASK_DEFAULTS.workItemQueueVisibilityTimeoutMs / 1000,
+  minPollIntervalMs: 50,
+  maxPollIntervalMs: DURABLE_TASK_DEFAULTS.maxQueuePollingIntervalMs,
+  maxConcurrentEpisodes: 10 * availableParallelism(),
+  maxConcurrentActivities: 10 * availableParallelism(),
+  controlQueueBatchSize: DURABLE_TASK_DEFAULTS.controlQueueBatchSize,
+  controlQueueBufferThreshold: DURABLE_TASK_DEFAULTS.controlQueueBufferThreshold,
+  maxOrchestrationActions: DURABLE_TASK_DEFAULTS.maxOrchestrationActions,
+  startMessageMaxDequeues: 10,
   appliedMessageIdsKept: 512,
   drainTimeoutMs: 10_000,
 };
+
+/** The tuning host.json asks for. */
+export function tuningFrom(options: DurableTaskOptions): DispatcherTuning {
+  return {
+    ...DEFAULT_TUNING,
+    controlVisibilitySeconds: options.controlQueueVisibilityTimeoutMs / 1000,
+    workVisibilitySeconds: options.workItemQueueVisibilityTimeoutMs / 1000,
+    maxPollIntervalMs: Math.max(DEFAULT_TUNING.minPollIntervalMs, options.maxQueuePollingIntervalMs),
+    maxConcurrentEpisodes: options.maxConcurrentOrchestratorFunctions,
+    maxConcurrentActivities: options.maxConcurrentActivityFunctions,
+    controlQueueBatchSize: options.controlQueueBatchSize,
+    controlQueueBufferThreshold: options.controlQueueBufferThreshold,
+    maxOrchestrationActions: options.maxOrchestrationActions,
+  };
+}
 
 export interface DispatcherDeps {
   readonly invoker: FunctionInvoker;
@@ -73,35 +108,8 @@ export interface DispatcherDeps {
 const MAX_SAVE_ATTEMPTS = 20;
 /** A control message that keeps failing is dropped (loudly) after this many deliveries. */
 const MAX_CONTROL_DEQUEUES = 50;
-/** Events that arrive before their instance's start are re-sent with this delay. */
-const EARLY_EVENT_RETRY_SECONDS = 1;
-
-/** A wake-able sleep: `wake()` ends the current wait at once. */
-class Idler {
-  #wake: (() => void) | undefined;
-  #pending = false;
-
-  sleep(ms: number): Promise<void> {
-    if (this.#pending) {
-      this.#pending = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.#wake = undefined;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#wake = done;
-    });
-  }
-
-  wake(): void {
-    if (this.#wake !== undefined) this.#wake();
-    else this.#pending = true;
-  }
-}
+/** TaskHubQueue.AbandonMessageAsync: 2^dequeueCount seconds, at most 10 minutes. */
+const MAX_ABANDON_SECONDS = 600;
 
 interface HistoryIndex {
   hasExecutionStarted: boolean;
@@ -167,8 +175,17 @@ function isNew(index: HistoryIndex, e: HistoryEvent): boolean {
   }
 }
 
+function startEventOf(message: ReceivedMessage<ControlMessage>): HistoryEvent | undefined {
+  return message.body.events.find((e) => e.EventType === EventType.ExecutionStarted);
+}
+
 /** The extension's wording for a failed out-of-process activity (TaskActivityShim + OutOfProcExceptionHelpers). */
 export function activityFailure(name: string, err: unknown): { reason: string; details: string } {
+  if (err instanceof FunctionTimeoutError) {
+    // A FunctionTimeoutException is not a worker (RpcException) error: its message is used as is.
+    const details = JSON.stringify({ $type: 'Microsoft.Azure.WebJobs.Host.FunctionTimeoutException, Microsoft.Azure.WebJobs.Host', ClassName: 'Microsoft.Azure.WebJobs.Host.FunctionTimeoutException', Message: err.message });
+    return { reason: `Activity function '${name}' failed: ${err.message}`, details };
+  }
   const message = err instanceof Error ? err.message : String(err);
   const stack = err instanceof Error ? (err.stack ?? '') : '';
   // The host wraps the worker's error as "Result: Failure\nException: <message>\nStack: <stack>" and the
@@ -191,14 +208,15 @@ export function activityFailure(name: string, err: unknown): { reason: string; d
 export class DurableDispatcher {
   readonly #deps: DispatcherDeps;
   readonly #clock: () => Date;
-  readonly #controlIdler = new Idler();
-  readonly #workIdler = new Idler();
+  readonly #pollers: QueuePoller[] = [];
   readonly #instanceLocks = new Map<string, Promise<void>>();
   readonly #runningWork = new Set<Promise<void>>();
   /** Timer messages held until due; on stop they are released (and reappear on the queue later). */
   readonly #heldTimers = new Map<NodeJS.Timeout, () => void>();
   #activitySlots = 0;
   #episodeSlots = 0;
+  /** Control messages received and not yet finished with (ControlQueue's PendingOrchestratorMessages). */
+  #bufferedControlMessages = 0;
   #slotWaiters: Array<() => void> = [];
   #loops: Array<Promise<void>> = [];
   #stopping = false;
@@ -213,14 +231,24 @@ export class DurableDispatcher {
     if (this.#loops.length > 0) return;
     this.#stopping = false;
     this.#abandon = new AbortController();
-    this.#loops = [this.#controlLoop(), this.#workLoop()];
+    const { tuning, queues } = this.#deps;
+    this.#pollers.length = 0;
+    const loops: Array<Promise<void>> = [];
+    for (let partition = 0; partition < queues.controlQueueCount; partition += 1) {
+      const poller = new QueuePoller(tuning.minPollIntervalMs, tuning.maxPollIntervalMs);
+      this.#pollers.push(poller);
+      loops.push(this.#controlLoop(partition, poller));
+    }
+    const workPoller = new QueuePoller(tuning.minPollIntervalMs, tuning.maxPollIntervalMs);
+    this.#pollers.push(workPoller);
+    loops.push(this.#workLoop(workPoller));
+    this.#loops = loops;
   }
 
   /** Stops receiving; waits (bounded) for running work; whatever is left reappears on the queues for another host. */
   async stop(): Promise<void> {
     this.#stopping = true;
-    this.#controlIdler.wake();
-    this.#workIdler.wake();
+    for (const poller of this.#pollers) poller.interrupt();
     this.#wakeSlots();
     for (const [timer, release] of this.#heldTimers) {
       clearTimeout(timer);
@@ -236,32 +264,35 @@ export class DurableDispatcher {
     this.#loops = [];
   }
 
-  /** Polls the control queues now (something was just sent to them). */
-  wakeControl(): void {
-    this.#controlIdler.wake();
+  #track(work: Promise<void>): void {
+    const tracked = work.finally(() => this.#runningWork.delete(tracked));
+    this.#runningWork.add(tracked);
   }
 
   // ---- control messages: orchestration episodes -------------------------------------------------
 
-  async #controlLoop(): Promise<void> {
+  async #controlLoop(partition: number, poller: QueuePoller): Promise<void> {
     const { tuning, logger, queues } = this.#deps;
-    let idleMs = tuning.minPollIntervalMs;
     while (!this.#stopping) {
+      if (this.#bufferedControlMessages >= tuning.controlQueueBufferThreshold) {
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        continue;
+      }
       let batch: Array<ReceivedMessage<ControlMessage>>;
       try {
-        batch = await queues.receiveControl(32, tuning.controlVisibilitySeconds);
+        batch = await queues.receiveControl(partition, tuning.controlQueueBatchSize, tuning.controlVisibilitySeconds);
       } catch (err) {
-        logger.warn('durable.control.receive_failed', { error: err instanceof Error ? err.message : String(err) });
-        await this.#controlIdler.sleep(tuning.maxPollIntervalMs);
+        logger.warn('durable.control.receive_failed', { partition, error: err instanceof Error ? err.message : String(err) });
+        await poller.wait();
         continue;
       }
       if (batch.length === 0) {
-        await this.#controlIdler.sleep(idleMs);
-        idleMs = Math.min(tuning.maxPollIntervalMs, idleMs * 2);
+        await poller.wait();
         continue;
       }
-      idleMs = tuning.minPollIntervalMs;
-      await this.#processControlBatch(batch);
+      poller.reset();
+      this.#bufferedControlMessages += batch.length;
+      this.#track(this.#processControlBatch(batch).finally(() => (this.#bufferedControlMessages -= batch.length)));
     }
   }
 
@@ -310,14 +341,15 @@ export class DurableDispatcher {
     const waitMs = fireAt - now;
     if (!(waitMs > 0)) return false;
     if (waitMs <= (this.#deps.tuning.controlVisibilitySeconds * 1000) / 2) {
-      const held = new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          this.#heldTimers.delete(timer);
-          resolve(this.#stopping ? undefined : this.#processControlBatch([message]));
-        }, waitMs);
-        this.#heldTimers.set(timer, resolve);
-      }).finally(() => this.#runningWork.delete(held));
-      this.#runningWork.add(held);
+      this.#track(
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            this.#heldTimers.delete(timer);
+            resolve(this.#stopping ? undefined : this.#processControlBatch([message]));
+          }, waitMs);
+          this.#heldTimers.set(timer, resolve);
+        }),
+      );
       return true;
     }
     await this.#deps.queues.sendControl({ ...message.body, mid: newMessageId() }, waitMs / 1000);
@@ -333,21 +365,86 @@ export class DurableDispatcher {
     }
   }
 
-  async #processInstance(instanceId: string, messages: Array<ReceivedMessage<ControlMessage>>): Promise<void> {
+  #discard(instanceId: string, messages: Array<ReceivedMessage<ControlMessage>>, reason: string): Promise<unknown> {
+    if (messages.length === 0) return Promise.resolve();
+    // AzureStorageOrchestrationService's DiscardingWorkItem warning.
+    this.#deps.logger.warn('durable.message.discarded', {
+      instanceId,
+      reason,
+      events: messages.flatMap((m) => m.body.events.map((e) => e.EventType)),
+    });
+    return Promise.all(messages.map((m) => this.#deps.queues.delete(m)));
+  }
+
+  /**
+   * OrchestrationSessionManager.DedupeExecutionStartedMessagesAsync: a top-level start message runs
+   * only when the instance record carries its execution id. Otherwise it is a duplicate (the record
+   * is Pending and older than the message: discarded), or the record may not be written yet
+   * (deferred, with the provider's backoff) until its 10th delivery, when it is discarded.
+   */
+  async #dedupeStarts(state: InstanceState | undefined, messages: Array<ReceivedMessage<ControlMessage>>): Promise<Array<ReceivedMessage<ControlMessage>>> {
+    const { queues, logger, tuning } = this.#deps;
+    const kept: Array<ReceivedMessage<ControlMessage>> = [];
+    for (const message of messages) {
+      const start = startEventOf(message);
+      if (start === undefined || start.ParentInstance !== null) {
+        kept.push(message);
+        continue;
+      }
+      const executionId = start.OrchestrationInstance?.ExecutionId;
+      if (state !== undefined && state.executionId === executionId) {
+        kept.push(message);
+        continue;
+      }
+      const duplicate =
+        state !== undefined && state.runtimeStatus === 'Pending' && (start.Generation ?? 0) === state.generation && Date.parse(state.createdTime) < Date.parse(start.Timestamp);
+      if (duplicate || message.dequeueCount >= tuning.startMessageMaxDequeues) {
+        logger.warn('durable.message.duplicate_start', { instanceId: message.body.instanceId, executionId, dequeueCount: message.dequeueCount, reason: duplicate ? 'newer than the Pending record' : 'no matching instance record' });
+        await queues.delete(message);
+        continue;
+      }
+      await queues.abandon(message, Math.min(MAX_ABANDON_SECONDS, Math.pow(2, message.dequeueCount)));
+    }
+    return kept;
+  }
+
+  async #processInstance(instanceId: string, received: Array<ReceivedMessage<ControlMessage>>): Promise<void> {
     const { store, queues, logger, tuning } = this.#deps;
     for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt += 1) {
       const stored = await store.read(instanceId);
+      const messages = await this.#dedupeStarts(stored?.state, received);
+      received = messages;
+      if (messages.length === 0) return;
       if (stored === undefined) {
-        logger.info('durable.message.orphaned', { instanceId, messages: messages.length });
-        await Promise.all(messages.map((m) => queues.delete(m)));
+        await this.#discard(instanceId, messages, 'No such instance');
         return;
       }
       const { state, etag } = stored;
-      const applied = new Set(state.appliedMessageIds);
       const index = indexHistory(state.history);
+      const batchStarts = messages.some((m) => startEventOf(m) !== undefined);
+      // AzureStorageOrchestrationService.IsExecutableInstanceAsync.
+      if (!index.hasExecutionStarted && !batchStarts) {
+        const terminate = messages.flatMap((m) => m.body.events).find((e) => e.EventType === EventType.ExecutionTerminated);
+        if (terminate !== undefined && !isTerminal(state.runtimeStatus)) {
+          const at = this.#clock().toISOString();
+          const saved = await store.save({ ...state, runtimeStatus: 'Terminated', output: terminate.Input ?? null, lastUpdatedTime: at }, etag);
+          if (saved === 'conflict') continue;
+        }
+        await this.#discard(instanceId, messages, terminate !== undefined ? 'Instance is Terminated' : isTerminal(state.runtimeStatus) ? `Instance is ${state.runtimeStatus}` : 'No such instance');
+        return;
+      }
+      if (isTerminal(state.runtimeStatus)) {
+        const applied = new Set(state.appliedMessageIds);
+        // A redelivered message of the episode that finished the instance may still owe its parent a notification.
+        if (messages.some((m) => applied.has(m.body.mid))) await this.#resendPendingWork(state);
+        await this.#discard(instanceId, messages.filter((m) => !applied.has(m.body.mid)), `Instance is ${state.runtimeStatus}`);
+        await Promise.all(messages.filter((m) => applied.has(m.body.mid)).map((m) => queues.delete(m)));
+        return;
+      }
+
+      const applied = new Set(state.appliedMessageIds);
       const accepted: HistoryEvent[] = [];
       const acceptedMids: string[] = [];
-      const early: Array<ReceivedMessage<ControlMessage>> = [];
       let redelivered = false;
       for (const message of messages) {
         const body = message.body;
@@ -356,12 +453,8 @@ export class DurableDispatcher {
           continue;
         }
         if (acceptedMids.includes(body.mid)) continue; // the same message twice in one batch
+        // ReconcileMessagesWithState: events for another execution are eaten.
         if (body.executionId !== undefined && body.executionId !== state.executionId) continue;
-        const startsOrEnds = body.events.some((e) => e.EventType === EventType.ExecutionStarted || e.EventType === EventType.ExecutionTerminated);
-        if (!index.hasExecutionStarted && !startsOrEnds && !isTerminal(state.runtimeStatus)) {
-          early.push(message);
-          continue;
-        }
         for (const e of body.events) {
           if (!isNew(index, e)) continue;
           accepted.push(e);
@@ -369,17 +462,14 @@ export class DurableDispatcher {
         }
         acceptedMids.push(body.mid);
       }
-      // Events for a finished instance are dropped, as DurableTask.Core drops them.
-      const events = isTerminal(state.runtimeStatus) ? [] : accepted.sort((a, b) => Number(b.EventType === EventType.ExecutionStarted) - Number(a.EventType === EventType.ExecutionStarted));
-      // Sent only once the attempt stands (a lost save race must not duplicate them).
-      const requeueEarly = (): Promise<unknown> => Promise.all(early.map((m) => queues.sendControl({ ...m.body, mid: newMessageId() }, EARLY_EVENT_RETRY_SECONDS)));
+      // The start goes first, whatever the order the queue delivered the batch in.
+      const events = accepted.sort((a, b) => Number(b.EventType === EventType.ExecutionStarted) - Number(a.EventType === EventType.ExecutionStarted));
       if (events.length === 0) {
         if (redelivered) await this.#resendPendingWork(state);
-        await requeueEarly();
         await Promise.all(messages.map((m) => queues.delete(m)));
         return;
       }
-      const result = await runEpisode(state, events, { invoker: this.#deps.invoker, clock: this.#clock, logger });
+      const result = await runEpisode(state, events, { invoker: this.#deps.invoker, clock: this.#clock, logger, maxOrchestrationActions: tuning.maxOrchestrationActions });
       const next: InstanceState = { ...result.state, appliedMessageIds: [...state.appliedMessageIds, ...acceptedMids].slice(-tuning.appliedMessageIdsKept) };
       const saved = await store.save(next, etag);
       if (saved === 'conflict') {
@@ -389,7 +479,6 @@ export class DurableDispatcher {
       logger.debug('durable.episode.saved', { instanceId, status: next.runtimeStatus, events: events.length, activities: result.activities.length, timers: result.timers.length });
       await this.#sendEpisodeWork(next, result);
       if (redelivered) await this.#resendPendingWork(state);
-      await requeueEarly();
       await Promise.all(messages.map((m) => queues.delete(m)));
       return;
     }
@@ -397,11 +486,10 @@ export class DurableDispatcher {
   }
 
   async #sendEpisodeWork(state: InstanceState, result: Pick<EpisodeResult, 'activities' | 'timers' | 'subOrchestrations' | 'completed'>): Promise<void> {
-    const { queues, tuning } = this.#deps;
+    const { queues } = this.#deps;
     const sends: Array<Promise<void>> = [];
-    for (let i = 0; i < result.activities.length; i += tuning.activitiesPerMessage) {
-      const tasks = result.activities.slice(i, i + tuning.activitiesPerMessage);
-      sends.push(queues.sendWork({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, tasks }));
+    for (const task of result.activities) {
+      sends.push(queues.sendWork({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, task }));
     }
     const now = this.#clock().getTime();
     for (const timer of result.timers) {
@@ -411,7 +499,6 @@ export class DurableDispatcher {
     for (const child of result.subOrchestrations) sends.push(this.#startSubOrchestration(state, child));
     if (result.completed !== undefined && state.parent !== null) sends.push(this.#notifyParent(state.parent, state, result.completed.status, result.completed.output));
     await Promise.all(sends);
-    if (result.timers.length > 0 || result.subOrchestrations.length > 0 || (result.completed !== undefined && state.parent !== null)) this.wakeControl();
   }
 
   /** Re-sends everything `state` still waits for (idempotent at every receiver). */
@@ -465,7 +552,7 @@ export class DurableDispatcher {
       });
       return;
     } else {
-      executionId = randomUUID().replace(/-/g, '');
+      executionId = newMessageId() + newMessageId().slice(0, 12);
       const state = newInstanceState({ instanceId: child.instanceId, name: child.name, executionId, input: child.input, parent: parentRef, now });
       const created = await store.create(state, existing?.etag);
       if (created === 'conflict') return;
@@ -490,9 +577,8 @@ export class DurableDispatcher {
 
   // ---- activities -------------------------------------------------------------------------------
 
-  async #workLoop(): Promise<void> {
+  async #workLoop(poller: QueuePoller): Promise<void> {
     const { tuning, logger, queues } = this.#deps;
-    let idleMs = tuning.minPollIntervalMs;
     while (!this.#stopping) {
       const free = tuning.maxConcurrentActivities - this.#activitySlots;
       if (free <= 0) {
@@ -501,35 +587,42 @@ export class DurableDispatcher {
       }
       let batch: Array<ReceivedMessage<ActivityWorkMessage>>;
       try {
-        batch = await queues.receiveWork(Math.max(1, Math.ceil(free / tuning.activitiesPerMessage)), tuning.workVisibilitySeconds);
+        batch = await queues.receiveWork(Math.min(32, free), tuning.workVisibilitySeconds);
       } catch (err) {
         logger.warn('durable.work.receive_failed', { error: err instanceof Error ? err.message : String(err) });
-        await this.#workIdler.sleep(tuning.maxPollIntervalMs);
+        await poller.wait();
         continue;
       }
       if (batch.length === 0) {
-        await this.#workIdler.sleep(idleMs);
-        idleMs = Math.min(tuning.maxPollIntervalMs, idleMs * 2);
+        await poller.wait();
         continue;
       }
-      idleMs = tuning.minPollIntervalMs;
+      poller.reset();
       for (const message of batch) {
-        this.#activitySlots += message.body.tasks.length;
-        const running = this.#runWorkMessage(message)
-          .catch((err: unknown) => logger.error('durable.activity.message_failed', { instanceId: message.body.instanceId, error: err instanceof Error ? err.message : String(err) }))
-          .finally(() => {
-            this.#activitySlots -= message.body.tasks.length;
-            this.#runningWork.delete(running);
-            this.#wakeSlots();
-          });
-        this.#runningWork.add(running);
+        this.#activitySlots += 1;
+        this.#track(
+          this.#runWorkMessage(message)
+            .catch((err: unknown) => logger.error('durable.activity.message_failed', { instanceId: message.body.instanceId, error: err instanceof Error ? err.message : String(err) }))
+            .finally(() => {
+              this.#activitySlots -= 1;
+              this.#wakeSlots();
+            }),
+        );
       }
     }
   }
 
   async #runWorkMessage(message: ReceivedMessage<ActivityWorkMessage>): Promise<void> {
     const { queues, tuning, logger } = this.#deps;
-    const renewEveryMs = Math.max(500, (tuning.workVisibilitySeconds * 1000) / 2);
+    const body = message.body;
+    if (body.task === undefined) {
+      logger.error('durable.message.unreadable', { code: 'DURABLE_BAD_MESSAGE', queue: message.queueName, messageId: message.messageId });
+      await queues.delete(message);
+      return;
+    }
+    // TaskActivityDispatcher.RenewUntil renews 30 s before the lock runs out (at once for short locks).
+    const visibilityMs = tuning.workVisibilitySeconds * 1000;
+    const renewEveryMs = Math.max(500, visibilityMs > 60_000 ? visibilityMs - 30_000 : visibilityMs / 2);
     const renewal = setInterval(() => {
       // Abandoned at stop: let the message reappear for another host.
       if (this.#abandon.signal.aborted) {
@@ -538,21 +631,22 @@ export class DurableDispatcher {
       }
       queues.extendVisibility(message, tuning.workVisibilitySeconds).catch((err: unknown) => logger.warn('durable.activity.renew_failed', { error: err instanceof Error ? err.message : String(err) }));
     }, renewEveryMs);
-    let events: HistoryEvent[];
+    let event: HistoryEvent;
     try {
-      events = await Promise.all(message.body.tasks.map((task) => this.#runActivity(message.body, task)));
+      event = await this.#runActivity(body, body.task);
     } finally {
       clearInterval(renewal);
     }
     if (this.#abandon.signal.aborted) return;
-    await queues.sendControl({ mid: newMessageId(), instanceId: message.body.instanceId, executionId: message.body.executionId, events });
-    this.wakeControl();
+    await queues.sendControl({ mid: newMessageId(), instanceId: body.instanceId, executionId: body.executionId, events: [event] });
     await queues.delete(message);
   }
 
   async #runActivity(work: ActivityWorkMessage, task: ActivityTask): Promise<HistoryEvent> {
+    // Function names are case-insensitive in the host; the TaskScheduled keeps the name as called.
+    const registered = this.#deps.invoker.list().find((f) => f.triggerType === 'activityTrigger' && f.name.toLowerCase() === task.name.toLowerCase())?.name ?? task.name;
     try {
-      const result = await this.#deps.invoker.invoke(task.name, { trigger: task.input });
+      const result = await this.#deps.invoker.invoke(registered, { trigger: task.input });
       return historyEvent.taskCompleted(this.#clock(), task.id, result.returnValue === undefined ? null : JSON.stringify(result.returnValue));
     } catch (err) {
       const { reason, details } = activityFailure(task.name, err);

@@ -9,16 +9,26 @@
  * instances/{id}/raiseEvent/{event} and /terminate (202, 404 unknown, 410 finished), DELETE
  * instances/{id} and instances/?filters (purge). Rewind, suspend, resume, restart and entities
  * answer 501 with code DURABLE_NOT_SUPPORTED.
- * Starting an id whose instance is Pending or Running fails like the extension (500,
- * OrchestrationAlreadyExistsException); a finished one is replaced by a new execution.
- * Not guaranteed: the system key the real host requires on these webhooks (none here, like Core
- * Tools locally), so the host must only listen on loopback.
+ * The same API is served twice, as by the real host: at `/runtime/webhooks/durabletask/`, which
+ * with keys on requires the extension's system key (`durabletask_extension`) or the master key in
+ * `code` or `x-functions-key` (401 otherwise; HttpApiHandler links carry `code=<system key>`), and at
+ * the local RPC path `/durabletask/` that the durable-functions client calls (the extension's
+ * LocalHttpListener on 127.0.0.1: no key, and only loopback callers are answered).
+ *
+ * Starting an instance follows DurableClient.StartNewAsync and DurableTask.AzureStorage
+ * CreateTaskOrchestrationAsync: an id whose instance is Running, Pending, ContinuedAsNew or
+ * Suspended is refused with OrchestrationAlreadyExistsException (HTTP 500; none is refused with
+ * overridableExistingInstanceStates AnyState), and nothing is re-sent; otherwise the start message
+ * is sent first, then the instance record is written as Pending, and a record written meanwhile by a
+ * concurrent start is left alone (its start wins; this start's message is discarded by the
+ * dispatcher) while this call still answers 202, as the provider does.
  */
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type ServerResponse } from 'node:http';
 
 import { type FunctionInvoker } from '../contracts';
 import { type Logger } from '../log';
+import { type OverridableStates } from './DurableTaskOptions';
 import { fromJsonText, historyEvent, isRuntimeStatus, isTerminal, type RuntimeStatus } from './HistoryEvent';
 import { type InstanceFilter, type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
 import { unknownFunctionMessage } from './replayActions';
@@ -32,9 +42,11 @@ export const WEBHOOK_PATH = '/runtime/webhooks/durabletask';
 const INSTANCE_ID_PLACEHOLDER = 'INSTANCEID';
 const DEFAULT_CONNECTION_NAME = 'Storage';
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
+/** The extension's LocalHttpListener base path (the client binding's rpcBaseUrl). */
+export const RPC_PATH = '/durabletask';
 const DEFAULT_PAGE_SIZE = 100;
-/** A Pending instance with no history this old lost its start message (see #restartIfStuck). */
-const STUCK_PENDING_MS = 60_000;
+/** OverridableStatesExtensions.ToDedupeStatuses(NonRunningStates). */
+const NON_RUNNING_DEDUPE: readonly RuntimeStatus[] = ['Running', 'ContinuedAsNew', 'Pending', 'Suspended'];
 
 export interface DurableHttpApiDeps {
   readonly taskHub: string;
@@ -43,9 +55,18 @@ export interface DurableHttpApiDeps {
   readonly store: InstanceStore;
   readonly queues: TaskHubQueues;
   readonly logger: Logger;
-  /** Called after a control message was sent, so the local dispatcher polls at once. */
-  readonly onControlMessage: () => void;
+  /** host.json durableTask.overridableExistingInstanceStates. */
+  readonly overridableExistingInstanceStates?: OverridableStates;
+  /** With keys on: the system key the webhooks require (the master key opens them too). */
+  readonly webhookAuth?: WebhookAuth;
   readonly clock?: () => Date;
+}
+
+export interface WebhookAuth {
+  /** The `durabletask_extension` system key, put in the links this API hands out. */
+  readonly systemKey: string;
+  /** True when `presented` is the system key or the master key. */
+  authorize(presented: string | undefined): boolean;
 }
 
 interface Reply {
@@ -77,10 +98,10 @@ export interface ManagementUrls {
   readonly resumePostUri: string;
 }
 
-/** HttpApiHandler.GetClientResponseLinks: links for one instance under `origin`. */
-export function managementUrls(origin: string, taskHub: string, instanceId: string, encodeId = true): ManagementUrls {
+/** HttpApiHandler.GetClientResponseLinks: links for one instance under `origin`, with the system key when keys are on. */
+export function managementUrls(origin: string, taskHub: string, instanceId: string, encodeId = true, systemKey?: string): ManagementUrls {
   const base = `${origin}${WEBHOOK_PATH}/instances/${encodeId ? encodeURIComponent(instanceId) : instanceId}`;
-  const query = `taskHub=${encodeURIComponent(taskHub)}&connection=${DEFAULT_CONNECTION_NAME}`;
+  const query = `taskHub=${encodeURIComponent(taskHub)}&connection=${DEFAULT_CONNECTION_NAME}${systemKey === undefined ? '' : `&code=${encodeURIComponent(systemKey)}`}`;
   return {
     id: instanceId,
     statusQueryGetUri: `${base}?${query}`,
@@ -94,22 +115,31 @@ export function managementUrls(origin: string, taskHub: string, instanceId: stri
   };
 }
 
-/** What a `durableClient` input binding receives (BindingHelper.DurableOrchestrationClientToString). */
-export function clientBindingPayload(baseUrl: string, taskHub: string): Record<string, unknown> {
+/**
+ * What a `durableClient` input binding receives (BindingHelper.DurableOrchestrationClientToString):
+ * webhook links (with `code=<system key>` when keys are on), and the local RPC base the
+ * durable-functions client actually calls.
+ */
+export function clientBindingPayload(baseUrl: string, taskHub: string, systemKey?: string): Record<string, unknown> {
   const origin = baseUrl.replace(/\/+$/, '');
   const webhookBase = `${origin}${WEBHOOK_PATH}`;
   const creation = `${webhookBase}/orchestrators/{functionName}[/{instanceId}]`;
+  const required = systemKey === undefined ? '' : `code=${encodeURIComponent(systemKey)}`;
   return {
     taskHubName: taskHub,
     creationUrls: {
-      createNewInstancePostUri: `${creation}?`,
-      createAndWaitOnNewInstancePostUri: `${creation}?timeout={timeoutInSeconds}&pollingInterval={intervalInSeconds}&`,
+      createNewInstancePostUri: `${creation}?${required}`,
+      createAndWaitOnNewInstancePostUri: `${creation}?timeout={timeoutInSeconds}&pollingInterval={intervalInSeconds}&${required}`,
     },
-    managementUrls: managementUrls(origin, taskHub, INSTANCE_ID_PLACEHOLDER, false),
+    managementUrls: managementUrls(origin, taskHub, INSTANCE_ID_PLACEHOLDER, false, systemKey),
     baseUrl: webhookBase,
-    requiredQueryStringParameters: '',
-    rpcBaseUrl: `${webhookBase}/`,
+    requiredQueryStringParameters: required,
+    rpcBaseUrl: `${origin}${RPC_PATH}/`,
   };
+}
+
+function isLoopback(address: string | undefined): boolean {
+  return address !== undefined && (address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.'));
 }
 
 function parseBoolean(value: string | null): boolean | undefined {
@@ -173,14 +203,27 @@ export class DurableHttpApi {
   }
 
   clientBindingValue(): Record<string, unknown> {
-    return clientBindingPayload(this.#deps.baseUrl, this.#deps.taskHub);
+    return clientBindingPayload(this.#deps.baseUrl, this.#deps.taskHub, this.#deps.webhookAuth?.systemKey);
   }
 
   async handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
-    if (url.pathname !== WEBHOOK_PATH && !url.pathname.startsWith(`${WEBHOOK_PATH}/`)) return false;
+    const under = (base: string): boolean => url.pathname === base || url.pathname.startsWith(`${base}/`);
+    const base = under(WEBHOOK_PATH) ? WEBHOOK_PATH : under(RPC_PATH) ? RPC_PATH : undefined;
+    if (base === undefined) return false;
+    // The local RPC endpoint exists for loopback callers only; the webhooks need the system key with keys on.
+    if (base === RPC_PATH && !isLoopback(req.socket.remoteAddress)) return false;
+    if (base === WEBHOOK_PATH && this.#deps.webhookAuth !== undefined) {
+      const header = req.headers['x-functions-key'];
+      const presented = (Array.isArray(header) ? header[0] : header) ?? url.searchParams.get('code') ?? undefined;
+      if (!this.#deps.webhookAuth.authorize(presented)) {
+        res.writeHead(401, { 'Content-Length': '0' });
+        res.end();
+        return true;
+      }
+    }
     let reply: Reply;
     try {
-      reply = await this.#route(req, url);
+      reply = await this.#route(req, url, base);
     } catch (err) {
       if (err instanceof HttpError && err.status === 501) {
         // The client turns a 501 body into an Error as is, so it is one readable string with the code.
@@ -202,9 +245,9 @@ export class DurableHttpApi {
     return true;
   }
 
-  async #route(req: IncomingMessage, url: URL): Promise<Reply> {
+  async #route(req: IncomingMessage, url: URL, base: string): Promise<Reply> {
     const method = (req.method ?? 'GET').toUpperCase();
-    const raw = url.pathname.slice(WEBHOOK_PATH.length).replace(/^\/+/, '');
+    const raw = url.pathname.slice(base.length).replace(/^\/+/, '');
     const trailingSlash = raw.endsWith('/');
     const segments = raw.split('/').filter((s) => s !== '');
     const [controller, first, second, third] = segments;
@@ -251,23 +294,20 @@ export class DurableHttpApi {
     const input = jsonTextOf(body);
 
     const existing = await this.#deps.store.read(instanceId);
-    if (existing !== undefined && !isTerminal(existing.state.runtimeStatus)) {
-      await this.#restartIfStuck(existing.state);
-      throw alreadyExists(existing.state.runtimeStatus);
-    }
+    const dedupe = (this.#deps.overridableExistingInstanceStates ?? 'NonRunningStates') === 'NonRunningStates' ? NON_RUNNING_DEDUPE : [];
+    if (existing !== undefined && dedupe.includes(existing.state.runtimeStatus)) throw alreadyExists(existing.state.runtimeStatus);
     const now = this.#clock();
     const executionId = randomUUID().replace(/-/g, '');
     const version = url.searchParams.get('version') ?? '';
-    const state = { ...newInstanceState({ instanceId, name: registered, executionId, input, parent: null, now }), version };
-    const created = await this.#deps.store.create(state, existing?.etag);
-    if (created === 'conflict') {
-      const winner = await this.#deps.store.read(instanceId);
-      throw alreadyExists(winner?.state.runtimeStatus ?? 'Pending');
-    }
-    const started = historyEvent.executionStarted(now, { name: registered, instanceId, executionId, input, version });
+    const generation = existing === undefined ? 0 : existing.state.generation + 1;
+    // CreateTaskOrchestrationAsync: the start message first, then the record (a crash in between leaves no record).
+    const started = historyEvent.executionStarted(now, { name: registered, instanceId, executionId, input, version, generation });
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId, executionId, events: [started] });
-    this.#deps.onControlMessage();
-    this.#deps.logger.info('durable.instance.started', { instanceId, name: registered });
+    const state = { ...newInstanceState({ instanceId, name: registered, executionId, input, parent: null, now, generation }), version };
+    const created = await this.#deps.store.create(state, existing?.etag);
+    // SetNewExecutionAsync ignores a lost race: the other start's record stands, this start's message is discarded.
+    if (created === 'conflict') this.#deps.logger.warn('durable.instance.start_raced', { instanceId });
+    else this.#deps.logger.info('durable.instance.started', { instanceId, name: registered });
 
     const timeoutSeconds = Number(url.searchParams.get('timeout'));
     const pollSeconds = Number(url.searchParams.get('pollingInterval'));
@@ -277,22 +317,8 @@ export class DurableHttpApi {
     return this.#checkStatusResponse(url, instanceId);
   }
 
-  /**
-   * A start whose instance was written but whose start message was never sent (the process died in
-   * between) would leave the id Pending for ever; starting it again re-sends that start message
-   * (applied once, however many arrive) before refusing like the extension does.
-   */
-  async #restartIfStuck(state: InstanceState): Promise<void> {
-    const age = this.#clock().getTime() - Date.parse(state.createdTime);
-    if (state.runtimeStatus !== 'Pending' || state.history.length > 0 || !(age > STUCK_PENDING_MS)) return;
-    const started = historyEvent.executionStarted(new Date(state.createdTime), { name: state.name, instanceId: state.instanceId, executionId: state.executionId, input: state.input, parent: state.parent, version: state.version ?? '' });
-    await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId: state.instanceId, executionId: state.executionId, events: [started] });
-    this.#deps.onControlMessage();
-    this.#deps.logger.warn('durable.instance.start_resent', { instanceId: state.instanceId, ageMs: age });
-  }
-
   #checkStatusResponse(url: URL, instanceId: string): Reply {
-    const links = managementUrls(url.origin, this.#deps.taskHub, instanceId);
+    const links = managementUrls(url.origin, this.#deps.taskHub, instanceId, true, this.#deps.webhookAuth?.systemKey);
     return { status: 202, body: links, headers: { Location: links.statusQueryGetUri, 'Retry-After': '10' } };
   }
 
@@ -378,7 +404,6 @@ export class DurableHttpApi {
     if (body.trim() !== '' && mediaType !== 'application/json') throw new HttpError(400, 'DURABLE_NOT_JSON', 'Only application/json request content is supported');
     const input = jsonTextOf(body);
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId, events: [historyEvent.eventRaised(this.#clock(), eventName, input)] });
-    this.#deps.onControlMessage();
     return { status: 202 };
   }
 
@@ -387,7 +412,6 @@ export class DurableHttpApi {
     if (stored === undefined) throw new HttpError(404, 'DURABLE_INSTANCE_NOT_FOUND', `No instance with ID '${instanceId}' found.`);
     if (isTerminal(stored.state.runtimeStatus)) return { status: 410 };
     await this.#deps.queues.sendControl({ mid: newMessageId(), instanceId, events: [historyEvent.executionTerminated(this.#clock(), reason)] });
-    this.#deps.onControlMessage();
     this.#deps.logger.info('durable.instance.terminate_requested', { instanceId });
     return { status: 202 };
   }

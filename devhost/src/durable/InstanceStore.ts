@@ -29,6 +29,7 @@ export interface InstanceState {
   output: string | null;
   /** JSON text of the custom status. */
   customStatus: string | null;
+  /** The current execution's ExecutionStarted time: it restarts at every continue-as-new, as on Azure Storage. */
   createdTime: string;
   lastUpdatedTime: string;
   parent: ParentInstanceRef | null;
@@ -36,7 +37,7 @@ export interface InstanceState {
   history: HistoryEvent[];
   /** Ids of the most recent queue messages applied to this instance (duplicate-delivery detection). */
   appliedMessageIds: string[];
-  /** Continue-as-new generation of the current execution. */
+  /** Continue-as-new generation of the current execution (restarts of a finished id count on, as in the provider). */
   generation: number;
   /** The orchestration version given at start (`startNew(..., { version })`), '' for none. */
   version?: string;
@@ -199,7 +200,15 @@ export class InstanceStore {
 }
 
 /** A new instance as the start API and sub-orchestration creation write it: Pending, no history yet. */
-export function newInstanceState(args: { instanceId: string; name: string; executionId: string; input: string | null; parent: ParentInstanceRef | null; now: Date }): InstanceState {
+export function newInstanceState(args: {
+  instanceId: string;
+  name: string;
+  executionId: string;
+  input: string | null;
+  parent: ParentInstanceRef | null;
+  now: Date;
+  generation?: number;
+}): InstanceState {
   const at = args.now.toISOString();
   return {
     schema: 1,
@@ -215,6 +224,6 @@ export function newInstanceState(args: { instanceId: string; name: string; execu
     parent: args.parent,
     history: [],
     appliedMessageIds: [],
-    generation: 0,
+    generation: args.generation ?? 0,
   };
 }

@@ -1,9 +1,10 @@
 /**
- * The task hub's queues: control queues carry events for orchestration instances (start, activity
- * results, fired timers, raised events, termination), partitioned by instance id; the work-item
- * queue carries activity work. One message carries as much as it can (all activities an episode
- * scheduled, all results of one work message), which keeps queues shallow: Azurite's cost per
- * operation grows with the number of messages it holds.
+ * The task hub's queues, named and used as DurableTask.AzureStorage names and uses them: control
+ * queues `<hub>-control-00` .. `-NN` (partitionCount, default 4) carry events for orchestration
+ * instances (start, activity results, fired timers, raised events, termination), an instance's
+ * partition being the FNV-1a hash of its id's UTF-8 bytes modulo the partition count
+ * (AzureStorageOrchestrationService.GetControlQueueAsync, Fnv1aHashHelper); the work-item queue
+ * `<hub>-workitems` carries one message per activity call.
  *
  * Guarantees: bodies are base64-encoded JSON (a raw control character in a message breaks every
  * receive on that queue in Azurite); a body too large for a queue message travels in a blob of
@@ -36,12 +37,12 @@ export interface ActivityTask {
   readonly input: unknown;
 }
 
-/** Activities one orchestration episode scheduled. */
+/** One activity call an orchestration episode scheduled (DurableTask.Core sends one message per TaskScheduled). */
 export interface ActivityWorkMessage {
   readonly mid: string;
   readonly instanceId: string;
   readonly executionId: string;
-  readonly tasks: ActivityTask[];
+  readonly task: ActivityTask;
 }
 
 export interface ReceivedMessage<T> {
@@ -63,11 +64,11 @@ const MAX_ENCODED_LENGTH = 60_000;
 /** Azure's ceiling for a message's initial invisibility is 7 days; longer delays are re-chained by the consumer. */
 export const MAX_DELAY_SECONDS = 6 * 24 * 3600;
 
-/** FNV-1a, so an instance always maps to the same control queue in every process. */
-function partitionOf(instanceId: string, count: number): number {
+/** Fnv1aHashHelper.ComputeHash over the id's UTF-8 bytes, modulo the partition count. */
+export function partitionOf(instanceId: string, count: number): number {
   let hash = 0x811c9dc5;
-  for (let i = 0; i < instanceId.length; i += 1) {
-    hash ^= instanceId.charCodeAt(i);
+  for (const byte of Buffer.from(instanceId, 'utf8')) {
+    hash ^= byte;
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }
   return hash % count;
@@ -111,8 +112,13 @@ export class TaskHubQueues {
     return this.#ready;
   }
 
+  /** The index of the control queue (partition) that carries `instanceId`'s events. */
+  partitionFor(instanceId: string): number {
+    return partitionOf(instanceId, this.#control.length);
+  }
+
   controlQueueFor(instanceId: string): QueueClient {
-    const queue = this.#control[partitionOf(instanceId, this.#control.length)];
+    const queue = this.#control[this.partitionFor(instanceId)];
     if (queue === undefined) throw new Error('No control queue configured.');
     return queue;
   }
@@ -126,14 +132,28 @@ export class TaskHubQueues {
     await this.#send(this.#work, message, 0);
   }
 
-  async receiveControl(max: number, visibilitySeconds: number): Promise<Array<ReceivedMessage<ControlMessage>>> {
-    const perQueue = Math.max(1, Math.ceil(max / this.#control.length));
-    const batches = await Promise.all(this.#control.map((q) => this.#receive<ControlMessage>(q, perQueue, visibilitySeconds)));
-    return batches.flat();
+  get controlQueueCount(): number {
+    return this.#control.length;
+  }
+
+  /** Up to `max` (at most 32) messages of control queue `partition`. */
+  receiveControl(partition: number, max: number, visibilitySeconds: number): Promise<Array<ReceivedMessage<ControlMessage>>> {
+    const queue = this.#control[partition];
+    if (queue === undefined) throw new Error(`No control queue ${partition}.`);
+    return this.#receive<ControlMessage>(queue, max, visibilitySeconds);
   }
 
   receiveWork(max: number, visibilitySeconds: number): Promise<Array<ReceivedMessage<ActivityWorkMessage>>> {
     return this.#receive<ActivityWorkMessage>(this.#work, max, visibilitySeconds);
+  }
+
+  /** Makes a message visible again after `visibilitySeconds` without consuming it (ControlQueue.AbandonMessageAsync). */
+  async abandon(message: ReceivedMessage<unknown>, visibilitySeconds: number): Promise<void> {
+    try {
+      await this.#queue(message.queueName).updateMessage(message.messageId, message.popReceipt, undefined, Math.max(0, Math.round(visibilitySeconds)));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
   }
 
   /** Keeps a message hidden for another `visibilitySeconds` (long activities). */

@@ -2,35 +2,38 @@
  * The development host's Durable backend: the extension's HTTP API and client binding payload
  * (DurableHttpApi), orchestration episodes replayed by the durable-functions SDK's own executor
  * and activities (DurableDispatcher), state in blob storage and queues under the task hub's name
- * (InstanceStore, TaskHubQueues). Any number of host processes may run one against the same
- * storage; killing one loses nothing (see DurableDispatcher). What is supported and what differs
- * from the real extension: README.md in this folder.
+ * (InstanceStore, TaskHubQueues), configured by host.json durableTask as the extension reads it
+ * (DurableTaskOptions). Any number of host processes may run one against the same storage; killing
+ * one loses nothing (see DurableDispatcher). What it reproduces, what it refuses and where it
+ * differs from the real extension: the package README.
  */
 import { type DurableBackend, type DurableBackendOptions } from '../contracts';
-import { DEFAULT_TUNING, type DispatcherTuning,DurableDispatcher } from './DurableDispatcher';
+import { type DispatcherTuning, DurableDispatcher, tuningFrom } from './DurableDispatcher';
 import { DurableHttpApi } from './DurableHttpApi';
+import { parseDurableTaskOptions } from './DurableTaskOptions';
 import { InstanceStore } from './InstanceStore';
 import { taskHubNames } from './taskHubNames';
 import { TaskHubQueues } from './TaskHubQueues';
 
-export { DEFAULT_TUNING, type DispatcherTuning } from './DurableDispatcher';
-export { clientBindingPayload, WEBHOOK_PATH } from './DurableHttpApi';
+export { DEFAULT_TUNING, type DispatcherTuning, tuningFrom } from './DurableDispatcher';
+export { clientBindingPayload, RPC_PATH, WEBHOOK_PATH, type WebhookAuth } from './DurableHttpApi';
+export { type DurableTaskOptions, parseDurableTaskOptions } from './DurableTaskOptions';
 
 export interface DurableBackendExtras {
-  /** Overrides of the dispatcher's timing and concurrency (tests shorten visibility timeouts). */
+  /** Overrides of what host.json sets (tests shorten visibility timeouts and polling). */
   readonly tuning?: Partial<DispatcherTuning>;
-  /** Number of control queues (partitions); every process polls all of them. Default 1. */
-  readonly controlQueueCount?: number;
   /** Longest queue delay of a timer message before it is re-chained (default 6 days; Azure's limit is 7). */
   readonly maxTimerMessageDelaySeconds?: number;
 }
 
 export function createDurableBackend(options: DurableBackendOptions, extras: DurableBackendExtras = {}): DurableBackend {
-  const names = taskHubNames(options.taskHub, extras.controlQueueCount ?? 1);
+  const durableTask = options.durableTask ?? parseDurableTaskOptions(undefined);
+  const names = taskHubNames(options.taskHub, durableTask.partitionCount);
   const logger = options.logger.child('durable');
+  for (const warning of durableTask.warnings) logger.warn('durable.config.adjusted', { message: warning });
   const store = new InstanceStore(options.storage, names);
   const queues = new TaskHubQueues(options.storage, names, logger, extras.maxTimerMessageDelaySeconds);
-  const tuning: DispatcherTuning = { ...DEFAULT_TUNING, ...extras.tuning };
+  const tuning: DispatcherTuning = { ...tuningFrom(durableTask), ...extras.tuning };
   const dispatcher = new DurableDispatcher({ invoker: options.invoker, store, queues, logger, tuning });
   const api = new DurableHttpApi({
     taskHub: options.taskHub,
@@ -39,7 +42,8 @@ export function createDurableBackend(options: DurableBackendOptions, extras: Dur
     store,
     queues,
     logger,
-    onControlMessage: () => dispatcher.wakeControl(),
+    overridableExistingInstanceStates: durableTask.overridableExistingInstanceStates,
+    ...(options.webhookAuth === undefined ? {} : { webhookAuth: options.webhookAuth }),
   });
   let started = false;
   return {
@@ -50,7 +54,7 @@ export function createDurableBackend(options: DurableBackendOptions, extras: Dur
       await Promise.all([store.ensureReady(), queues.ensureReady()]);
       dispatcher.start();
       started = true;
-      logger.info('durable.started', { taskHub: options.taskHub, hostInstance: options.instanceId, controlQueues: names.controlQueues.length });
+      logger.info('durable.started', { taskHub: options.taskHub, hostInstance: options.instanceId, partitions: names.controlQueues.length });
     },
     async stop() {
       if (!started) return;

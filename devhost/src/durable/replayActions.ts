@@ -1,21 +1,23 @@
 /**
- * Turns the actions an out-of-process orchestrator returned into the history the extension would
- * write, by replaying them the way the extension does: its OutOfProcOrchestrationShim invokes each
- * action through DurableTask.Core's orchestration context, in order, awaiting each one, while
- * DurableTask.Core plays the history events one by one and completes the matching tasks. Sequence
- * numbers (`EventId` of TaskScheduled/TimerCreated/SubOrchestrationInstanceCreated) come from that
- * context's counter, so they are assigned in the same event-driven order the SDK's own executor
- * assigns task ids in. Retries follow DurableTask.Core's RetryInterceptor: a failed attempt is
- * followed by a timer (FirstRetryInterval x BackoffCoefficient^attempt, capped by MaxRetryInterval)
- * and a new TaskScheduled; the last failed attempt is followed by an immediate "back-compat" timer,
- * then the failure.
+ * Plays one orchestrator invocation's result against its history the way the Durable extension
+ * does for out-of-process SDKs, and decides what the episode produces.
  *
- * Guarantees: actions whose sequence number already has its event in history produce nothing;
- * new ones come back sorted by sequence number with the events and the work to send; an action
- * whose history event disagrees (another name or type) is reported as non-determinism.
- * Not supported (reported with a stable code): Durable HTTP, entities, the V1 action schema.
+ * Sources (read, not copied): Azure/azure-functions-durable-extension
+ * Listener/OutOfProcOrchestrationShim.cs (custom status first, then each top-level action invoked
+ * and awaited in turn, errors of awaited tasks ignored, the SDK's `error` thrown only after the
+ * replay, output set only after it), ContextImplementations/DurableOrchestrationContext.cs (16 KB
+ * UTF-16 custom status limit, MaxOrchestrationActions counted per call, timer and sub-orchestration
+ * checks); Azure/durabletask src/DurableTask.Core/TaskOrchestrationExecutor.cs (history played in
+ * order; the orchestration completes only once no task is open) and TaskOrchestrationContext.cs (one
+ * sequence counter; each TaskScheduled / TimerCreated / SubOrchestrationInstanceCreated of history
+ * must match the action the replay created under that number, names compared case-insensitively,
+ * else NonDeterministicOrchestrationException; raised events after continue-as-new carried over);
+ * RetryInterceptor.cs (retry timers).
+ *
+ * Guarantees: pure; never throws for anything an orchestrator can do: refusals come back as
+ * `end: failed` with the extension's reason. Not supported, failing the orchestration loudly with
+ * code DURABLE_UNSUPPORTED_ACTION in the reason: Durable HTTP, entities, the V1 action schema.
  */
-import { DevHostError } from '../errors';
 import { EventType, type HistoryEvent, historyEvent } from './HistoryEvent';
 import { validateInstanceId } from './taskHubNames';
 
@@ -45,6 +47,13 @@ const UNSUPPORTED_ACTIONS: Readonly<Record<number, string>> = {
   [ActionType.ReleaseEntities]: 'lock release',
 };
 
+/** DurableOrchestrationContext.SetCustomStatus: MaxCustomStatusPayloadSizeInKB. */
+export const MAX_CUSTOM_STATUS_KB = 16;
+/** DurableTaskOptions.MaxOrchestrationActions' default. */
+export const DEFAULT_MAX_ORCHESTRATION_ACTIONS = 100_000;
+const NONDETERMINISM_PREFIX = 'Non-Deterministic workflow detected: ';
+const CHANGED = 'Was a change made to the orchestrator code after this instance had already started running?';
+
 export interface ScheduledActivity {
   readonly id: number;
   readonly name: string;
@@ -64,34 +73,61 @@ export interface ScheduledSubOrchestration {
   readonly input: string | null;
 }
 
+/** What the SDK returned: its orchestrator state, or the error of an invocation that returned none. */
+export interface OrchestratorOutcome {
+  readonly state?: Readonly<Record<string, unknown>>;
+  /** The SDK's `error` (the orchestrator threw), or the invocation's own failure when there is no state. */
+  readonly error?: string;
+}
+
+export type EpisodeEnd =
+  | { readonly kind: 'running' }
+  | { readonly kind: 'completed'; readonly output: string | null }
+  | { readonly kind: 'continuedAsNew'; readonly input: string | null; readonly carryOver: HistoryEvent[] }
+  | { readonly kind: 'failed'; readonly reason: string };
+
 export interface ReplayResult {
-  /** New decision events, sorted by `EventId`. */
+  /** New decision events, sorted by `EventId` (none when the orchestration failed). */
   readonly decisions: HistoryEvent[];
   readonly activities: ScheduledActivity[];
   readonly timers: ScheduledTimer[];
   readonly subOrchestrations: ScheduledSubOrchestration[];
-  /** Set when the orchestrator called continueAsNew: the next generation's input as JSON text. */
-  readonly continueAsNew?: { readonly input: string | null };
-  /** The next sequence number (what an ExecutionCompleted/ContinueAsNew event takes as `EventId`). */
+  /** The next sequence number (what ExecutionCompleted takes as `EventId`). */
   readonly nextEventId: number;
+  /** JSON text of the custom status this invocation set; null when it set none (which clears it). */
+  readonly customStatus: string | null;
+  readonly end: EpisodeEnd;
 }
 
 export interface ReplayInput {
+  /** The execution's history as the orchestrator received it (past events, then this episode's). */
   readonly history: readonly HistoryEvent[];
-  readonly actions: unknown;
-  readonly schemaVersion: unknown;
+  readonly outcome: OrchestratorOutcome;
+  /** Orchestrator function name (for the extension's failure reasons). */
+  readonly name: string;
+  readonly instanceId: string;
+  readonly parentInstanceId?: string | null;
   /** The current execution's id (default sub-orchestration instance ids derive from it). */
   readonly executionId: string;
   /** When decisions are recorded (their `Timestamp`). */
   readonly decidedAt: Date;
-  /** The app's Durable functions; when given, calling one that is not registered fails like the extension. */
+  /** The app's Durable functions; calling one that is not registered fails like the extension. */
   readonly functions?: { readonly activities: readonly string[]; readonly orchestrators: readonly string[] };
+  /** host.json durableTask.maxOrchestrationActions. */
+  readonly maxOrchestrationActions?: number;
 }
 
 /** DurableTaskExtension.GetInvalidActivityFunctionMessage / GetInvalidOrchestratorFunctionMessage. */
 export function unknownFunctionMessage(kind: 'activity' | 'orchestrator', name: string, known: readonly string[]): string {
   const info = known.length > 0 ? `The following are the known ${kind} functions: '${known.join("', '")}'.` : `No ${kind} functions are currently registered!`;
   return `The function '${name}' doesn't exist, is disabled, or is not an ${kind} function. Additional info: ${info}`;
+}
+
+/** MessagePayloadDataConverter.Serialize with a size limit: the UTF-16 byte count, in whole KB, truncated. */
+export function customStatusSizeError(json: string): string | undefined {
+  const sizeKb = Math.floor((json.length * 2) / 1024);
+  if (sizeKb <= MAX_CUSTOM_STATUS_KB) return undefined;
+  return `The UTF-16 size of the JSON-serialized payload must not exceed ${MAX_CUSTOM_STATUS_KB} KB. The current payload size is ${sizeKb.toLocaleString('en-US')} KB.`;
 }
 
 interface RawAction {
@@ -113,6 +149,12 @@ interface RetryPolicy {
   readonly maxRetryIntervalMs: number;
   readonly retryTimeoutMs: number;
 }
+
+/** An action DurableTask.Core keeps under its sequence number until the history event for it is played. */
+type PendingAction =
+  | { readonly kind: 'ScheduleTaskOrchestratorAction'; readonly name: string; readonly event: HistoryEvent; readonly work: ScheduledActivity }
+  | { readonly kind: 'CreateTimerOrchestratorAction'; readonly event: HistoryEvent; readonly work: ScheduledTimer | undefined }
+  | { readonly kind: 'CreateSubOrchestrationAction'; readonly name: string; readonly event: HistoryEvent; readonly work: ScheduledSubOrchestration };
 
 /** A task of the simulated .NET orchestration context: settles once, then runs its continuations in order. */
 class SimTask {
@@ -143,9 +185,8 @@ function settled(succeeded: boolean): SimTask {
   return task;
 }
 
-function replayError(code: string, message: string): DevHostError {
-  return new DevHostError(code, message, true);
-}
+/** What the extension throws inside the shim: it fails the orchestration with this message. */
+class ShimFault extends Error {}
 
 /** durable-functions JSON-encodes string inputs of actions (Utils.processInput); the extension sees the decoded value. */
 export function decodeActionInput(input: unknown): unknown {
@@ -162,14 +203,12 @@ function numberOr(value: unknown, fallback: number): number {
 }
 
 function toRetryPolicy(raw: unknown, functionName: string): RetryPolicy {
-  if (typeof raw !== 'object' || raw === null) {
-    throw replayError('DURABLE_BAD_ACTION', `The retry call of "${functionName}" has no retryOptions.`);
-  }
+  if (typeof raw !== 'object' || raw === null) throw new ShimFault(`The retry call of "${functionName}" has no retryOptions (code DURABLE_BAD_ACTION).`);
   const options = raw as Record<string, unknown>;
   const firstRetryIntervalMs = numberOr(options.firstRetryIntervalInMilliseconds, NaN);
   const maxNumberOfAttempts = numberOr(options.maxNumberOfAttempts, NaN);
   if (!(firstRetryIntervalMs > 0) || !(maxNumberOfAttempts >= 1)) {
-    throw replayError('DURABLE_BAD_ACTION', `The retryOptions of "${functionName}" need firstRetryIntervalInMilliseconds > 0 and maxNumberOfAttempts >= 1.`);
+    throw new ShimFault(`The retryOptions of "${functionName}" need firstRetryIntervalInMilliseconds > 0 and maxNumberOfAttempts >= 1 (code DURABLE_BAD_ACTION).`);
   }
   return {
     firstRetryIntervalMs,
@@ -180,38 +219,45 @@ function toRetryPolicy(raw: unknown, functionName: string): RetryPolicy {
   };
 }
 
+function sameName(a: string | undefined, b: string): boolean {
+  return (a ?? '').toLowerCase() === b.toLowerCase();
+}
+
 class Replayer {
   #nextId = 0;
   #now = new Date(0);
+  #actionCount = 0;
+  /** DurableTask.Core's orchestratorActionsMap: created, not yet matched by a history event. */
+  readonly #actions = new Map<number, PendingAction>();
+  /** DurableTask.Core's openTasks. */
   readonly #open = new Map<number, SimTask>();
-  readonly #historyDecisions = new Map<number, HistoryEvent>();
   readonly #waiters = new Map<string, SimTask[]>();
   readonly #bufferedEvents = new Map<string, number>();
-  readonly #newDecisions: Array<{ id: number; event: HistoryEvent }> = [];
-  readonly activities: ScheduledActivity[] = [];
-  readonly timers: ScheduledTimer[] = [];
-  readonly subOrchestrations: ScheduledSubOrchestration[] = [];
-  continueAsNew: { input: string | null } | undefined;
+  #customStatus: string | null = null;
+  #fault: string | undefined;
+  #shimDone = false;
+  #nondeterminism: string | undefined;
+  #continueAsNew: { input: string | null; carryOver: HistoryEvent[] } | undefined;
+  readonly #maxActions: number;
 
-  constructor(
-    private readonly input: ReplayInput,
-    private readonly topLevel: readonly RawAction[],
-  ) {
-    for (const event of input.history) {
-      if (event.EventType === EventType.TaskScheduled || event.EventType === EventType.TimerCreated || event.EventType === EventType.SubOrchestrationInstanceCreated) {
-        this.#historyDecisions.set(event.EventId, event);
-      }
-    }
+  constructor(private readonly input: ReplayInput) {
+    this.#maxActions = input.maxOrchestrationActions ?? DEFAULT_MAX_ORCHESTRATION_ACTIONS;
   }
 
   run(): ReplayResult {
     for (const event of this.input.history) {
+      if (this.#nondeterminism !== undefined) break;
       switch (event.EventType) {
         case EventType.OrchestratorStarted:
           this.#now = new Date(event.Timestamp);
           break;
         case EventType.ExecutionStarted:
           this.#startShim();
+          break;
+        case EventType.TaskScheduled:
+        case EventType.TimerCreated:
+        case EventType.SubOrchestrationInstanceCreated:
+          this.#matchDecision(event);
           break;
         case EventType.TaskCompleted:
         case EventType.SubOrchestrationInstanceCompleted:
@@ -225,39 +271,138 @@ class Replayer {
           this.#complete(event.TimerId, true);
           break;
         case EventType.EventRaised:
-          this.#deliver(event.Name ?? '');
+          // After continue-as-new, DurableTask.Core keeps raised events for the next generation (Carryover).
+          if (this.#continueAsNew !== undefined) this.#continueAsNew.carryOver.push({ ...event, IsPlayed: false });
+          else this.#deliver(event.Name ?? '');
           break;
         default:
           break;
       }
     }
-    const decisions = this.#newDecisions.sort((a, b) => a.id - b.id).map((d) => d.event);
-    return {
-      decisions,
-      activities: this.activities,
-      timers: this.timers,
-      subOrchestrations: this.subOrchestrations,
-      ...(this.continueAsNew === undefined ? {} : { continueAsNew: this.continueAsNew }),
-      nextEventId: this.#nextId,
-    };
+    return this.#result();
   }
 
-  // The shim awaits each top-level action in turn (ProcessAsyncActionsV2), ignoring failures.
+  #result(): ReplayResult {
+    const base = { nextEventId: this.#nextId, customStatus: this.#customStatus };
+    const none = { decisions: [], activities: [], timers: [], subOrchestrations: [] };
+    if (this.#nondeterminism !== undefined) return { ...none, ...base, end: { kind: 'failed', reason: this.#nondeterminism } };
+    const pending = [...this.#actions.entries()].sort((a, b) => a[0] - b[0]).map(([, action]) => action);
+    const work = {
+      decisions: pending.map((a) => a.event),
+      activities: pending.flatMap((a) => (a.kind === 'ScheduleTaskOrchestratorAction' ? [a.work] : [])),
+      timers: pending.flatMap((a) => (a.kind === 'CreateTimerOrchestratorAction' && a.work !== undefined ? [a.work] : [])),
+      subOrchestrations: pending.flatMap((a) => (a.kind === 'CreateSubOrchestrationAction' ? [a.work] : [])),
+    };
+    // TaskOrchestrationExecutor: nothing completes while a task is open, not even a failure.
+    if (this.#open.size > 0) return { ...work, ...base, end: { kind: 'running' } };
+    if (this.#fault !== undefined) return { ...none, ...base, end: { kind: 'failed', reason: this.#fault } };
+    const state = this.input.outcome.state;
+    if (!this.#shimDone || state?.isDone !== true) return { ...work, ...base, end: { kind: 'running' } };
+    if (this.#continueAsNew !== undefined) return { ...work, ...base, end: { kind: 'continuedAsNew', ...this.#continueAsNew } };
+    return { ...work, ...base, end: { kind: 'completed', output: JSON.stringify(state.output ?? null) } };
+  }
+
+  #failOrchestrator(message: string): void {
+    this.#fault ??= `Orchestrator function '${this.input.name}' failed: ${message}`;
+  }
+
+  // TaskOrchestrationShim + OutOfProcOrchestrationShim.ScheduleDurableTaskEvents, run when ExecutionStarted is played.
   #startShim(): void {
+    const { state, error } = this.input.outcome;
+    if (state === undefined) {
+      this.#failOrchestrator(error ?? 'the orchestrator returned no orchestration state');
+      return;
+    }
+    const customStatus = state.customStatus;
+    if (customStatus !== undefined && customStatus !== null) {
+      const json = JSON.stringify(customStatus);
+      const tooLarge = customStatusSizeError(json);
+      if (tooLarge !== undefined) {
+        // An SDK error path lets the extension's ArgumentException through unwrapped.
+        if (error !== undefined) this.#fault ??= tooLarge;
+        else this.#failOrchestrator(tooLarge);
+        return;
+      }
+      this.#customStatus = json;
+    }
+    const schema = typeof state.schemaVersion === 'number' ? state.schemaVersion : Number(state.schemaVersion);
+    if (!(schema >= 1)) {
+      this.#failOrchestrator(`Orchestrator replay schema ${String(state.schemaVersion)} is not supported by the development host (code DURABLE_UNSUPPORTED_SCHEMA).`);
+      return;
+    }
+    const outer = Array.isArray(state.actions) ? (state.actions as unknown[]) : [];
+    if (outer.length !== 1) {
+      this.#failOrchestrator(`With OOProc schema V${schema + 1}, expected actions array to be of length 1 in outer layer but got size: ${outer.length}`);
+      return;
+    }
+    const list = Array.isArray(outer[0]) ? (outer[0] as RawAction[]) : [];
     let index = 0;
+    // ProcessAsyncActionsV2: each action awaited in turn; a failed task is ignored, a throwing call ends the shim.
     const advance = (): void => {
-      while (index < this.topLevel.length) {
-        const action = this.topLevel[index];
+      while (index < list.length) {
+        const action = list[index];
         index += 1;
         if (action === undefined) continue;
-        const task = this.#invoke(action);
+        let task: SimTask;
+        try {
+          task = this.#invoke(action);
+        } catch (err) {
+          if (!(err instanceof ShimFault)) throw err;
+          this.#failOrchestrator(err.message);
+          return;
+        }
         if (!task.done) {
           task.then(advance);
           return;
         }
       }
+      this.#shimDone = true;
+      if (error !== undefined) this.#failOrchestrator(error);
     };
     advance();
+  }
+
+  #matchDecision(event: HistoryEvent): void {
+    const id = event.EventId;
+    const action = this.#actions.get(id);
+    const version = event.Version ?? '';
+    if (event.EventType === EventType.TaskScheduled) {
+      const what = `an activity task with sequence number ${id} named '${event.Name ?? ''}'`;
+      if (action === undefined) {
+        return this.#nondeterministic(
+          `A previous execution of this orchestration scheduled an activity task with sequence ID ${id} and name '${event.Name ?? ''}' (version '${version}'), but the current replay execution hasn't (yet?) scheduled this task. ${CHANGED}`,
+        );
+      }
+      if (action.kind !== 'ScheduleTaskOrchestratorAction') {
+        return this.#nondeterministic(`A previous execution of this orchestration scheduled ${what}, but the current orchestration replay instead produced a ${action.kind} action with this sequence number. ${CHANGED}`);
+      }
+      if (!sameName(event.Name, action.name)) {
+        return this.#nondeterministic(`A previous execution of this orchestration scheduled ${what}, but the current orchestration replay instead scheduled an activity task named '${action.name}' with this sequence number.  ${CHANGED}`);
+      }
+    } else if (event.EventType === EventType.TimerCreated) {
+      if (action === undefined) {
+        return this.#nondeterministic(`A previous execution of this orchestration scheduled a timer task with sequence number ${id} but the current replay execution hasn't (yet?) scheduled this task. ${CHANGED}`);
+      }
+      if (action.kind !== 'CreateTimerOrchestratorAction') {
+        return this.#nondeterministic(
+          `A previous execution of this orchestration scheduled a timer task with sequence number ${id} named but the current orchestration replay instead produced a ${action.kind} action with this sequence number. ${CHANGED}`,
+        );
+      }
+    } else {
+      const what = `a sub-orchestration task with sequence ID ${id} and name '${event.Name ?? ''}' (version '${version}', instance ID '${event.InstanceId ?? ''}')`;
+      if (action === undefined) return this.#nondeterministic(`A previous execution of this orchestration scheduled ${what}, but the current replay execution hasn't (yet?) scheduled this task. ${CHANGED}`);
+      if (action.kind !== 'CreateSubOrchestrationAction') {
+        return this.#nondeterministic(`A previous execution of this orchestration scheduled ${what}, but the current orchestration replay instead produced a ${action.kind} action at this sequence number. ${CHANGED}`);
+      }
+      if (!sameName(event.Name, action.name)) {
+        return this.#nondeterministic(`A previous execution of this orchestration scheduled ${what}, but the current orchestration replay instead scheduled a sub-orchestration task with name ${action.name} at this sequence number. ${CHANGED}`);
+      }
+    }
+    this.#actions.delete(id);
+  }
+
+  #nondeterministic(details: string): void {
+    this.#nondeterminism = `${NONDETERMINISM_PREFIX}${details}`;
   }
 
   #complete(id: number | undefined, succeeded: boolean): void {
@@ -282,67 +427,64 @@ class Replayer {
     this.#bufferedEvents.set(key, (this.#bufferedEvents.get(key) ?? 0) + 1);
   }
 
-  #claim(kind: number, name: string | undefined): { id: number; existing: boolean } {
-    const id = this.#nextId;
-    this.#nextId += 1;
-    const existing = this.#historyDecisions.get(id);
-    if (existing === undefined) return { id, existing: false };
-    if (existing.EventType !== kind || (name !== undefined && existing.Name !== name)) {
-      const found = `${String(existing.EventType)}${existing.Name === undefined ? '' : ` "${existing.Name}"`}`;
-      throw replayError(
-        'DURABLE_NONDETERMINISM',
-        `Non-deterministic workflow detected: sequence number ${id} was event type ${found} in history, but the orchestrator now schedules type ${kind}${name === undefined ? '' : ` "${name}"`}.`,
-      );
+  // DurableOrchestrationContext.IncrementActionsOrThrowException.
+  #countAction(): void {
+    if (this.#actionCount >= this.#maxActions) {
+      throw new ShimFault(`Maximum amount of orchestration actions (${this.#maxActions}) has been reached. This value can be configured in host.json file as MaxOrchestrationActions.`);
     }
-    return { id, existing: true };
+    this.#actionCount += 1;
   }
 
-  #assertExists(kind: 'activity' | 'orchestrator', name: string): void {
+  #assertExists(kind: 'activity' | 'orchestrator', name: string): string {
     const known = kind === 'activity' ? this.input.functions?.activities : this.input.functions?.orchestrators;
-    // Function names are case-insensitive in the Functions host.
-    if (known === undefined || known.some((k) => k.toLowerCase() === name.toLowerCase())) return;
-    throw replayError('DURABLE_UNKNOWN_FUNCTION', unknownFunctionMessage(kind, name, known));
+    if (known === undefined) return name;
+    // Function names are case-insensitive in the Functions host (FunctionName.Equals).
+    const registered = known.find((k) => sameName(k, name));
+    if (registered === undefined) throw new ShimFault(unknownFunctionMessage(kind, name, known));
+    return registered;
   }
 
   #scheduleActivity(name: string, input: unknown): SimTask {
-    this.#assertExists('activity', name);
-    const { id, existing } = this.#claim(EventType.TaskScheduled, name);
+    const id = this.#nextId++;
     const task = new SimTask();
     this.#open.set(id, task);
-    if (!existing) {
-      this.#newDecisions.push({ id, event: historyEvent.taskScheduled(this.input.decidedAt, id, name, input) });
-      this.activities.push({ id, name, input });
-    }
+    this.#actions.set(id, { kind: 'ScheduleTaskOrchestratorAction', name, event: historyEvent.taskScheduled(this.input.decidedAt, id, name, input), work: { id, name, input } });
     return task;
   }
 
   #createTimer(fireAt: Date, canceled: boolean): SimTask {
-    const { id, existing } = this.#claim(EventType.TimerCreated, undefined);
+    const id = this.#nextId++;
     const task = new SimTask();
-    if (!existing) {
-      this.#newDecisions.push({ id, event: historyEvent.timerCreated(this.input.decidedAt, id, fireAt) });
-      this.timers.push({ id, fireAt });
-    }
-    // A cancelled timer is still created (its TimerCreated is written) but nobody waits for it.
+    // A cancelled timer is still created (its TimerCreated is written) but leaves the open tasks at once.
+    this.#actions.set(id, { kind: 'CreateTimerOrchestratorAction', event: historyEvent.timerCreated(this.input.decidedAt, id, fireAt), work: canceled ? undefined : { id, fireAt } });
     if (canceled) task.settle(false);
     else this.#open.set(id, task);
     return task;
   }
 
   #scheduleSubOrchestration(name: string, instanceId: string | undefined, input: unknown): SimTask {
-    this.#assertExists('orchestrator', name);
-    const { id, existing } = this.#claim(EventType.SubOrchestrationInstanceCreated, name);
+    const id = this.#nextId++;
+    const childId = instanceId !== undefined && instanceId !== '' ? instanceId : `${this.input.executionId}:${id}`;
     const task = new SimTask();
     this.#open.set(id, task);
-    if (!existing) {
-      const childId = instanceId !== undefined && instanceId !== '' ? instanceId : `${this.input.executionId}:${id}`;
-      const invalid = validateInstanceId(childId);
-      if (invalid !== undefined) throw replayError('DURABLE_BAD_INSTANCE_ID', `Sub-orchestration instance id "${childId}" is invalid: ${invalid}`);
-      const inputText = input === undefined || input === null ? null : JSON.stringify(input);
-      this.#newDecisions.push({ id, event: historyEvent.subOrchestrationCreated(this.input.decidedAt, id, name, childId, inputText) });
-      this.subOrchestrations.push({ id, name, instanceId: childId, input: inputText });
-    }
+    const inputText = input === undefined || input === null ? null : JSON.stringify(input);
+    this.#actions.set(id, {
+      kind: 'CreateSubOrchestrationAction',
+      name,
+      event: historyEvent.subOrchestrationCreated(this.input.decidedAt, id, name, childId, inputText),
+      work: { id, name, instanceId: childId, input: inputText },
+    });
     return task;
+  }
+
+  #checkSubOrchestrationId(instanceId: string | undefined): void {
+    if (instanceId === undefined || instanceId === '') return;
+    const same = (other: string | null | undefined): boolean => other !== undefined && other !== null && other.toLowerCase() === instanceId.toLowerCase();
+    if (same(this.input.instanceId) || same(this.input.parentInstanceId)) {
+      throw new ShimFault('The instance ID of a sub-orchestration must be different than the instance ID of a parent orchestration.');
+    }
+    const invalid = validateInstanceId(instanceId);
+    if (invalid !== undefined) throw new ShimFault(`Sub-orchestration instance id "${instanceId}" is invalid: ${invalid}`);
   }
 
   #waitForEvent(name: string): SimTask {
@@ -392,37 +534,48 @@ class Replayer {
     return delay < policy.maxRetryIntervalMs ? delay : policy.maxRetryIntervalMs;
   }
 
+  // OutOfProcOrchestrationShim.InvokeAPIFromAction and the DurableOrchestrationContext calls behind it.
   #invoke(action: RawAction): SimTask {
     const type = typeof action.actionType === 'number' ? action.actionType : Number(action.actionType);
     const functionName = typeof action.functionName === 'string' ? action.functionName : '';
     switch (type) {
-      case ActionType.CallActivity:
-        return this.#scheduleActivity(functionName, decodeActionInput(action.input));
+      case ActionType.CallActivity: {
+        const name = this.#assertExists('activity', functionName);
+        this.#countAction();
+        return this.#scheduleActivity(name, decodeActionInput(action.input));
+      }
       case ActionType.CallActivityWithRetry: {
         const policy = toRetryPolicy(action.retryOptions, functionName);
-        return this.#withRetry(policy, () => this.#scheduleActivity(functionName, decodeActionInput(action.input)));
+        const name = this.#assertExists('activity', functionName);
+        this.#countAction();
+        return this.#withRetry(policy, () => this.#scheduleActivity(name, decodeActionInput(action.input)));
       }
       case ActionType.CallSubOrchestrator:
-        return this.#scheduleSubOrchestration(functionName, typeof action.instanceId === 'string' ? action.instanceId : undefined, decodeActionInput(action.input));
       case ActionType.CallSubOrchestratorWithRetry: {
-        const policy = toRetryPolicy(action.retryOptions, functionName);
+        const policy = type === ActionType.CallSubOrchestratorWithRetry ? toRetryPolicy(action.retryOptions, functionName) : undefined;
+        const name = this.#assertExists('orchestrator', functionName);
         const instanceId = typeof action.instanceId === 'string' ? action.instanceId : undefined;
-        return this.#withRetry(policy, () => this.#scheduleSubOrchestration(functionName, instanceId, decodeActionInput(action.input)));
+        this.#checkSubOrchestrationId(instanceId);
+        this.#countAction();
+        const schedule = (): SimTask => this.#scheduleSubOrchestration(name, instanceId, decodeActionInput(action.input));
+        return policy === undefined ? schedule() : this.#withRetry(policy, schedule);
       }
       case ActionType.ContinueAsNew: {
         const input = decodeActionInput(action.input);
-        this.continueAsNew = { input: input === undefined || input === null ? null : JSON.stringify(input) };
+        this.#continueAsNew = { input: input === undefined || input === null ? null : JSON.stringify(input), carryOver: [] };
         return settled(true);
       }
       case ActionType.CreateTimer: {
         const fireAt = new Date(typeof action.fireAt === 'string' || typeof action.fireAt === 'number' ? action.fireAt : NaN);
-        if (Number.isNaN(fireAt.getTime())) throw replayError('DURABLE_BAD_ACTION', 'A CreateTimer action has no valid fireAt.');
+        if (Number.isNaN(fireAt.getTime())) throw new ShimFault('A CreateTimer action has no valid fireAt (code DURABLE_BAD_ACTION).');
+        this.#countAction();
         return this.#createTimer(fireAt, action.isCanceled === true);
       }
       case ActionType.WaitForExternalEvent:
         return this.#waitForEvent(typeof action.externalEventName === 'string' ? action.externalEventName : '');
       case ActionType.WhenAll:
       case ActionType.WhenAny: {
+        // Task.WhenAll/WhenAny enumerate their children first: a throwing child stops the rest.
         const children = Array.isArray(action.compoundActions) ? (action.compoundActions as RawAction[]).map((child) => this.#invoke(child)) : [];
         const outer = new SimTask();
         if (type === ActionType.WhenAny) {
@@ -441,21 +594,13 @@ class Replayer {
       }
       default: {
         const what = UNSUPPORTED_ACTIONS[type] ?? `action type ${String(action.actionType)}`;
-        throw replayError('DURABLE_UNSUPPORTED_ACTION', `The development host's Durable backend does not support ${what} (orchestrator action ${String(action.actionType)}).`);
+        throw new ShimFault(`The development host's Durable backend does not support ${what} (orchestrator action ${String(action.actionType)}; code DURABLE_UNSUPPORTED_ACTION).`);
       }
     }
   }
 }
 
-/** Replays the orchestrator's actions against its history; see the module comment. */
+/** Plays the orchestrator's result against its history; see the module comment. */
 export function replayActions(input: ReplayInput): ReplayResult {
-  const schema = typeof input.schemaVersion === 'number' ? input.schemaVersion : Number(input.schemaVersion);
-  if (!(schema >= 1)) {
-    throw replayError('DURABLE_UNSUPPORTED_SCHEMA', `Orchestrator replay schema ${String(input.schemaVersion)} is not supported (the host offers V3).`);
-  }
-  // From schema V2 on, the SDK sends every action of the execution in one list, wrapped in an outer array.
-  const outer = Array.isArray(input.actions) ? (input.actions as unknown[]) : [];
-  if (outer.length > 1) throw replayError('DURABLE_BAD_ACTION', `Expected one action list for schema V2+, got ${outer.length}.`);
-  const list = Array.isArray(outer[0]) ? (outer[0] as RawAction[]) : [];
-  return new Replayer(input, list).run();
+  return new Replayer(input).run();
 }

@@ -1,25 +1,30 @@
 /**
  * One orchestration episode, as the Durable extension runs it: append OrchestratorStarted and the
  * new events to the history, invoke the orchestrator function with the extension's trigger payload
- * (the SDK's own executor replays the history), replay the actions it returns into new history
- * events (replayActions), and close the episode with the completion event, if any, and
- * OrchestratorCompleted (DurableTask.Core TaskOrchestrationDispatcher.OnProcessWorkItemAsync).
- * Continue-as-new starts the next generation inside the same episode, as DurableTask.Core does:
- * its history begins OrchestratorStarted, ExecutionStarted, OrchestratorCompleted.
+ * (the SDK's own executor replays the history), play its result against the history
+ * (replayActions), and close the episode with the completion event, if any, and
+ * OrchestratorCompleted (Azure/durabletask src/DurableTask.Core/TaskOrchestrationDispatcher.cs,
+ * OnProcessWorkItemAsync). Continue-as-new starts the next generation inside the same episode, as
+ * that dispatcher does: its history begins OrchestratorStarted, ExecutionStarted, the raised events
+ * carried over, OrchestratorCompleted; its `createdTime` is that ExecutionStarted's time
+ * (DurableTask.AzureStorage AzureTableTrackingStore.UpdateStateAsync writes CreatedTime from each
+ * ExecutionStarted).
+ *
+ * Custom status follows the dispatcher too: each episode stores what the orchestrator set in it,
+ * nothing when it set none (the custom status is cleared), except that within an episode that
+ * continued as new, a generation that set none keeps the previous generation's (`carryOverStatus`).
  *
  * Guarantees: pure with respect to storage (returns the new state and the work to send; the caller
- * persists and sends); a failing orchestrator, a non-deterministic replay or an unsupported action
- * fails the instance with a readable reason instead of throwing; termination completes the
- * instance without running user code.
+ * persists and sends); whatever the orchestrator does fails the instance with the extension's reason
+ * instead of throwing; termination completes the instance without running user code.
  */
 import { randomUUID } from 'node:crypto';
 
 import { type FunctionInvoker } from '../contracts';
-import { DevHostError } from '../errors';
 import { type Logger } from '../log';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, type RuntimeStatus } from './HistoryEvent';
 import { type InstanceState } from './InstanceStore';
-import { replayActions, type ReplayResult, type ScheduledSubOrchestration, type ScheduledTimer } from './replayActions';
+import { type OrchestratorOutcome, replayActions, type ReplayResult, type ScheduledSubOrchestration, type ScheduledTimer } from './replayActions';
 import { type ActivityTask } from './TaskHubQueues';
 
 /** What the extension tells out-of-process SDKs about itself (OrchestrationTriggerAttributeBindingProvider). */
@@ -33,14 +38,15 @@ export const TRIGGER_PAYLOAD_CONSTANTS = {
 } as const;
 
 const OUT_OF_PROC_DATA_LABEL = '\n\n$OutOfProcData$:';
-/** Generations one episode may run back to back before it yields (an orchestrator that only continues-as-new). */
+/** Generations one episode may run back to back before it fails (an orchestrator that only continues-as-new). */
 const MAX_GENERATIONS_PER_EPISODE = 50;
-const NO_WORK = { activities: [], timers: [], subOrchestrations: [] } as const satisfies Omit<EpisodeResult, 'state' | 'completed'>;
 
 export interface EpisodeDeps {
   readonly invoker: FunctionInvoker;
   readonly clock: () => Date;
   readonly logger: Logger;
+  /** host.json durableTask.maxOrchestrationActions (default 100,000). */
+  readonly maxOrchestrationActions?: number;
 }
 
 export interface EpisodeResult {
@@ -53,11 +59,6 @@ export interface EpisodeResult {
   readonly completed?: { readonly status: RuntimeStatus; readonly output: string | null };
 }
 
-interface InvocationOutcome {
-  readonly state?: Record<string, unknown>;
-  readonly error?: string;
-}
-
 function parseOutOfProcState(text: string): Record<string, unknown> | undefined {
   try {
     const parsed = JSON.parse(text) as unknown;
@@ -67,7 +68,7 @@ function parseOutOfProcState(text: string): Record<string, unknown> | undefined 
   }
 }
 
-async function invokeOrchestrator(deps: EpisodeDeps, state: InstanceState, history: HistoryEvent[], isReplaying: boolean): Promise<InvocationOutcome> {
+async function invokeOrchestrator(deps: EpisodeDeps, state: InstanceState, history: HistoryEvent[], isReplaying: boolean): Promise<OrchestratorOutcome> {
   const trigger = {
     // A copy: the episode goes on appending to its own list after the call.
     history: history.map((e) => ({ ...e })),
@@ -140,62 +141,59 @@ export async function runEpisode(state: InstanceState, events: readonly HistoryE
   }
 
   history.push(...events.map((e) => ({ ...e, IsPlayed: false })));
+  // The previous generation's custom status within this episode (TaskOrchestrationDispatcher's carryOverStatus).
+  let carryOverStatus: string | null | undefined;
   for (let generation = 0; ; generation += 1) {
     const isReplaying = next.history.some((e) => e.EventType === EventType.ExecutionStarted);
     const outcome = await invokeOrchestrator(deps, next, history, isReplaying);
-    const decidedAt = deps.clock();
-    let replay: ReplayResult | undefined;
-    let error = outcome.error;
-    if (outcome.state !== undefined) {
-      try {
-        replay = replayActions({ history, actions: outcome.state.actions, schemaVersion: outcome.state.schemaVersion, executionId: next.executionId, decidedAt, functions: durableFunctions(deps.invoker) });
-      } catch (err) {
-        if (!(err instanceof DevHostError)) throw err;
-        deps.logger.warn('durable.orchestration.replay_failed', { instanceId: next.instanceId, code: err.code, error: err.message });
-        error ??= err.message;
-      }
-      if (outcome.state.customStatus !== undefined) next.customStatus = JSON.stringify(outcome.state.customStatus);
-    }
-    if (replay !== undefined) history.push(...replay.decisions);
-    const nextEventId = replay?.nextEventId ?? lastDecisionId(history) + 1;
+    const replay: ReplayResult = replayActions({
+      history,
+      outcome,
+      name: next.name,
+      instanceId: next.instanceId,
+      parentInstanceId: next.parent?.OrchestrationInstance.InstanceId ?? null,
+      executionId: next.executionId,
+      decidedAt: deps.clock(),
+      functions: durableFunctions(deps.invoker),
+      ...(deps.maxOrchestrationActions === undefined ? {} : { maxOrchestrationActions: deps.maxOrchestrationActions }),
+    });
+    next.customStatus = replay.customStatus ?? carryOverStatus ?? null;
+    history.push(...replay.decisions);
     const finishedAt = deps.clock();
     next.lastUpdatedTime = finishedAt.toISOString();
+    const work = { activities: replay.activities.map((a) => ({ id: a.id, name: a.name, input: a.input })), timers: replay.timers, subOrchestrations: replay.subOrchestrations };
 
-    const finish = (status: RuntimeStatus, output: string | null, work: Omit<EpisodeResult, 'state' | 'completed'> = NO_WORK): EpisodeResult => {
-      history.push(historyEvent.executionCompleted(finishedAt, nextEventId, status, output));
+    const finish = (status: RuntimeStatus, output: string | null): EpisodeResult => {
+      history.push(historyEvent.executionCompleted(finishedAt, replay.nextEventId, status, output));
       closeEpisode(history, finishedAt);
       Object.assign(next, { history, runtimeStatus: status, output });
       if (status === 'Failed') deps.logger.warn('durable.orchestration.failed', { instanceId: next.instanceId, name: next.name, reason: output });
       return { state: next, ...work, completed: { status, output } };
     };
-    if (error !== undefined) return finish('Failed', `Orchestrator function '${next.name}' failed: ${error}`);
-    const work = {
-      activities: (replay?.activities ?? []).map((a) => ({ id: a.id, name: a.name, input: a.input })),
-      timers: replay?.timers ?? [],
-      subOrchestrations: replay?.subOrchestrations ?? [],
-    };
-    const isDone = outcome.state?.isDone === true;
-    if (isDone && replay?.continueAsNew !== undefined && generation + 1 >= MAX_GENERATIONS_PER_EPISODE) {
-      // DurableTask.Core would loop forever; a readable failure is more useful on a development host.
-      return finish(
-        'Failed',
-        `Orchestrator function '${next.name}' failed: continued as new ${MAX_GENERATIONS_PER_EPISODE} times in one episode without waiting for anything (code DURABLE_CONTINUE_AS_NEW_LOOP)`,
-      );
-    }
-    if (isDone && replay?.continueAsNew !== undefined) {
-      // The old generation ends with ContinueAsNew; only the new generation's history is kept.
-      const input = replay.continueAsNew.input;
+    const end = replay.end;
+    if (end.kind === 'failed') return finish('Failed', end.reason);
+    if (end.kind === 'completed') return finish('Completed', end.output);
+    if (end.kind === 'continuedAsNew') {
+      if (generation + 1 >= MAX_GENERATIONS_PER_EPISODE) {
+        // DurableTask.Core would loop forever; a readable failure is more useful on a development host.
+        return finish(
+          'Failed',
+          `Orchestrator function '${next.name}' failed: continued as new ${MAX_GENERATIONS_PER_EPISODE} times in one episode without waiting for anything (code DURABLE_CONTINUE_AS_NEW_LOOP)`,
+        );
+      }
+      // The old generation ends; only the new generation's history is kept, and its creation time restarts.
+      carryOverStatus = replay.customStatus;
       const executionId = randomUUID().replace(/-/g, '');
       const at = deps.clock();
       history = [
         historyEvent.orchestratorStarted(at),
-        historyEvent.executionStarted(at, { name: next.name, instanceId: next.instanceId, executionId, input, parent: next.parent, generation: next.generation + 1, version: next.version ?? '' }),
+        historyEvent.executionStarted(at, { name: next.name, instanceId: next.instanceId, executionId, input: end.input, parent: next.parent, generation: next.generation + 1, version: next.version ?? '' }),
+        ...end.carryOver,
         historyEvent.orchestratorCompleted(at),
       ];
-      Object.assign(next, { history: [], executionId, input, generation: next.generation + 1, runtimeStatus: 'Running' });
+      Object.assign(next, { history: [], executionId, input: end.input, generation: next.generation + 1, runtimeStatus: 'Running', createdTime: at.toISOString() });
       continue;
     }
-    if (isDone) return finish('Completed', JSON.stringify(outcome.state?.output ?? null), work);
     closeEpisode(history, finishedAt);
     Object.assign(next, { history, runtimeStatus: 'Running' });
     return { state: next, ...work };

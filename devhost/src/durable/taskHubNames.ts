@@ -18,7 +18,7 @@ export interface TaskHubNames {
 // The extension's rule for Azure Storage task hubs: 3-45 characters, letters and digits, starting with a letter.
 const TASK_HUB_PATTERN = /^[A-Za-z][A-Za-z0-9]{2,44}$/;
 
-export function taskHubNames(taskHub: string, controlQueueCount = 1): TaskHubNames {
+export function taskHubNames(taskHub: string, partitionCount = 4): TaskHubNames {
   if (!TASK_HUB_PATTERN.test(taskHub)) {
     throw new DevHostError(
       'DURABLE_BAD_TASK_HUB',
@@ -26,15 +26,15 @@ export function taskHubNames(taskHub: string, controlQueueCount = 1): TaskHubNam
       true,
     );
   }
-  if (!Number.isInteger(controlQueueCount) || controlQueueCount < 1 || controlQueueCount > 16) {
-    throw new DevHostError('DURABLE_BAD_PARTITION_COUNT', `Control queue count must be an integer from 1 to 16, got ${controlQueueCount}.`, true);
+  if (!Number.isInteger(partitionCount) || partitionCount < 1 || partitionCount > 16) {
+    throw new DevHostError('DURABLE_BAD_PARTITION_COUNT', `PartitionCount must be an integer value between 1 and 16, got ${partitionCount}.`, true);
   }
   const prefix = taskHub.toLowerCase();
   return {
     taskHub,
     instancesContainer: `${prefix}-instances`,
     largeMessagesContainer: `${prefix}-largemessages`,
-    controlQueues: Array.from({ length: controlQueueCount }, (_, i) => `${prefix}-control-${String(i).padStart(2, '0')}`),
+    controlQueues: Array.from({ length: partitionCount }, (_, i) => `${prefix}-control-${String(i).padStart(2, '0')}`),
     workItemQueue: `${prefix}-workitems`,
   };
 }

@@ -15,11 +15,13 @@ export interface AppRoot {
   remove(): void;
 }
 
+/** `fixture`: a folder under test/fixtures holding functions.js, or the compiled file's path itself. */
 export function createAppRoot(options: { fixture: string; hostJson: unknown; values: Record<string, string> }): AppRoot {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-app-'));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fixture-app', main: 'index.js' }));
   writeFileSync(join(dir, 'host.json'), JSON.stringify(options.hostJson));
   writeFileSync(join(dir, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: options.values }));
-  writeFileSync(join(dir, 'index.js'), `require(${JSON.stringify(fixtureEntry(options.fixture))});\n`);
+  const entry = options.fixture.endsWith('.js') ? options.fixture : fixtureEntry(options.fixture);
+  writeFileSync(join(dir, 'index.js'), `require(${JSON.stringify(entry)});\n`);
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }

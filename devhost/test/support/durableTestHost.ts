@@ -14,12 +14,14 @@ import * as df from 'durable-functions';
 
 import { type LoadedApp, loadFunctionApp } from '../../src/AppLoader';
 import { type DurableBackend, type FunctionInvoker } from '../../src/contracts';
-import { createDurableBackend, type DispatcherTuning } from '../../src/durable';
+import { createDurableBackend, type DispatcherTuning, parseDurableTaskOptions } from '../../src/durable';
 import { eventTypeName, type HistoryEvent } from '../../src/durable/HistoryEvent';
 import { InstanceStore } from '../../src/durable/InstanceStore';
 import { taskHubNames } from '../../src/durable/taskHubNames';
+import { TaskHubQueues } from '../../src/durable/TaskHubQueues';
 import { memoryLogger } from '../../src/log';
 import { type StorageConnection } from '../../src/storage';
+import type * as ReferenceApp from '../fixtures/referenceApp';
 import { azuriteConnectionString } from './env';
 
 /** The package's compiled output root (this file is <root>/dist/test/support/durableTestHost.js). */
@@ -53,6 +55,9 @@ export interface DurableTestHost {
   /** The SDK's client, from the binding value the backend gives `durableClient` inputs. */
   readonly client: df.DurableClient;
   readonly logger: ReturnType<typeof memoryLogger>;
+  /** The task hub's queues, as the backend names them (for tests that hold or inject messages). */
+  readonly queues: TaskHubQueues;
+  readonly store: InstanceStore;
   /** The raw history the backend stored (what the orchestrator received on its last episode, plus that episode's decisions). */
   rawHistory(instanceId: string): Promise<HistoryEvent[]>;
   stop(): Promise<void>;
@@ -67,6 +72,8 @@ export interface DurableTestHostOptions {
   readonly maxTimerMessageDelaySeconds?: number;
   /** Wraps the app's invoker (e.g. to record what the backend sends to functions). */
   readonly wrapInvoker?: (app: LoadedApp) => FunctionInvoker;
+  /** host.json extensions.durableTask (its defaults when absent). */
+  readonly durableTask?: Record<string, unknown>;
 }
 
 export async function startDurableTestHost(options: DurableTestHostOptions = {}): Promise<DurableTestHost> {
@@ -85,7 +92,8 @@ export async function startDurableTestHost(options: DurableTestHostOptions = {})
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const backend = createDurableBackend({ invoker: options.wrapInvoker?.(app) ?? app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger }, {
+  const durableTask = parseDurableTaskOptions(options.durableTask);
+  const backend = createDurableBackend({ invoker: options.wrapInvoker?.(app) ?? app, storage, taskHub, baseUrl, instanceId: `test-${process.pid}`, logger, durableTask }, {
     tuning: { ...TEST_TUNING, ...options.tuning },
     ...(options.maxTimerMessageDelaySeconds === undefined ? {} : { maxTimerMessageDelaySeconds: options.maxTimerMessageDelaySeconds }),
   });
@@ -97,7 +105,9 @@ export async function startDurableTestHost(options: DurableTestHostOptions = {})
   const context = new InvocationContext({ functionName: 'durableTest', options: { extraInputs: [clientInput] } });
   context.extraInputs.set(clientInput, bindingValue);
   const client = df.getClient(context);
-  const store = new InstanceStore(storage, taskHubNames(taskHub));
+  const names = taskHubNames(taskHub, durableTask.partitionCount);
+  const store = new InstanceStore(storage, names);
+  const queues = new TaskHubQueues(storage, names, logger);
   return {
     app,
     backend,
@@ -105,6 +115,8 @@ export async function startDurableTestHost(options: DurableTestHostOptions = {})
     taskHub,
     client,
     logger,
+    queues,
+    store,
     async rawHistory(instanceId) {
       const stored = await store.read(instanceId);
       if (stored === undefined) throw new Error(`No instance ${instanceId} in task hub ${taskHub}.`);
@@ -131,4 +143,23 @@ export async function waitForFinish(client: df.DurableClient, instanceId: string
 /** Event type names of a raw history, in order (what the docs' history table lists). */
 export function eventNames(history: readonly HistoryEvent[]): string[] {
   return history.map((e) => eventTypeName(e.EventType) ?? String(e.EventType));
+}
+
+/** Polls `check` until it holds. */
+export async function waitUntil(check: () => Promise<boolean>, timeoutMs = 20_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}.`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/**
+ * The fixture module's exports (e.g. `codeVariants`), after the loader loaded it: a plain import
+ * would load it before the host supplies `@azure/functions-core`, and nothing would register.
+ */
+export async function referenceAppExports(): Promise<typeof ReferenceApp> {
+  await loadReferenceApp();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module instance the loader loaded
+  return require(join(OUT_DIR, REFERENCE_APP_MAIN)) as typeof ReferenceApp;
 }

@@ -37,6 +37,26 @@ describe('FunctionKeys', () => {
     assert.equal(authLevelOf('ANONYMOUS'), 'anonymous');
   });
 
+  it('opens the Durable webhooks with the extension\'s system key or the master key only (AuthorizationLevel.System)', () => {
+    const withSystem = FunctionKeys.fromEnv({ DEVHOST_HOST_KEYS: 'h', DEVHOST_MASTER_KEY: 'm', DEVHOST_SYSTEM_KEYS: 'durabletask_extension=s' });
+    assert.equal(withSystem.generatedSystemKey, false);
+    assert.equal(withSystem.systemKey('durabletask_extension'), 's');
+    assert.equal(withSystem.authorizeSystem('durabletask_extension', 's'), true);
+    assert.equal(withSystem.authorizeSystem('durabletask_extension', 'm'), true);
+    assert.equal(withSystem.authorizeSystem('durabletask_extension', 'h'), false, 'a host key is not a system key');
+    assert.equal(withSystem.authorizeSystem('durabletask_extension', undefined), false);
+    // Keys on without a configured system key: one is made for the process, as the host creates one.
+    const generated = FunctionKeys.fromEnv({ DEVHOST_HOST_KEYS: 'h' });
+    assert.equal(generated.generatedSystemKey, true);
+    const key = generated.systemKey('durabletask_extension') ?? '';
+    assert.ok(key.length >= 32);
+    assert.equal(generated.authorizeSystem('durabletask_extension', key), true);
+    // Keys off: no system key, everything open (like Core Tools locally).
+    const none = FunctionKeys.fromEnv({});
+    assert.equal(none.systemKey('durabletask_extension'), undefined);
+    assert.equal(none.authorizeSystem('durabletask_extension', undefined), true);
+  });
+
   it('rejects malformed function key pairs without echoing them', () => {
     assert.throws(
       () => FunctionKeys.fromEnv({ DEVHOST_FUNCTION_KEYS: 'secretvalue' }),

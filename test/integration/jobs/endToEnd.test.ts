@@ -267,12 +267,18 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('continues as new on the real Durable backend, carrying its state, and still aggregates exactly', async () => {
+    // Each item waits until the orchestration has continued as new twice: however slow the queue
+    // polling (host.json maxQueuePollingInterval), the job outlives its first two executions.
+    const generationOf = async (): Promise<number> => {
+      const custom = (await h.client.getStatus(instanceIdFor('generations'))).customStatus as { generation?: number } | null;
+      return custom?.generation ?? 0;
+    };
     workTypes.register({
       name: 'e2e-slow',
-      description: 'each item takes 1 s',
+      description: 'each item waits for the third execution',
       validateItem: () => undefined,
       process: async (item) => {
-        await new Promise((r) => setTimeout(r, 1_000));
+        while ((await generationOf()) < 3) await new Promise((r) => setTimeout(r, 200));
         return { n: Number(item) };
       },
       empty: () => ({ n: 0 }),

@@ -123,25 +123,6 @@ test('duplicate deliveries are applied once: a repeated message id, a repeated t
   }
 });
 
-test('an instance whose start message was lost starts when its id is started again', async () => {
-  const host = await startDurableTestHost();
-  try {
-    const store = new InstanceStore(storageFromEnv(), taskHubNames(host.taskHub));
-    const instanceId = 'lost-start';
-    // Written, but the process died before sending the start message (two minutes ago).
-    await store.create(newInstanceState({ instanceId, name: 'HelloSequence', executionId: newMessageId(), input: null, parent: null, now: new Date(Date.now() - 120_000) }));
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    assert.equal((await host.client.getStatus(instanceId)).runtimeStatus, 'Pending');
-
-    await assert.rejects(host.client.startNew('HelloSequence', { instanceId }), /status code: 500.*status Pending already exists/);
-    const status = await waitForFinish(host.client, instanceId);
-    assert.deepEqual(status.output, ['Hello Tokyo!', 'Hello Seattle!', 'Hello London!']);
-    assert.ok(host.logger.lines.some((l) => l.event === 'durable.instance.start_resent'));
-  } finally {
-    await host.stop();
-  }
-});
-
 test('a timer longer than a queue message may wait is re-chained and fires on time, not early', async () => {
   // Messages may wait at most 1 s here (6 days in production): a 4 s timer needs several hops.
   const host = await startDurableTestHost({ maxTimerMessageDelaySeconds: 1, tuning: { controlVisibilitySeconds: 2 } });

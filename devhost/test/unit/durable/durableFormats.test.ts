@@ -14,17 +14,28 @@ import { summarizeHistory } from '../../../src/durable/toStatusPayload';
 import { DevHostError } from '../../../src/errors';
 
 describe('Durable wire formats', () => {
-  it('gives durableClient bindings the extension payload with rpcBaseUrl under the webhook path', () => {
+  it('gives durableClient bindings the extension payload: webhook links, and the local RPC base the client calls', () => {
+    // BindingHelper.DurableOrchestrationClientToString and HttpApiHandler.GetClientResponseLinks /
+    // GetInstanceCreationLinks (azure-functions-durable-extension); rpcBaseUrl is LocalHttpListener's /durabletask/.
     const payload = clientBindingPayload('http://127.0.0.1:7071/', 'MyHub');
     assert.deepEqual(Object.keys(payload).sort(), ['baseUrl', 'creationUrls', 'managementUrls', 'requiredQueryStringParameters', 'rpcBaseUrl', 'taskHubName']);
-    assert.equal(payload.rpcBaseUrl, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/');
+    assert.equal(payload.rpcBaseUrl, 'http://127.0.0.1:7071/durabletask/');
     assert.equal(payload.baseUrl, 'http://127.0.0.1:7071/runtime/webhooks/durabletask');
+    assert.equal(payload.requiredQueryStringParameters, '');
     const management = payload.managementUrls as Record<string, string>;
     assert.equal(management.id, 'INSTANCEID');
     assert.equal(management.statusQueryGetUri, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/instances/INSTANCEID?taskHub=MyHub&connection=Storage');
     assert.equal(management.terminatePostUri, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/instances/INSTANCEID/terminate?reason={text}&taskHub=MyHub&connection=Storage');
     assert.equal((payload.creationUrls as Record<string, string>).createNewInstancePostUri, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/orchestrators/{functionName}[/{instanceId}]?');
     assert.equal(managementUrls('http://h', 'Hub', 'a b').statusQueryGetUri, 'http://h/runtime/webhooks/durabletask/instances/a%20b?taskHub=Hub&connection=Storage');
+  });
+
+  it('puts the system key into every webhook link when keys are on, as the host\'s notification URL carries it', () => {
+    const payload = clientBindingPayload('http://127.0.0.1:7071', 'MyHub', 's/k');
+    assert.equal(payload.requiredQueryStringParameters, 'code=s%2Fk');
+    assert.equal((payload.managementUrls as Record<string, string>).statusQueryGetUri, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/instances/INSTANCEID?taskHub=MyHub&connection=Storage&code=s%2Fk');
+    assert.equal((payload.creationUrls as Record<string, string>).createNewInstancePostUri, 'http://127.0.0.1:7071/runtime/webhooks/durabletask/orchestrators/{functionName}[/{instanceId}]?code=s%2Fk');
+    assert.equal(payload.rpcBaseUrl, 'http://127.0.0.1:7071/durabletask/', 'the local RPC endpoint takes no key');
   });
 
   it('summarizes history like the status API: scheduled folded into completions, no episode markers', () => {

@@ -1,14 +1,14 @@
 /**
  * replayActions against hand-written histories: which actions become new history events, with which
- * sequence numbers (DurableTask.Core's single counter, assigned as the history is played), retry
- * timers per RetryInterceptor, and the errors for non-determinism and unsupported actions.
+ * sequence numbers (Azure/durabletask DurableTask.Core TaskOrchestrationContext.cs: one counter,
+ * assigned as the history is played), retry timers per RetryInterceptor.cs, and the refusals
+ * (non-determinism, unsupported actions, bad instance ids) as the extension words them.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { EventType, type HistoryEvent, historyEvent } from '../../../src/durable/HistoryEvent';
-import { replayActions } from '../../../src/durable/replayActions';
-import { DevHostError } from '../../../src/errors';
+import { type EpisodeEnd, replayActions } from '../../../src/durable/replayActions';
 
 const t0 = new Date('2026-01-01T00:00:00.000Z');
 const at = (ms: number): Date => new Date(t0.getTime() + ms);
@@ -25,8 +25,17 @@ const waitFor = (name: string): Record<string, unknown> => ({ actionType: 6, ext
 const whenAll = (...compoundActions: Array<Record<string, unknown>>): Record<string, unknown> => ({ actionType: 12, compoundActions });
 const whenAny = (...compoundActions: Array<Record<string, unknown>>): Record<string, unknown> => ({ actionType: 11, compoundActions });
 
+function replayWith(state: Record<string, unknown>, history: HistoryEvent[], ...actions: Array<Record<string, unknown>>): ReturnType<typeof replayActions> {
+  return replayActions({ history, outcome: { state: { isDone: false, actions: [actions], schemaVersion: 2, ...state } }, name: 'Orch', instanceId: 'i', executionId: 'e', decidedAt });
+}
+
 function replay(history: HistoryEvent[], ...actions: Array<Record<string, unknown>>): ReturnType<typeof replayActions> {
-  return replayActions({ history, actions: [actions], schemaVersion: 2, executionId: 'e', decidedAt });
+  return replayWith({}, history, ...actions);
+}
+
+function failure(end: EpisodeEnd): string {
+  assert.equal(end.kind, 'failed');
+  return end.kind === 'failed' ? end.reason : '';
 }
 
 const summary = (events: HistoryEvent[]): Array<[number, number, string | undefined]> => events.map((e) => [e.EventType, e.EventId, e.Name ?? e.FireAt]);
@@ -47,25 +56,21 @@ describe('replayActions', () => {
     assert.equal(result.nextEventId, 2);
   });
 
-  it('reports an action that disagrees with its history event as non-determinism', () => {
+  it('reports an action that disagrees with its history event as non-determinism, in the extension\'s words', () => {
     const history = [...started(), historyEvent.taskScheduled(at(1), 0, 'A', null)];
-    assert.throws(
-      () => replay(history, activity('B')),
-      (err: unknown) => err instanceof DevHostError && err.code === 'DURABLE_NONDETERMINISM' && /sequence number 0/.test(err.message),
+    const result = replay(history, activity('B'));
+    assert.equal(
+      failure(result.end),
+      "Non-Deterministic workflow detected: A previous execution of this orchestration scheduled an activity task with sequence number 0 named 'A', but the current orchestration replay instead scheduled an activity task named 'B' with this sequence number.  Was a change made to the orchestrator code after this instance had already started running?",
     );
+    assert.deepEqual(result.decisions, [], 'a failed episode sends nothing');
   });
 
   it('refuses Durable HTTP and entity actions with a stable code', () => {
     for (const actionType of [7, 8, 9, 13]) {
-      assert.throws(
-        () => replay(started(), { actionType }),
-        (err: unknown) => err instanceof DevHostError && err.code === 'DURABLE_UNSUPPORTED_ACTION',
-      );
+      assert.match(failure(replay(started(), { actionType }).end), /^Orchestrator function 'Orch' failed: .*DURABLE_UNSUPPORTED_ACTION/);
     }
-    assert.throws(
-      () => replayActions({ history: started(), actions: [[activity('A')]], schemaVersion: 0, executionId: 'e', decidedAt }),
-      (err: unknown) => err instanceof DevHostError && err.code === 'DURABLE_UNSUPPORTED_SCHEMA',
-    );
+    assert.match(failure(replayWith({ schemaVersion: 0 }, started(), activity('A')).end), /DURABLE_UNSUPPORTED_SCHEMA/);
   });
 
   it('follows RetryInterceptor: backoff timers between attempts, an immediate timer after the last', () => {
@@ -151,8 +156,8 @@ describe('replayActions', () => {
 
   it('records continue-as-new with its input', () => {
     const history = [...started(), historyEvent.taskScheduled(at(1), 0, 'A', null), historyEvent.orchestratorStarted(at(10)), historyEvent.taskCompleted(at(9), 0, '1')];
-    const result = replay(history, activity('A'), { actionType: 4, input: 5 });
-    assert.deepEqual(result.continueAsNew, { input: '5' });
+    const result = replayWith({ isDone: true }, history, activity('A'), { actionType: 4, input: 5 });
+    assert.deepEqual(result.end, { kind: 'continuedAsNew', input: '5', carryOver: [] });
     assert.deepEqual(result.decisions, []);
   });
 
@@ -160,9 +165,10 @@ describe('replayActions', () => {
     const result = replay(started(), { actionType: 2, functionName: 'Child', input: { a: 1 } });
     assert.deepEqual(result.subOrchestrations, [{ id: 0, name: 'Child', instanceId: 'e:0', input: '{"a":1}' }]);
     assert.equal(result.decisions[0]?.EventType, EventType.SubOrchestrationInstanceCreated);
-    assert.throws(
-      () => replay(started(), { actionType: 2, functionName: 'Child', instanceId: 'a/b' }),
-      (err: unknown) => err instanceof DevHostError && err.code === 'DURABLE_BAD_INSTANCE_ID',
+    assert.match(failure(replay(started(), { actionType: 2, functionName: 'Child', instanceId: 'a/b' }).end), /Sub-orchestration instance id "a\/b" is invalid/);
+    assert.equal(
+      failure(replay(started(), { actionType: 2, functionName: 'Child', instanceId: 'I' }).end),
+      "Orchestrator function 'Orch' failed: The instance ID of a sub-orchestration must be different than the instance ID of a parent orchestration.",
     );
   });
 });
