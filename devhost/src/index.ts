@@ -7,7 +7,6 @@
 export { LoadedApp, loadFunctionApp, type LoadFunctionAppOptions } from './AppLoader';
 export type { BindingMetadata, DurableBackend, FunctionInvoker, HostedFunction, InvocationRequest, InvocationResult } from './contracts';
 export { clientBindingPayload, type DurableBackendExtras, WEBHOOK_PATH } from './durable';
-export { TRIGGER_PAYLOAD_CONSTANTS } from './durable/runEpisode';
 export { DevHostError, toDevHostError } from './errors';
 export { DEFAULT_TASK_HUB, defaultHostId, FunctionHost, type FunctionHostOptions, validateHostId } from './FunctionHost';
 export { type HostConfig, parseHostConfig, readHostConfig, resolveSettingExpression } from './HostConfig';

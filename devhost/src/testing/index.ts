@@ -5,3 +5,13 @@
  */
 export { AZURITE_ACCOUNT, AZURITE_KEY, type AzuriteInstance, type AzuriteOptions, connectionStringFor, freePort, startAzurite } from './azurite';
 export { eventually, HOST_PROCESS_ENTRY, type HostProcess, startHostProcess } from './hostProcess';
+export {
+  type ActivityCall,
+  type ActivityScript,
+  type EpisodeRecord,
+  historyNames,
+  type OrchestrationRun,
+  type RaisedEvent,
+  runOrchestration,
+  type RunOrchestrationOptions,
+} from './runOrchestration';

@@ -302,6 +302,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 78 });
     assert.equal(view.epoch, 99);
+    assert.equal(view.createdAt, run.submittedAt, 'createdAt is the submission, not the last execution\'s restarted createdTime');
     const status = await h.client.getStatus(instanceIdFor(run.jobId));
     const custom = status.customStatus as { generation: number; phase: string };
     assert.equal(custom.phase, 'done');
