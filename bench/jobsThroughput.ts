@@ -25,7 +25,7 @@ import { basename, join, resolve } from 'node:path';
 import { InvocationContext } from '@azure/functions';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
-import { clientBindingPayload, FunctionHost } from 'devhost';
+import { FunctionHost } from 'devhost';
 import { connectionStringFor, startAzurite } from 'devhost/testing';
 import * as df from 'durable-functions';
 
@@ -168,7 +168,7 @@ export async function runJobsThroughput(connectionString: string | undefined, it
     await inputs.getBlockBlobClient('items.json').upload(text, Buffer.byteLength(text));
     const clientInput = df.input.durableClient();
     const context = new InvocationContext({ functionName: 'bench', options: { extraInputs: [clientInput] } });
-    context.extraInputs.set(clientInput, clientBindingPayload(host.baseUrl, hubName));
+    context.extraInputs.set(clientInput, host.durableClientBinding());
     const client = df.getClient(context);
     // Warm the app (containers, queues, first orchestration) with a tiny job, then measure.
     await runJob(host, client, 'bench-warmup', '', items, 1, true);

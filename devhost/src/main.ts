@@ -145,7 +145,12 @@ async function main(): Promise<void> {
   for (const fn of host.app.list()) {
     if (fn.triggerType !== 'httpTrigger') lines.push(`  ${fn.name}: ${fn.triggerType}`);
   }
-  lines.push('', host.durableEnabled ? `Durable: served at ${base}/runtime/webhooks/durabletask` : 'Durable: not served');
+  lines.push(
+    '',
+    host.durableEnabled
+      ? `Durable: served at ${base}/runtime/webhooks/durabletask${keysOn ? ' (system key durabletask_extension, or the master key)' : ''}; task hub settings from host.json durableTask`
+      : 'Durable: not served',
+  );
   console.log(lines.join('\n'));
 
   let signals = 0;

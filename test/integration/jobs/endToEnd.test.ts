@@ -122,7 +122,22 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('cancels a running job: it ends cancelled with the chunks done so far, and its later chunks are skipped', async () => {
-    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-running', workType: 'noop', items: new Array(400).fill(0), options: { chunkSize: 1 } }));
+    // Chunks wait until the job is cancelled: however fast or slow the polling, it is still running then.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    workTypes.register({
+      name: 'e2e-held',
+      description: 'each item waits until the test lets it go',
+      validateItem: () => undefined,
+      process: async () => {
+        await released;
+        return { count: 1 };
+      },
+      empty: () => ({ count: 0 }),
+      combine: (a, b) => ({ count: Number(a.count) + Number(b.count) }),
+      finish: (total) => total,
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-running', workType: 'e2e-held', items: new Array(400).fill(0), options: { chunkSize: 1 } }));
     assert.equal(posted.status, 202);
     await passUntilQueueEmpty();
     await eventually(
@@ -136,6 +151,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     );
     const cancel = await h.request('DELETE', '/api/jobs/cancel-running');
     assert.equal(cancel.status, 202, cancel.text);
+    release();
     const view = await finished('cancel-running');
     assert.equal(view.status, 'cancelled', JSON.stringify(view));
     const done = view.progress?.chunks.done ?? -1;
