@@ -5,7 +5,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'dist-*/**', 'node_modules/**', '.azurite/**', 'coverage/**'] },
+  { ignores: ['dist/**', 'dist-*/**', 'node_modules/**', '.azurite/**', 'coverage/**', 'devhost/dist/**', 'devhost/dist-*/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -25,15 +25,14 @@ import { basename, join, resolve } from 'node:path';
 import { InvocationContext } from '@azure/functions';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
+import { FunctionHost } from 'devhost';
+import { connectionStringFor, startAzurite } from 'devhost/testing';
 import * as df from 'durable-functions';
 
-import { clientBindingPayload } from '../devhost/durable';
-import { FunctionHost } from '../devhost/FunctionHost';
 import { runJobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../shared/jobs/JobService';
 import { encodeQueueMessage } from '../shared/jobs/JobSubmission';
 import { createLogger } from '../shared/observability/log';
-import { connectionStringFor, startAzurite } from '../test/support/azurite';
 import { type Bench } from './index';
 
 const OUT_DIR = join(__dirname, '..');
@@ -170,7 +169,7 @@ export async function runJobsThroughput(connectionString: string | undefined, it
     await inputs.getBlockBlobClient('items.json').upload(text, Buffer.byteLength(text));
     const clientInput = df.input.durableClient();
     const context = new InvocationContext({ functionName: 'bench', options: { extraInputs: [clientInput] } });
-    context.extraInputs.set(clientInput, clientBindingPayload(host.baseUrl, hubName));
+    context.extraInputs.set(clientInput, host.durableClientBinding());
     const client = df.getClient(context);
     // Warm the app (containers, queues, first orchestration) with a tiny job, then measure.
     await runJob(host, client, 'bench-warmup', '', items, 1, true);

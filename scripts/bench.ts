@@ -3,8 +3,9 @@
  * data), runs the benchmarks listed in bench/index.ts (all, or those named), prints their figures,
  * and stops Azurite. Figures go to stdout, progress to stderr.
  */
+import { startAzurite } from 'devhost/testing';
+
 import { type BenchContext, benches } from '../bench/index';
-import { startAzurite } from '../test/support/azurite';
 
 async function main(): Promise<number> {
   const args = process.argv.slice(2);

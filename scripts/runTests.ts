@@ -1,25 +1,30 @@
 /**
  * `npm test` after build and lint: starts one Azurite for the whole run (free ports, temporary data
- * folder), runs every compiled test file with Node's built-in test runner (whose summary CI reads),
- * then stops Azurite. Arguments narrow the run: `npm test -- test/unit` or a file name fragment.
+ * folder), runs every compiled test file of the app and of the development host package
+ * (devhost/dist/test, CI runs only this command) with Node's built-in test runner (whose summary CI
+ * reads), then stops Azurite. Arguments narrow the run: `npm test -- test/unit`, `devhost/`, or a
+ * file name fragment.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 
-import { startAzurite } from '../test/support/azurite';
+import { startAzurite } from 'devhost/testing';
+
 
 // Compiled layout: <outDir>/scripts/runTests.js beside <outDir>/test. Any outDir works (helpers
 // building in parallel use their own), so paths come from here, not from a fixed "dist".
 const root = process.cwd();
 const compiledTests = join(__dirname, '..', 'test');
+// The development host package's own tests, compiled by its own build (npm run build -w devhost).
+const devhostTests = join(dirname(require.resolve('devhost/package.json')), 'dist', 'test');
 
 function findTests(dir: string): string[] {
   if (!existsSync(dir)) return [];
   return readdirSync(dir)
     .flatMap((name) => {
       const full = join(dir, name);
-      if (statSync(full).isDirectory()) return name === 'support' ? [] : findTests(full);
+      if (statSync(full).isDirectory()) return name === 'support' || name === 'fixtures' ? [] : findTests(full);
       return name.endsWith('.test.js') ? [full] : [];
     })
     .sort();
@@ -27,7 +32,11 @@ function findTests(dir: string): string[] {
 
 async function main(): Promise<number> {
   const filters = process.argv.slice(2).map((f) => f.replace(/\.ts$/, '').replace(/[\\/]/g, sep).replace(/^test[\\/]/, ''));
-  const files = findTests(compiledTests).filter((f) => filters.length === 0 || filters.some((flt) => relative(compiledTests, f).includes(flt)));
+  const candidates = [
+    ...findTests(compiledTests).map((file) => ({ file, label: relative(compiledTests, file) })),
+    ...findTests(devhostTests).map((file) => ({ file, label: join('devhost', relative(devhostTests, file)) })),
+  ];
+  const files = candidates.filter((c) => filters.length === 0 || filters.some((flt) => c.label.includes(flt))).map((c) => c.file);
   if (files.length === 0) {
     console.error(`No test files matched ${filters.join(' ') || '(all)'} under ${relative(root, compiledTests)}; did the build run?`);
     return 1;
@@ -45,7 +54,12 @@ async function main(): Promise<number> {
       const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${timeout}`, '--test-force-exit', '--test-reporter=spec', ...files], {
         stdio: 'inherit',
         cwd: root,
-        env: { ...process.env, AZURITE_CONNECTION_STRING: azurite.connectionString, COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn' },
+        env: {
+          ...process.env,
+          AZURITE_CONNECTION_STRING: azurite.connectionString,
+          COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn',
+          DEVHOST_LOG_LEVEL: process.env.DEVHOST_LOG_LEVEL ?? 'warn',
+        },
       });
       const forward = (signal: NodeJS.Signals): void => {
         child.kill(signal);

@@ -19,7 +19,9 @@ import { request } from 'node:http';
 import { Socket } from 'node:net';
 import { join, relative, sep } from 'node:path';
 
-import { startAzurite } from '../test/support/azurite';
+import { HOST_PROCESS_ENTRY } from 'devhost';
+import { startAzurite } from 'devhost/testing';
+
 
 export interface AzuritePorts {
   readonly blob: number;
@@ -194,7 +196,7 @@ async function main(): Promise<number> {
   console.log(
     useFunc
       ? `Host: Azure Functions Core Tools (${coreTools.reason}): func start`
-      : `Host: development host (${coreTools.reason}; see README "devhost" for its differences from the real host)`,
+      : `Host: development host (${coreTools.reason}; see devhost/README.md for its differences from the real host)`,
   );
 
   // The app compiled with this script (dist/functions/*.js for `npm start`, as package.json main says).
@@ -212,7 +214,7 @@ async function main(): Promise<number> {
       ? spawn('func', ['start', '--port', String(instance.port)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, shell: process.platform === 'win32' })
       : spawn(
           process.execPath,
-          [join(__dirname, '..', 'devhost', 'main.js'), root, '--main', appMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],
+          [HOST_PROCESS_ENTRY, root, '--main', appMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],
           // Own process group: Ctrl-C reaches this script only, which then stops each instance once.
           { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
         );

@@ -184,7 +184,8 @@ export class JobService {
     const base = {
       jobId,
       workType: input?.run?.workType ?? null,
-      createdAt: s.createdTime.toISOString(),
+      // The run's submission time: Durable's createdTime restarts at every continue-as-new on Azure Storage.
+      createdAt: input?.run?.submittedAt ?? s.createdTime.toISOString(),
       updatedAt: s.lastUpdatedTime.toISOString(),
       epoch: input?.run?.epoch ?? custom?.epoch ?? null,
       phase: custom?.phase ?? null,

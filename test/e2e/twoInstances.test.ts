@@ -7,7 +7,8 @@
  *   job completes exactly once, nothing lost or counted twice.
  *
  * host.json is the project's, except `queues.batchSize` 1 (one work item message at a time per
- * instance), so the job runs long enough to watch its progress and to kill a process midway.
+ * instance), so the job runs long enough to watch its progress and to kill a process midway, and
+ * Durable visibility timeouts of 1 minute (control) and 30 s (activities) instead of 5 minutes.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -17,8 +18,8 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { QueueServiceClient } from '@azure/storage-queue';
+import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
-import { eventually, type HostProcess, startHost } from '../integration/devhost/support/hostProcess';
 import { azuriteConnectionString, uniqueName } from '../support/env';
 
 const OUT_DIR = join(__dirname, '..', '..');
@@ -50,7 +51,16 @@ function createRealAppRoot(): { dir: string; remove(): void } {
   // One work item message at a time per instance: the same semantics, slow enough that a job's
   // progress can be seen midway and a process can be killed while chunks are still queued.
   const extensions = (hostJson.extensions ?? {}) as Record<string, Record<string, unknown>>;
-  hostJson.extensions = { ...extensions, queues: { ...(extensions.queues ?? {}), batchSize: 1, newBatchThreshold: 0 } };
+  // Durable messages held by the killed process come back after their visibility timeout: the
+  // extension's minimum for control queues (1 minute) instead of its default 5, so the job finishes
+  // within the test's bound (host.json durableTask.storageProvider, honored by the Durable backend).
+  const durableTask = extensions.durableTask ?? {};
+  const storageProvider = (durableTask.storageProvider ?? {}) as Record<string, unknown>;
+  hostJson.extensions = {
+    ...extensions,
+    queues: { ...(extensions.queues ?? {}), batchSize: 1, newBatchThreshold: 0 },
+    durableTask: { ...durableTask, storageProvider: { ...storageProvider, controlQueueVisibilityTimeout: '00:01:00', workItemQueueVisibilityTimeout: '00:00:30' } },
+  };
   writeFileSync(join(dir, 'host.json'), JSON.stringify(hostJson));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'e2e-app', main: 'app/functions/*.js' }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
@@ -76,7 +86,7 @@ describe('two instances of the app on the development host', () => {
   const hosts = new Map<string, HostProcess>();
 
   const start = async (instanceId: string): Promise<void> => {
-    hosts.set(instanceId, await startHost({ appRoot: app.dir, hostId, instanceId, env, timeoutMs: 30_000 }));
+    hosts.set(instanceId, await startHostProcess({ appRoot: app.dir, hostId, instanceId, env, timeoutMs: 30_000 }));
   };
   const live = (): HostProcess[] => [...hosts.values()].filter((h) => h.child.exitCode === null && h.child.signalCode === null);
   const call = async (method: string, path: string, body?: string): Promise<{ status: number; json: unknown; headers: Headers }> => {

@@ -10,8 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
+import { freePort, startAzurite } from 'devhost/testing';
+
 import { detectCoreTools, ensureAzurite } from '../../../scripts/start';
-import { freePort, startAzurite } from '../../support/azurite';
 
 async function freePorts(): Promise<{ blob: number; queue: number; table: number }> {
   return { blob: await freePort(), queue: await freePort(), table: await freePort() };

@@ -122,7 +122,22 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('cancels a running job: it ends cancelled with the chunks done so far, and its later chunks are skipped', async () => {
-    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-running', workType: 'noop', items: new Array(400).fill(0), options: { chunkSize: 1 } }));
+    // Chunks wait until the job is cancelled: however fast or slow the polling, it is still running then.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    workTypes.register({
+      name: 'e2e-held',
+      description: 'each item waits until the test lets it go',
+      validateItem: () => undefined,
+      process: async () => {
+        await released;
+        return { count: 1 };
+      },
+      empty: () => ({ count: 0 }),
+      combine: (a, b) => ({ count: Number(a.count) + Number(b.count) }),
+      finish: (total) => total,
+    });
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'cancel-running', workType: 'e2e-held', items: new Array(400).fill(0), options: { chunkSize: 1 } }));
     assert.equal(posted.status, 202);
     await passUntilQueueEmpty();
     await eventually(
@@ -136,6 +151,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     );
     const cancel = await h.request('DELETE', '/api/jobs/cancel-running');
     assert.equal(cancel.status, 202, cancel.text);
+    release();
     const view = await finished('cancel-running');
     assert.equal(view.status, 'cancelled', JSON.stringify(view));
     const done = view.progress?.chunks.done ?? -1;
@@ -267,12 +283,18 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('continues as new on the real Durable backend, carrying its state, and still aggregates exactly', async () => {
+    // Each item waits until the orchestration has continued as new twice: however slow the queue
+    // polling (host.json maxQueuePollingInterval), the job outlives its first two executions.
+    const generationOf = async (): Promise<number> => {
+      const custom = (await h.client.getStatus(instanceIdFor('generations'))).customStatus as { generation?: number } | null;
+      return custom?.generation ?? 0;
+    };
     workTypes.register({
       name: 'e2e-slow',
-      description: 'each item takes 1 s',
+      description: 'each item waits for the third execution',
       validateItem: () => undefined,
       process: async (item) => {
-        await new Promise((r) => setTimeout(r, 1_000));
+        while ((await generationOf()) < 3) await new Promise((r) => setTimeout(r, 200));
         return { n: Number(item) };
       },
       empty: () => ({ n: 0 }),
@@ -296,6 +318,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 78 });
     assert.equal(view.epoch, 99);
+    assert.equal(view.createdAt, run.submittedAt, 'createdAt is the submission, not the last execution\'s restarted createdTime');
     const status = await h.client.getStatus(instanceIdFor(run.jobId));
     const custom = status.customStatus as { generation: number; phase: string };
     assert.equal(custom.phase, 'done');

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { AZURITE_ACCOUNT, AZURITE_KEY, freePort } from '../../support/azurite';
+import { AZURITE_ACCOUNT, AZURITE_KEY, freePort } from 'devhost/testing';
+
 import { type JobsHost, startJobsHost } from './support/jobsHost';
 
 describe('jobs API with its storage unreachable', () => {

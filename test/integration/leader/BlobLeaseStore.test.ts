@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { freePort } from 'devhost/testing';
+
 import { BlobLeaseStore } from '../../../shared/leader/BlobLeaseStore';
 import { LeaseLostError } from '../../../shared/leader/errors';
 import { recordMetadata } from '../../../shared/leader/LeaseStore';
-import { freePort } from '../../support/azurite';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { blobPortOf, startTcpProxy, withBlobPort } from '../../support/tcpProxy';
 import { blobClient, connection } from './harness';

@@ -8,6 +8,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { basename, join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
 
+import { HOST_PROCESS_ENTRY } from 'devhost';
+
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { sleep } from './harness';
 
@@ -31,7 +33,7 @@ after(() => {
 async function startInstance(id: string, env: Record<string, string>): Promise<Instance> {
   const child = spawn(
     process.execPath,
-    [join(OUT_DIR, 'devhost', 'main.js'), REPO_ROOT, '--port', '0', '--host-id', `app-${id}`, '--instance-id', id, '--main', `${basename(OUT_DIR)}/functions/{leaderTimer,leaderApi,health}.js`],
+    [HOST_PROCESS_ENTRY, REPO_ROOT, '--port', '0', '--host-id', `app-${id}`, '--instance-id', id, '--main', `${basename(OUT_DIR)}/functions/{leaderTimer,leaderApi,health}.js`],
     { env: { PATH: process.env.PATH ?? '', COORDINATOR_LOG_LEVEL: 'info', COORDINATOR_INSTANCE_ID: id, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const lines: string[] = [];

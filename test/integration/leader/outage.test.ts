@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 
-import { startAzurite } from '../../support/azurite';
+import { startAzurite } from 'devhost/testing';
+
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { blobPortOf, startTcpProxy, withBlobPort } from '../../support/tcpProxy';
 import { FAST, type RealContender, realContender, sleep, waitFor } from './harness';

@@ -1,15 +1,17 @@
 /**
- * The job orchestration replayed by the durable-functions SDK's own executor (the Orchestrator
- * class `df.app.orchestration` wraps), one episode at a time, with extension-format histories built
- * by ReplayDriver; activity results are scripted per scenario.
+ * The job orchestration replayed by the durable-functions SDK's own executor on the development
+ * host's own Durable episode logic (devhost/testing runOrchestration: the extension's histories,
+ * custom status and continue-as-new rules, in memory, on a virtual clock); activity results are
+ * scripted per scenario.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { type ActivityCall, type ActivityScript, type OrchestrationRun, type RaisedEvent, runOrchestration } from 'devhost/testing';
+
 import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput, type RedispatchOutcome } from '../../../shared/jobs/JobActivities';
-import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, jobOrchestration, type OrchestrationState, POLL } from '../../../shared/jobs/jobOrchestration';
+import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, jobOrchestration, type OrchestrationState, POLL } from '../../../shared/jobs/jobOrchestration';
 import { type JobCustomStatus, type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
-import { type ActivityCall, type ActivityScript, ReplayDriver } from './support/ReplayDriver';
 
 const START = new Date('2026-01-01T00:00:00.000Z');
 
@@ -58,21 +60,27 @@ function callsOf(calls: readonly ActivityCall[], name: string): ActivityCall[] {
   return calls.filter((c) => c.name === name);
 }
 
-function lastStatus(result: Awaited<ReturnType<ReplayDriver['run']>>): JobCustomStatus {
+/** Runs the job orchestration to its end; fails the test if the orchestration itself failed. */
+async function runJob(input: OrchestrationState, activities: Readonly<Record<string, ActivityScript>>, events: readonly RaisedEvent[] = []): Promise<OrchestrationRun> {
+  const result = await runOrchestration(jobOrchestration, { name: JOB_ORCHESTRATOR, input, activities, events, start: START });
+  assert.equal(result.runtimeStatus, 'Completed', JSON.stringify(result.output));
+  return result;
+}
+
+function lastStatus(result: OrchestrationRun): JobCustomStatus {
   const last = result.episodes.at(-1);
   assert.ok(last !== undefined);
-  return last.state.customStatus as JobCustomStatus;
+  return last.customStatus as JobCustomStatus;
 }
 
 describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('plans, polls with growing durable timers, and aggregates once every chunk has a result', async () => {
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => progress(4, [0, 2, 4][polls++] ?? 4),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run()));
     const output = result.output as JobSummary;
     assert.equal(output.status, 'completed');
     assert.deepEqual(output.result, { count: 40 });
@@ -89,48 +97,45 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.equal(lastStatus(result).phase, 'done');
     assert.equal(lastStatus(result).epoch, 7);
     // While running, the custom status carried the progress the poll saw.
-    const running = result.episodes.map((e) => e.state.customStatus as JobCustomStatus | undefined).filter((s) => s?.phase === 'running');
+    const running = result.episodes.map((e) => e.customStatus as JobCustomStatus | undefined).filter((s) => s?.phase === 'running');
     const seen = running.map((s) => s?.progress.chunks.done).filter((v, i, all) => i === 0 || v !== all[i - 1]);
     assert.deepEqual(seen, [0, 2]);
-    const phases = result.episodes.map((e) => (e.state.customStatus as JobCustomStatus | undefined)?.phase).filter((p, i, all) => i === 0 || p !== all[i - 1]);
+    const phases = result.episodes.map((e) => (e.customStatus as JobCustomStatus | undefined)?.phase).filter((p, i, all) => i === 0 || p !== all[i - 1]);
     assert.deepEqual(phases, ['planning', 'running', 'aggregating', 'done']);
-    assert.equal(result.generationInputs.length, 1);
+    assert.equal(result.generations.length, 1);
   });
 
   it('keeps its history the same size whatever the number of chunks and items', async () => {
     const lengths: number[] = [];
     for (const chunkCount of [3, 10_000]) {
       let polls = 0;
-      const driver = new ReplayDriver(jobOrchestration, {
+      const result = await runJob(initialState(run()), {
         [JOB_ACTIVITIES.plan]: planned(chunkCount),
         [JOB_ACTIVITIES.progress]: () => progress(chunkCount, polls++ < 3 ? 0 : chunkCount),
         [JOB_ACTIVITIES.aggregate]: aggregate,
       });
-      const result = await driver.run(initialState(run()));
       assert.equal((result.output as JobSummary).status, 'completed');
-      lengths.push(result.historyLengths[0] ?? -1);
+      lengths.push(result.generations[0]?.historyLength ?? -1);
     }
     assert.equal(lengths[0], lengths[1]);
   });
 
   it('finishes when chunks failed instead of waiting for them', async () => {
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => (polls++ === 0 ? progress(4, 1) : progress(4, 3, 1)),
       [JOB_ACTIVITIES.aggregate]: (input) => ({ ...(aggregate(input, undefined as never) as JobSummary), status: 'completed_with_errors' }),
     });
-    const result = await driver.run(initialState(run()));
     assert.equal((result.output as JobSummary).status, 'completed_with_errors');
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.aggregate).length, 1);
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
   });
 
   it('reports a plan that refused the input as a failed job with its code, without dispatching', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: () => ({ ok: false, error: { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' } }) satisfies PlanOutcome,
     });
-    const result = await driver.run(initialState(run()));
     const output = result.output as JobSummary;
     assert.equal(output.status, 'failed');
     assert.deepEqual(output.error, { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' });
@@ -141,13 +146,12 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('fails the job visibly when an activity keeps throwing after its retries', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(2),
       [JOB_ACTIVITIES.progress]: () => {
         throw new Error('storage unreachable');
       },
     });
-    const result = await driver.run(initialState(run()));
     const output = result.output as JobSummary;
     assert.equal(output.status, 'failed');
     assert.equal(output.error?.code, 'INTERNAL');
@@ -161,7 +165,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     // A backlog: chunks wait unclaimed in the queue for minutes; the deadline (5 s) does not apply to them.
     let polls = 0;
     const inputs: ProgressInput[] = [];
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run({ deadlineSeconds: 5, attempts: 1 })), {
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: (input, call) => {
         inputs.push(input as ProgressInput);
@@ -171,7 +175,6 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
       [JOB_ACTIVITIES.redispatch]: () => assert.fail('nothing was late'),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 1 })));
     assert.equal((result.output as JobSummary).status, 'completed');
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
     const span = (callsOf(result.calls, JOB_ACTIVITIES.progress).at(-1)?.at.getTime() ?? 0) - START.getTime();
@@ -183,7 +186,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('re-dispatches when a poll reports late chunks, at the orchestration\'s time, and polls again soon', async () => {
     const redispatches: Array<{ input: RedispatchInput; at: Date }> = [];
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run({ deadlineSeconds: 5, attempts: 2 })), {
       [JOB_ACTIVITIES.plan]: planned(4),
       // Polls 5 and 8 find claimed chunks silent past the deadline; the job ends at poll 11.
       [JOB_ACTIVITIES.progress]: () => {
@@ -196,7 +199,6 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
       },
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run({ deadlineSeconds: 5, attempts: 2 })));
     assert.equal((result.output as JobSummary).status, 'completed');
     assert.equal(redispatches.length, 2, 'once per poll that reported late chunks');
     for (const r of redispatches) {
@@ -218,13 +220,11 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('ends as cancelled when the cancel event arrives while it waits', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => progress(4, 1),
       [JOB_ACTIVITIES.aggregate]: aggregate,
-    });
-    driver.raiseEventAt(new Date(START.getTime() + 1_200), CANCEL_EVENT, { reason: 'test' });
-    const result = await driver.run(initialState(run()));
+    }, [{ at: new Date(START.getTime() + 1_200), name: CANCEL_EVENT, input: { reason: 'test' } }]);
     const output = result.output as JobSummary;
     assert.equal(output.status, 'cancelled');
     const agg = callsOf(result.calls, JOB_ACTIVITIES.aggregate);
@@ -233,12 +233,11 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('ends as cancelled when a progress poll sees the cancel marker', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: (_input, call) => progress(4, 1, 0, call.at.getTime() > START.getTime()),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run()));
     assert.equal((result.output as JobSummary).status, 'cancelled');
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 2);
   });
@@ -246,7 +245,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('continues as new every few polls, carrying its state, with the poll interval bounded', async () => {
     const completeAt = POLL.pollsPerGeneration * 2 + 5;
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const result = await runJob(initialState(run({ deadlineSeconds: 86_400 })), {
       [JOB_ACTIVITIES.plan]: planned(8),
       [JOB_ACTIVITIES.progress]: (input) => {
         polls += 1;
@@ -255,17 +254,16 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
       },
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
-    const result = await driver.run(initialState(run({ deadlineSeconds: 86_400 })));
     assert.equal((result.output as JobSummary).status, 'completed');
-    assert.equal(result.generationInputs.length, 3);
+    assert.equal(result.generations.length, 3);
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.plan).length, 1, 'planned once, not per generation');
-    const second = result.generationInputs[1] as OrchestrationState;
+    const second = result.generations[1]?.input as OrchestrationState;
     assert.equal(second.generation, 2);
     assert.deepEqual(second.plan, { chunkCount: 8, itemCount: 80 });
     assert.equal(second.dispatch, 1);
     assert.equal(second.run.epoch, 7);
         // Per poll: an activity (scheduled, completed), a timer (created, fired), two episodes (started, completed).
-    for (const length of result.historyLengths) assert.ok(length <= POLL.pollsPerGeneration * 8 + 10, `history of ${length} events`);
+    for (const { historyLength: length } of result.generations) assert.ok(length <= POLL.pollsPerGeneration * 8 + 10, `history of ${length} events`);
     const waits = result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime());
     assert.equal(Math.max(...waits), POLL.maxMs);
     assert.ok(waits.every((w) => w >= POLL.initialMs && w <= POLL.maxMs));

@@ -12,10 +12,9 @@ import { basename, join, resolve } from 'node:path';
 
 import { InvocationContext } from '@azure/functions';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
+import { FunctionHost } from 'devhost';
 import * as df from 'durable-functions';
 
-import { clientBindingPayload } from '../../../../devhost/durable';
-import { FunctionHost } from '../../../../devhost/FunctionHost';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
 
@@ -70,7 +69,7 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
   const queues = QueueServiceClient.fromConnectionString(conn);
   const clientInput = df.input.durableClient();
   const context = new InvocationContext({ functionName: 'jobsTest', options: { extraInputs: [clientInput] } });
-  context.extraInputs.set(clientInput, clientBindingPayload(host.baseUrl, env.TASK_HUB_NAME ?? ''));
+  context.extraInputs.set(clientInput, host.durableClientBinding());
   return {
     host,
     baseUrl: host.baseUrl,

@@ -1,0 +1,37 @@
+/** The host process's command line and local.settings.json handling. */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+
+import { loadLocalSettings, parseArgs } from '../../src/main';
+
+describe('devhost main', () => {
+  it('parses flags with defaults', () => {
+    assert.deepEqual(parseArgs([], '/app'), { appRoot: '/app', port: 7071, listen: '127.0.0.1', drainTimeoutMs: 10_000 });
+    const args = parseArgs(['sub', '--port=7072', '--host-id', 'myapp', '--instance-id', 'i-2', '--main', 'dist/*.js'], '/app');
+    assert.deepEqual(args, { appRoot: '/app/sub', port: 7072, listen: '127.0.0.1', drainTimeoutMs: 10_000, hostId: 'myapp', instanceId: 'i-2', main: 'dist/*.js' });
+  });
+
+  it('rejects bad flags with a stable code', () => {
+    for (const argv of [['--port', 'x'], ['--bogus', '1'], ['--host-id', 'Not_Valid'], ['--port']]) {
+      assert.throws(() => parseArgs(argv, '/app'), (err: { code?: string }) => err.code === 'DEVHOST_BAD_ARGS' || err.code === 'DEVHOST_BAD_HOST_ID', argv.join(' '));
+    }
+  });
+
+  it('loads local.settings.json Values without overriding the environment', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'devhost-main-'));
+    try {
+      writeFileSync(join(dir, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: { A: 'from-file', B: 'from-file', N: 5 } }));
+      const env: NodeJS.ProcessEnv = { A: 'from-env' };
+      assert.deepEqual(loadLocalSettings(dir, env).sort(), ['B', 'N']);
+      assert.deepEqual(env, { A: 'from-env', B: 'from-file', N: '5' });
+      assert.deepEqual(loadLocalSettings(join(dir, 'missing'), env), []);
+      writeFileSync(join(dir, 'local.settings.json'), '{ not json');
+      assert.throws(() => loadLocalSettings(dir, {}), (err: { code?: string }) => err.code === 'DEVHOST_BAD_LOCAL_SETTINGS');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
