@@ -54,6 +54,13 @@ const aggregate: ActivityScript = (input) => {
 
 const planned = (chunkCount: number): ActivityScript => () => ({ ok: true, cancelled: false, chunkCount, itemCount: chunkCount * 10 }) satisfies PlanOutcome;
 
+/** The finish activity's stand-in records nothing and answers the summary it was given. */
+const echoFinish: ActivityScript = (input) => input;
+
+function driverFor(activities: Record<string, ActivityScript>): ReplayDriver {
+  return new ReplayDriver(jobOrchestration, { [JOB_ACTIVITIES.finish]: echoFinish, ...activities });
+}
+
 function callsOf(calls: readonly ActivityCall[], name: string): ActivityCall[] {
   return calls.filter((c) => c.name === name);
 }
@@ -67,7 +74,7 @@ function lastStatus(result: Awaited<ReturnType<ReplayDriver['run']>>): JobCustom
 describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('plans, polls with growing durable timers, and aggregates once every chunk has a result', async () => {
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => progress(4, [0, 2, 4][polls++] ?? 4),
       [JOB_ACTIVITIES.aggregate]: aggregate,
@@ -101,7 +108,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     const lengths: number[] = [];
     for (const chunkCount of [3, 10_000]) {
       let polls = 0;
-      const driver = new ReplayDriver(jobOrchestration, {
+      const driver = driverFor({
         [JOB_ACTIVITIES.plan]: planned(chunkCount),
         [JOB_ACTIVITIES.progress]: () => progress(chunkCount, polls++ < 3 ? 0 : chunkCount),
         [JOB_ACTIVITIES.aggregate]: aggregate,
@@ -115,7 +122,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
 
   it('finishes when chunks failed instead of waiting for them', async () => {
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => (polls++ === 0 ? progress(4, 1) : progress(4, 3, 1)),
       [JOB_ACTIVITIES.aggregate]: (input) => ({ ...(aggregate(input, undefined as never) as JobSummary), status: 'completed_with_errors' }),
@@ -127,7 +134,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('reports a plan that refused the input as a failed job with its code, without dispatching', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: () => ({ ok: false, error: { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' } }) satisfies PlanOutcome,
     });
     const result = await driver.run(initialState(run()));
@@ -136,12 +143,48 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.deepEqual(output.error, { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' });
     assert.deepEqual(
       result.calls.map((c) => c.name),
+      [JOB_ACTIVITIES.plan, JOB_ACTIVITIES.finish],
+    );
+  });
+
+  it('ends at once with the recorded summary when its plan step stands down, recording and dispatching nothing', async () => {
+    const recorded: JobSummary = {
+      jobId: 'job1',
+      workType: 'sum',
+      status: 'completed',
+      progress: { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 3, done: 3, failed: 0 } },
+      result: { count: 3, sum: 6, min: 1, max: 3 },
+      epoch: 9,
+      finishedAt: START.toISOString(),
+    };
+    const driver = driverFor({ [JOB_ACTIVITIES.plan]: () => ({ ok: false, standDown: recorded }) satisfies PlanOutcome });
+    const result = await driver.run(initialState(run()));
+    assert.deepEqual(result.output, recorded);
+    assert.deepEqual(
+      result.calls.map((c) => c.name),
       [JOB_ACTIVITIES.plan],
     );
   });
 
-  it('fails the job visibly when an activity keeps throwing after its retries', async () => {
+  it('answers the summary the finish step recorded, when an earlier run finished the job first', async () => {
+    let polls = 0;
+    const input: AggregateInput = { run: run(), chunkCount: 2, itemCount: 20, cancelled: false };
+    const earlier: JobSummary = { ...(aggregate(input, undefined as never) as JobSummary), epoch: 5 };
     const driver = new ReplayDriver(jobOrchestration, {
+      [JOB_ACTIVITIES.plan]: planned(2),
+      [JOB_ACTIVITIES.progress]: () => progress(2, polls++ === 0 ? 0 : 2),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+      [JOB_ACTIVITIES.finish]: () => earlier,
+    });
+    const result = await driver.run(initialState(run()));
+    assert.deepEqual(result.output, earlier);
+    const finishCalls = callsOf(result.calls, JOB_ACTIVITIES.finish);
+    assert.equal(finishCalls.length, 1);
+    assert.equal((finishCalls[0]?.input as JobSummary).epoch, 7, 'it offered its own summary first');
+  });
+
+  it('fails the job visibly when an activity keeps throwing after its retries', async () => {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(2),
       [JOB_ACTIVITIES.progress]: () => {
         throw new Error('storage unreachable');
@@ -159,7 +202,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     // A backlog: chunks wait unclaimed in the queue for minutes; the deadline (5 s) does not apply to them.
     let polls = 0;
     const inputs: ProgressInput[] = [];
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: (input, call) => {
         inputs.push(input as ProgressInput);
@@ -181,7 +224,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('re-dispatches when a poll reports late chunks, at the orchestration\'s time, and polls again soon', async () => {
     const redispatches: Array<{ input: RedispatchInput; at: Date }> = [];
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       // Polls 5 and 8 find claimed chunks silent past the deadline; the job ends at poll 11.
       [JOB_ACTIVITIES.progress]: () => {
@@ -216,7 +259,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('ends as cancelled when the cancel event arrives while it waits', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: () => progress(4, 1),
       [JOB_ACTIVITIES.aggregate]: aggregate,
@@ -231,7 +274,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('ends as cancelled when a progress poll sees the cancel marker', async () => {
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(4),
       [JOB_ACTIVITIES.progress]: (_input, call) => progress(4, 1, 0, call.at.getTime() > START.getTime()),
       [JOB_ACTIVITIES.aggregate]: aggregate,
@@ -244,7 +287,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('continues as new every few polls, carrying its state, with the poll interval bounded', async () => {
     const completeAt = POLL.pollsPerGeneration * 2 + 5;
     let polls = 0;
-    const driver = new ReplayDriver(jobOrchestration, {
+    const driver = driverFor({
       [JOB_ACTIVITIES.plan]: planned(8),
       [JOB_ACTIVITIES.progress]: (input) => {
         polls += 1;
