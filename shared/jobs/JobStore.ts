@@ -24,7 +24,9 @@
  * Its status, counts and (when small) its partial are also in the blob's metadata, so progress and
  * most aggregations cost one listing per 5,000 chunks instead of one read per chunk. Claims and
  * re-dispatch marks are in the same listing (metadata only), so progress stays one listing per
- * 5,000 results-or-claims.
+ * 5,000 results-or-claims. Start records and the final summary are created once; a start record
+ * or a record is replaced only over the version read (`Versioned` carries its etag), so a writer
+ * that read an older version loses instead of overwriting.
  * Not guaranteed: claim times are the claiming worker's clock (compared with the orchestration's).
  * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
  * a job id becomes part of a blob name.
