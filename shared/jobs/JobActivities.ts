@@ -17,6 +17,10 @@
  * same result blob. Chunking is deterministic (chunk n holds items [n*size, (n+1)*size)), so a
  * re-dispatch rebuilds exactly the chunk that went missing. Aggregation folds partials in chunk
  * order, counting each chunk's single result once.
+ * The plan step is the orchestration's fence (see JobIntake): it does nothing for a job that already
+ * has a final summary (it returns that summary), nor for a run whose start the job's start record no
+ * longer names, nor for a run whose leader epoch is older than the lease's current one; the run then
+ * stands down. `finish` records the job's final summary once, whichever run finishes first.
  * Not guaranteed: that a slow first delivery and its re-dispatch do not both do the work (they do;
  * only one result is kept).
  */
@@ -40,12 +44,16 @@ export interface JobPipelineDeps {
   readonly logger: Logger;
   /** This process (recorded as the writer of expired chunk results). */
   readonly instanceId: string;
+  /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
+  readonly leaseEpoch?: () => Promise<number | undefined>;
   readonly now?: () => Date;
 }
 
 export type PlanOutcome =
   | { readonly ok: true; readonly cancelled: boolean; readonly chunkCount: number; readonly itemCount: number }
-  | { readonly ok: false; readonly error: JobErrorInfo };
+  | { readonly ok: false; readonly error: JobErrorInfo }
+  /** This run must not do the job: `summary` is the job's recorded final summary, or a superseded marker. */
+  | { readonly ok: false; readonly standDown: JobSummary };
 
 export interface ProgressInput {
   readonly jobId: string;
@@ -155,6 +163,12 @@ export class JobActivities {
   }
 
   async plan(run: JobRun): Promise<PlanOutcome> {
+    const fenced = await this.fence(run);
+    if (fenced !== undefined) {
+      const reason = fenced.superseded?.reason ?? 'finished';
+      this.deps.logger.warn('job.plan_refused', { jobId: run.jobId, startId: run.startId, epoch: run.epoch, reason });
+      return { ok: false, standDown: fenced };
+    }
     // First, before the cancel marker or any result under this id is trusted as this job's.
     if (!(await this.deps.store.claimJobId(run.jobId, run.fingerprint))) {
       const error = new JobError(
@@ -174,8 +188,45 @@ export class JobActivities {
     }
     const chunkCount = Math.ceil(items.length / run.options.chunkSize);
     await this.dispatch(run, items, range(chunkCount), 1);
-    this.deps.logger.info('job.planned', { jobId: run.jobId, items: items.length, chunks: chunkCount, epoch: run.epoch });
+    const planned = { jobId: run.jobId, items: items.length, chunks: chunkCount, epoch: run.epoch, startId: run.startId };
+    this.deps.logger.info('job.planned', planned);
     return { ok: true, cancelled: false, chunkCount, itemCount: items.length };
+  }
+
+  /**
+   * Checked against storage before any work: a finished job answers its final summary; a run the
+   * start record no longer names, or started under an epoch older than the lease's, is superseded.
+   */
+  private async fence(run: JobRun): Promise<JobSummary | undefined> {
+    const final = await this.deps.store.readFinal(run.jobId);
+    if (final !== undefined) return final;
+    // Runs started before start records existed carry no start id; nothing to compare with.
+    if (run.startId === undefined) return undefined;
+    const superseded = (reason: string): JobSummary => ({
+      jobId: run.jobId,
+      workType: run.workType,
+      status: 'failed',
+      progress: { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } },
+      error: { code: 'SUPERSEDED', message: `This start of the job stood down (${reason}); the job's current start runs it.` },
+      epoch: run.epoch,
+      finishedAt: this.now().toISOString(),
+      superseded: { reason },
+    });
+    const start = (await this.deps.store.readStart(run.jobId))?.value;
+    if (start !== undefined && (start.startId !== run.startId || start.state !== 'active')) {
+      const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
+      return superseded(start.state === 'active' ? named : 'the submission was rejected');
+    }
+    const leaseEpoch = await this.deps.leaseEpoch?.();
+    if (leaseEpoch !== undefined && leaseEpoch > run.epoch) {
+      return superseded(`leader epoch ${leaseEpoch} is newer than the run's ${run.epoch}`);
+    }
+    return undefined;
+  }
+
+  /** Records the job's final summary once and answers the stored one (a run that finished first wins). */
+  async finish(summary: JobSummary): Promise<JobSummary> {
+    return this.deps.store.writeFinal(summary);
   }
 
   /** One message per chunk; a chunk too big for a message travels as a blob it references. */

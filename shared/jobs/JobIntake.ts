@@ -1,20 +1,46 @@
 /**
- * The leader's intake of job submissions from the jobs queue (the body of the coordination pass).
+ * The leader's intake of job submissions from the jobs queue, and its check of the starts still in
+ * progress (together, the body of the coordination pass).
  *
- * Guarantees:
- * - Nothing is dropped silently: a message is deleted only after its job's orchestration exists
- *   (started now or found started), or after it was recorded as a rejected job (reason visible
- *   through the status API) and its original text was copied to `<jobsQueue>-poison`.
- * - Starting is idempotent: the instance id derives from the job id and its status is checked
- *   first; the same submission delivered again (same fingerprint) is a no-op; a different
- *   submission reusing an existing job id is rejected (DUPLICATE_JOB_ID) without touching the job.
- * - A submission without a job id gets `q-<queue message id>`, stable across redeliveries.
- * - Every side effect carries the leader's epoch (orchestration input and custom status,
- *   rejection records). The pass stops between messages once `signal` aborts and reports
- *   `progress()` after each message, for the leader's watchdog.
- * Not guaranteed: exclusion between two leaders racing on the same message (check-then-start);
- * leader election keeps one epoch acting, and a stale leader's pass is aborted by its signal.
+ * A start is several writes nothing makes atomic: the Durable instance and its start message are
+ * two writes on every backend (the development host writes the instance first, Azure Storage the
+ * message first), and deleting the submission is a third; the leader can die, freeze or lose its
+ * storage between any two. So a start is recorded before it is made:
+ * 1. `jobs/<jobId>/start.json`, the start record, created once (the submission's fingerprint, the
+ *    run input, a fresh start id, the leader's epoch, the instance generation), and the mark
+ *    `unconfirmed-starts/<jobId>`;
+ * 2. the Durable start of `job-<jobId>` (`job-<jobId>.<n>` after a repair), then the message delete.
+ * Every pass first checks each marked start (`nextStartStep`): an instance past its plan step (or
+ * finished) confirms it and the mark goes; an instance that is missing, ended without doing the job
+ * (it stood down), or Pending for longer than `stuckPendingSeconds` (its start message never came)
+ * is started again. A Pending instance is never started over (Azure refuses: the extension's default
+ * `overridableExistingInstanceStates` dedupes Pending, Running, ContinuedAsNew and Suspended), so a
+ * stuck one is left behind and the job starts under the next generation's instance id. A newer
+ * leader takes over its predecessors' marked starts at its first pass, with a new start id. The
+ * start record changes only with If-Match, and only by a leader whose epoch is at least the record's.
+ *
+ * Fencing: a run's plan step (JobActivities) does work only if the job has no final summary, the
+ * start record names the run's start id, and the run's epoch is the lease's current one; otherwise
+ * it stands down and ends with the recorded summary (or a superseded marker). Rejection records are
+ * created once and changed only with If-Match; a poison copy whose record update loses that race is
+ * deleted again.
+ *
+ * Guaranteed: a submission is deleted only after its start is recorded and tried, or its rejection
+ * recorded with the original in `<jobsQueue>-poison`; every recorded start is checked by each pass,
+ * whoever leads, until its orchestration is past planning, so an interrupted start is completed;
+ * a start or repair by a leader that lost its lease, landing late, is refused by Durable (Pending or
+ * Running instance) or does nothing; a finished job is never run again; the same submission twice
+ * is a no-op, a different one under a used job id is rejected (DUPLICATE_JOB_ID). The pass stops
+ * between messages once `signal` aborts and reports `progress()` for the leader's watchdog.
+ * Not guaranteed: that a late start does not land (on a finished instance Durable replaces the
+ * history; the output stays the same); that a run past its plan step stops when a newer epoch
+ * appears (its steps are idempotent); a single run when a healthy instance stays Pending past
+ * `stuckPendingSeconds` (both work, results stay exact); a single poison copy when a leader dies
+ * between sending it and recording it; retrying a start interrupted before its record was written
+ * sooner than the message's visibility timeout (60 s).
  */
+import { randomUUID } from 'node:crypto';
+
 import { type DequeuedMessageItem, type QueueClient } from '@azure/storage-queue';
 
 import { type Logger } from '../observability/log';
@@ -23,8 +49,8 @@ import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { initialState, type OrchestrationState } from './jobOrchestration';
 import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
-import { instanceIdFor, type JobRun } from './JobRun';
-import { type JobRecord, type JobStore } from './JobStore';
+import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobRun } from './JobRun';
+import { type JobRecord, type JobStore, type StartRecord, type Versioned } from './JobStore';
 import { type AcceptedJob, decodeQueueMessage, isValidJobId, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
@@ -53,6 +79,10 @@ export interface IntakeReport {
   readonly alreadyStarted: number;
   readonly rejected: number;
   readonly retryLater: number;
+  /** Unconfirmed starts checked this pass, confirmed (their mark removed), and started again. */
+  readonly checked: number;
+  readonly confirmed: number;
+  readonly restarted: number;
 }
 
 export const INTAKE = {
@@ -62,7 +92,52 @@ export const INTAKE = {
   visibilityTimeoutSeconds: 60,
   /** A valid submission whose start keeps failing is rejected (START_FAILED) at this delivery. */
   maxStartAttempts: 10,
+  /**
+   * A Pending instance this old (Durable's created time) lost its start message: the job starts
+   * again under a new instance id. Durable moves a healthy instance out of Pending within seconds;
+   * a false alarm costs a duplicate run whose results are discarded, never a wrong result.
+   */
+  stuckPendingSeconds: 30,
+  /** Unconfirmed starts checked per pass; the rest wait for the next one. */
+  maxChecksPerPass: 200,
 } as const;
+
+/** The next step for a recorded start, from what Durable shows (see the module comment). */
+export type StartStep =
+  | { readonly kind: 'confirmed' }
+  | { readonly kind: 'wait' }
+  /** Start the record's run as it is (this epoch's own start). */
+  | { readonly kind: 'start'; readonly reason: string }
+  /** Take the record over (new start id, this epoch), in the same or the next instance generation, and start it. */
+  | { readonly kind: 'take_over'; readonly nextGeneration: boolean; readonly reason: string };
+
+const FINISHED = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
+const PAST_PLAN: ReadonlySet<string> = new Set<JobCustomStatus['phase']>(['running', 'aggregating']);
+const MAX_PREVIOUS_STARTS = 5;
+
+export function nextStartStep(instance: OrchestrationSnapshot | undefined, start: StartRecord, epoch: number, now: Date): StartStep {
+  const olderEpoch = start.epoch < epoch;
+  // Starting an older epoch's run would only make it stand down at its plan step: take it over instead.
+  const again = (reason: string): StartStep =>
+    olderEpoch ? { kind: 'take_over', nextGeneration: false, reason } : { kind: 'start', reason };
+  if (instance === undefined) return again('no instance');
+  const status = instance.runtimeStatus;
+  // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.
+  if (FINISHED.has(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
+  const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
+  if (startIdOf(instance) === start.startId) {
+    const phase = (instance.customStatus as Partial<JobCustomStatus> | null | undefined)?.phase;
+    if (status === 'ContinuedAsNew' || (phase !== undefined && PAST_PLAN.has(phase))) return { kind: 'confirmed' };
+    // A Pending instance may never get its start message; Durable refuses to start over it.
+    if (status === 'Pending' && (stuck || olderEpoch)) {
+      return { kind: 'take_over', nextGeneration: true, reason: stuck ? 'stuck Pending' : 'Pending under an older epoch' };
+    }
+    return { kind: 'wait' };
+  }
+  // Another start holds the instance id (a stale or superseded one): it stands down at its plan step.
+  if (stuck) return { kind: 'take_over', nextGeneration: true, reason: 'another start is stuck Pending there' };
+  return { kind: 'wait' };
+}
 
 export class JobIntake {
 
@@ -80,10 +155,14 @@ export class JobIntake {
     ]),
   );
 
-  /** Reads the jobs queue in batches until it is empty, the pass budget is spent, or `signal` aborts. */
+  /**
+   * Checks the unconfirmed starts, then reads the jobs queue in batches until it is empty, the pass
+   * budget is spent, or `signal` aborts.
+   */
   async runPass(ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeReport> {
-    const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
+    const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
+    await this.checkStarts(ctx, orchestrations, counts);
     for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted; batch++) {
       const received = await this.deps.jobsQueue.receiveMessages({
         numberOfMessages: INTAKE.batchSize,
@@ -104,12 +183,122 @@ export class JobIntake {
         ctx.progress();
       }
     }
-    if (counts.received > 0) this.deps.logger.info('intake.pass', { ...counts, epoch: ctx.epoch });
+    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
+      this.deps.logger.info('intake.pass', { ...counts, epoch: ctx.epoch });
+    }
     return counts;
   }
 
+  /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
+  private async checkStarts(
+    ctx: IntakeContext,
+    orchestrations: JobOrchestrations,
+    counts: { checked: number; confirmed: number; restarted: number },
+  ): Promise<void> {
+    const marked = await this.deps.store.listUnconfirmed(ctx.signal);
+    ctx.progress();
+    for (const jobId of marked.slice(0, INTAKE.maxChecksPerPass)) {
+      if (ctx.signal.aborted) break;
+      counts.checked += 1;
+      try {
+        const step = await this.advance(jobId, ctx, orchestrations);
+        if (step === 'confirmed') counts.confirmed += 1;
+        else if (step === 'restarted') counts.restarted += 1;
+      } catch (err) {
+        if (isAbort(err)) throw err;
+        // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
+        this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
+      }
+      ctx.progress();
+    }
+  }
+
+  private async advance(
+    jobId: string,
+    ctx: IntakeContext,
+    orchestrations: JobOrchestrations,
+  ): Promise<'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'> {
+    const { store, logger } = this.deps;
+    const found = await store.readStart(jobId, ctx.signal);
+    if (found === undefined || found.value.state !== 'active') {
+      await store.clearUnconfirmed(jobId, ctx.signal);
+      return 'retired';
+    }
+    // A newer leader has taken this start over: this one is stale and leaves it alone.
+    if (found.value.epoch > ctx.epoch) return 'not_ours';
+    const instance = await orchestrations.getStatus(instanceIdFor(jobId, found.value.generation));
+    const step = nextStartStep(instance, found.value, ctx.epoch, this.now());
+    if (step.kind === 'wait') return 'waiting';
+    if (step.kind === 'confirmed') {
+      await store.clearUnconfirmed(jobId, ctx.signal);
+      await this.dropPendingRecord(jobId, ctx);
+      return 'confirmed';
+    }
+    let start = found;
+    if (step.kind === 'take_over') {
+      const taken = await this.takeOver(found, step.nextGeneration, step.reason, ctx);
+      // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
+      if (taken === undefined) return 'waiting';
+      start = taken;
+    }
+    await this.start(start.value, orchestrations);
+    logger.warn('intake.start_repaired', {
+      jobId,
+      reason: step.reason,
+      instanceId: instanceIdFor(jobId, start.value.generation),
+      startId: start.value.startId,
+      previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
+      previousEpoch: found.value.epoch,
+      epoch: ctx.epoch,
+    });
+    return 'restarted';
+  }
+
+  /** A new start id under this epoch (and the next instance generation when asked), written only over the version read. */
+  private async takeOver(
+    found: Versioned<StartRecord>,
+    nextGeneration: boolean,
+    reason: string,
+    ctx: IntakeContext,
+  ): Promise<Versioned<StartRecord> | undefined> {
+    const old = found.value;
+    const startId = randomUUID();
+    const record: StartRecord = {
+      ...old,
+      startId,
+      generation: nextGeneration ? old.generation + 1 : old.generation,
+      epoch: ctx.epoch,
+      holder: ctx.holder,
+      at: this.now().toISOString(),
+      reason,
+      run: { ...old.run, startId, epoch: ctx.epoch, holder: ctx.holder },
+      previous: [...(old.previous ?? []), { startId: old.startId, generation: old.generation, epoch: old.epoch, at: old.at }]
+        .slice(-MAX_PREVIOUS_STARTS),
+    };
+    const written = await this.deps.store.replaceStart(record, found.etag, ctx.signal);
+    return written === 'conflict' ? undefined : { value: record, etag: written.etag };
+  }
+
+  /** Starts the record's run; an instance already running this very start counts as success. */
+  private async start(start: StartRecord, orchestrations: JobOrchestrations): Promise<void> {
+    const instanceId = instanceIdFor(start.jobId, start.generation);
+    try {
+      await orchestrations.start(instanceId, initialState(start.run));
+    } catch (err) {
+      const existing = await orchestrations.getStatus(instanceId);
+      if (existing !== undefined && startIdOf(existing) === start.startId) return;
+      throw err;
+    }
+  }
+
+  /** The HTTP submission's pending record, once its start is confirmed (the status comes from Durable then). */
+  private async dropPendingRecord(jobId: string, ctx: IntakeContext): Promise<void> {
+    const record = await this.deps.store.readRecord(jobId, ctx.signal);
+    if (record?.status === 'pending') await this.deps.store.deleteRecord(jobId, ctx.signal);
+  }
+
   async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeOutcome> {
-    const { logger } = this.deps;
+    const { logger, store } = this.deps;
     let parsed: unknown;
     let job: AcceptedJob;
     try {
@@ -119,11 +308,11 @@ export class JobIntake {
         generateJobId: () => `q-${message.messageId}`,
         inputContainers: this.deps.inputContainers,
       });
-      if (job.source.kind === 'blob' && !(await this.deps.store.externalExists(job.source, ctx.signal))) {
+      if (job.source.kind === 'blob' && !(await store.externalExists(job.source, ctx.signal))) {
         throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
       }
     } catch (err) {
-      if (err instanceof Error && err.name === 'AbortError') throw err;
+      if (isAbort(err)) throw err;
       let reason: JobError;
       if (err instanceof JobError) reason = err;
       else if (message.dequeueCount < INTAKE.maxStartAttempts) {
@@ -138,18 +327,27 @@ export class JobIntake {
       return this.reject(message, reason, isValidJobId(asked) ? asked : undefined, undefined, ctx, orchestrations);
     }
 
-    const instanceId = instanceIdFor(job.jobId);
     try {
-      const existing = await orchestrations.getStatus(instanceId);
-      if (existing !== undefined) {
-        if (fingerprintOf(existing) === job.fingerprint) {
+      const known = await store.readStart(job.jobId, ctx.signal);
+      if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
+        const since = known.value.run.submittedAt;
+        return this.reject(message, duplicateError(job.jobId, since), job.jobId, job.fingerprint, ctx, orchestrations);
+      }
+      if (known?.value.state === 'active') return await this.alreadyAccepted(message, job, ctx);
+      if (known === undefined) {
+        // Started before start records existed (or by an earlier version of the app).
+        const existing = await orchestrations.getStatus(instanceIdFor(job.jobId));
+        if (existing !== undefined) {
+          if (fingerprintOf(existing) !== job.fingerprint) {
+            const since = existing.createdTime.toISOString();
+            return this.reject(message, duplicateError(job.jobId, since), job.jobId, job.fingerprint, ctx, orchestrations);
+          }
           await this.deleteMessage(message, ctx);
           logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
           return 'already_started';
         }
-        return this.reject(message, duplicateError(job.jobId, existing.createdTime.toISOString()), job.jobId, job.fingerprint, ctx, orchestrations);
       }
-      const record = await this.deps.store.readRecord(job.jobId, ctx.signal);
+      const record = await store.readRecord(job.jobId, ctx.signal);
       if (record !== undefined && (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)) {
         return this.reject(message, duplicateError(job.jobId, record.createdAt), job.jobId, job.fingerprint, ctx, orchestrations);
       }
@@ -157,7 +355,12 @@ export class JobIntake {
         // This very message was rejected before and came back (crash before its delete): finish that.
         return this.reject(message, record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, job.jobId, job.fingerprint, ctx, orchestrations);
       }
+      if (known !== undefined) {
+        // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
+        return this.reject(message, startFailed(message.dequeueCount, 'given up earlier'), job.jobId, job.fingerprint, ctx, orchestrations);
+      }
 
+      const startId = randomUUID();
       const run: JobRun = {
         jobId: job.jobId,
         workType: job.workType,
@@ -168,33 +371,72 @@ export class JobIntake {
         holder: ctx.holder,
         submittedAt: record?.createdAt ?? message.insertedOn.toISOString(),
         via: record === undefined ? 'queue' : record.via,
+        startId,
       };
-      await this.start(instanceId, initialState(run), job, orchestrations);
+      const start: StartRecord = {
+        v: 1,
+        jobId: job.jobId,
+        fingerprint: job.fingerprint,
+        state: 'active',
+        startId,
+        generation: 1,
+        epoch: ctx.epoch,
+        holder: ctx.holder,
+        at: this.now().toISOString(),
+        run,
+      };
+      if ((await store.createStart(start, ctx.signal)) === 'exists') {
+        // Another delivery of this job id got there first: judge this message against its record next time.
+        throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
+      }
+      await store.markUnconfirmed(job.jobId, ctx.signal);
+      await this.start(start, orchestrations);
       await this.deleteMessage(message, ctx);
-      if (record !== undefined) await this.deps.store.deleteRecord(job.jobId, ctx.signal);
-      logger.info('intake.started', { jobId: job.jobId, instanceId, workType: job.workType, epoch: ctx.epoch });
+      if (record !== undefined) await store.deleteRecord(job.jobId, ctx.signal);
+      logger.info('intake.started', { jobId: job.jobId, instanceId: instanceIdFor(job.jobId), startId, epoch: ctx.epoch });
       return 'started';
     } catch (err) {
-      if (err instanceof Error && err.name === 'AbortError') throw err;
-      if (message.dequeueCount >= INTAKE.maxStartAttempts) {
-        const reason = new JobError('START_FAILED', `The job could not be started after ${message.dequeueCount} tries: ${err instanceof Error ? err.message : String(err)}`);
-        return this.reject(message, reason, job.jobId, job.fingerprint, ctx, orchestrations);
-      }
-      // Left on the queue: it comes back after the visibility timeout and the next pass retries.
+      if (isAbort(err)) throw err;
+      if (message.dequeueCount >= INTAKE.maxStartAttempts) return this.giveUp(message, job, err, ctx, orchestrations);
+      // Left on the queue: it comes back after the visibility timeout and the next pass retries (the
+      // pass's check of unconfirmed starts retries a recorded start sooner).
       logger.warn('intake.start_failed', { jobId: job.jobId, messageId: message.messageId, dequeueCount: message.dequeueCount, error: err, epoch: ctx.epoch });
       return 'retry_later';
     }
   }
 
-  /** Starts the orchestration; a concurrent or earlier start of the same submission counts as success. */
-  private async start(instanceId: string, input: OrchestrationState, job: AcceptedJob, orchestrations: JobOrchestrations): Promise<void> {
-    try {
-      await orchestrations.start(instanceId, input);
-    } catch (err) {
-      const existing = await orchestrations.getStatus(instanceId);
-      if (existing !== undefined && fingerprintOf(existing) === job.fingerprint) return;
-      throw err;
+  /** A submission whose start is already recorded: the pass's check of unconfirmed starts sees it through. */
+  private async alreadyAccepted(message: DequeuedMessageItem, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome> {
+    await this.deps.store.markUnconfirmed(job.jobId, ctx.signal);
+    await this.deleteMessage(message, ctx);
+    this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
+    return 'already_started';
+  }
+
+  /**
+   * The last delivery of a submission whose start kept failing: rejected with START_FAILED, its start
+   * record retired first (so no late start of it does work), unless its start went through after all.
+   */
+  private async giveUp(
+    message: DequeuedMessageItem,
+    job: AcceptedJob,
+    cause: unknown,
+    ctx: IntakeContext,
+    orchestrations: JobOrchestrations,
+  ): Promise<IntakeOutcome> {
+    const { store } = this.deps;
+    const found = await store.readStart(job.jobId, ctx.signal);
+    if (found !== undefined && found.value.state === 'active' && found.value.fingerprint === job.fingerprint) {
+      const instance = await orchestrations.getStatus(instanceIdFor(job.jobId, found.value.generation));
+      if (instance !== undefined && startIdOf(instance) === found.value.startId) return this.alreadyAccepted(message, job, ctx);
+      const epoch = Math.max(found.value.epoch, ctx.epoch);
+      const given: StartRecord = { ...found.value, state: 'rejected', epoch, holder: ctx.holder, at: this.now().toISOString() };
+      const retired = await store.replaceStart(given, found.etag, ctx.signal);
+      if (retired === 'conflict') throw new Error(`The start record of job ${job.jobId} changed while its start was being given up.`);
+      await store.clearUnconfirmed(job.jobId, ctx.signal);
     }
+    const reason = startFailed(message.dequeueCount, cause instanceof Error ? cause.message : String(cause));
+    return this.reject(message, reason, job.jobId, job.fingerprint, ctx, orchestrations);
   }
 
   private async deleteMessage(message: DequeuedMessageItem, ctx: IntakeContext): Promise<void> {
@@ -222,55 +464,112 @@ export class JobIntake {
     ctx: IntakeContext,
     orchestrations: JobOrchestrations,
   ): Promise<IntakeOutcome> {
-    const { store, logger } = this.deps;
-    const derivedId = `m-${message.messageId}`;
-    let recordId = derivedId;
-    if (submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID') {
-      const taken = (await orchestrations.getStatus(instanceIdFor(submittedJobId))) !== undefined;
-      if (!taken) recordId = submittedJobId;
-    }
+    const { logger } = this.deps;
+    let recordId = `m-${message.messageId}`;
+    const mayUseJobId = submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID';
+    if (mayUseJobId && !(await this.idTaken(submittedJobId, fingerprint, ctx, orchestrations))) recordId = submittedJobId;
     const at = this.now().toISOString();
-    const info: JobErrorInfo = { code: error.code, message: error.message };
-    let record: JobRecord = {
+    const record: JobRecord = {
       jobId: recordId,
       status: 'rejected',
       createdAt: at,
       updatedAt: at,
-      error: info,
+      error: { code: error.code, message: error.message },
       epoch: ctx.epoch,
       messageId: message.messageId,
       via: 'queue',
       ...(fingerprint === undefined ? {} : { fingerprint }),
       ...(submittedJobId === undefined ? {} : { submittedJobId }),
     };
-    if ((await store.createRecord(record, ctx.signal)) === 'exists') {
-      const existing = await store.readRecord(recordId, ctx.signal);
-      if (existing?.messageId === message.messageId) {
-        record = existing;
-      } else if (existing?.status === 'pending' && existing.fingerprint === fingerprint && recordId === submittedJobId) {
-        // The HTTP API accepted this submission and it turned out invalid later (e.g. its blob vanished).
-        record = { ...record, createdAt: existing.createdAt, via: existing.via };
-        await store.replaceRecord(record, ctx.signal);
-      } else {
-        record = { ...record, jobId: derivedId };
-        if ((await store.createRecord(record, ctx.signal)) === 'exists') record = (await store.readRecord(derivedId, ctx.signal)) ?? record;
-      }
-    }
-    if (record.poisonMessageId === undefined) {
-      const poisonQueue = this.deps.poisonQueue;
-      const sent = await poisonQueue.sendMessage(message.messageText, { abortSignal: ctx.signal, messageTimeToLive: -1 });
-      record = { ...record, poisonMessageId: sent.messageId, updatedAt: this.now().toISOString() };
-      await store.replaceRecord(record, ctx.signal);
-    }
+    let stored = await this.recordRejection(record, message, ctx);
+    if (stored.value.poisonMessageId === undefined) stored = await this.copyToPoison(message, stored, ctx);
     await this.deleteMessage(message, ctx);
-    logger.warn('intake.rejected', { jobId: record.jobId, submittedJobId, code: error.code, reason: error.message, messageId: message.messageId, epoch: ctx.epoch });
+    logger.warn('intake.rejected', {
+      jobId: stored.value.jobId,
+      submittedJobId,
+      code: error.code,
+      reason: error.message,
+      messageId: message.messageId,
+      epoch: ctx.epoch,
+    });
     return 'rejected';
   }
+
+  /** Whether a job id belongs to something else already (an instance, or another submission's start record). */
+  private async idTaken(
+    jobId: string,
+    fingerprint: string | undefined,
+    ctx: IntakeContext,
+    orchestrations: JobOrchestrations,
+  ): Promise<boolean> {
+    if ((await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined) return true;
+    const start = await this.deps.store.readStart(jobId, ctx.signal);
+    return start !== undefined && start.value.fingerprint !== fingerprint;
+  }
+
+  /** Creates the rejection record once, or finds the one an earlier delivery of this message made. */
+  private async recordRejection(record: JobRecord, message: DequeuedMessageItem, ctx: IntakeContext): Promise<Versioned<JobRecord>> {
+    const { store } = this.deps;
+    const created = await store.createRecordVersioned(record, ctx.signal);
+    if (created !== 'exists') return { value: record, etag: created.etag };
+    const existing = await store.readRecordVersioned(record.jobId, ctx.signal);
+    if (existing?.value.messageId === message.messageId) return existing;
+    const pendingByHttp = existing?.value.status === 'pending' && existing.value.fingerprint === record.fingerprint;
+    if (existing !== undefined && pendingByHttp && record.jobId === record.submittedJobId) {
+      // The HTTP API accepted this submission and it turned out invalid later (e.g. its blob vanished).
+      const replaced: JobRecord = { ...record, createdAt: existing.value.createdAt, via: existing.value.via };
+      const written = await store.replaceRecordIf(replaced, existing.etag, ctx.signal);
+      if (written === 'conflict') throw new Error(`The record of job ${record.jobId} changed while it was being rejected.`);
+      return { value: replaced, etag: written.etag };
+    }
+    const moved: JobRecord = { ...record, jobId: `m-${message.messageId}` };
+    const again = await store.createRecordVersioned(moved, ctx.signal);
+    if (again !== 'exists') return { value: moved, etag: again.etag };
+    const earlier = await store.readRecordVersioned(moved.jobId, ctx.signal);
+    if (earlier === undefined) throw new Error(`The rejection record ${moved.jobId} vanished while it was being read.`);
+    return earlier;
+  }
+
+  /**
+   * Copies the original to the poison queue and records the copy with If-Match; a copy whose record
+   * update loses (another leader recorded its own copy first) is deleted again, so one copy stays.
+   */
+  private async copyToPoison(
+    message: DequeuedMessageItem,
+    stored: Versioned<JobRecord>,
+    ctx: IntakeContext,
+  ): Promise<Versioned<JobRecord>> {
+    const { store, poisonQueue, logger } = this.deps;
+    const sent = await poisonQueue.sendMessage(message.messageText, { abortSignal: ctx.signal, messageTimeToLive: -1 });
+    const updated: JobRecord = { ...stored.value, poisonMessageId: sent.messageId, updatedAt: this.now().toISOString() };
+    const written = await store.replaceRecordIf(updated, stored.etag, ctx.signal);
+    if (written !== 'conflict') return { value: updated, etag: written.etag };
+    // No abort signal: the undo must happen even if this leader has just stepped down.
+    await poisonQueue.deleteMessage(sent.messageId, sent.popReceipt);
+    logger.warn('intake.poison_copy_undone', { jobId: stored.value.jobId, messageId: message.messageId, epoch: ctx.epoch });
+    const latest = await store.readRecordVersioned(stored.value.jobId, ctx.signal);
+    if (latest?.value.poisonMessageId === undefined) {
+      throw new Error(`The record of ${stored.value.jobId} changed while its poison copy was being recorded.`);
+    }
+    return latest;
+  }
+}
+
+function isAbort(err: unknown): boolean {
+  return err instanceof Error && err.name === 'AbortError';
+}
+
+function startIdOf(snapshot: OrchestrationSnapshot): string | undefined {
+  return (snapshot.input as Partial<OrchestrationState> | undefined)?.run?.startId;
 }
 
 function fingerprintOf(snapshot: OrchestrationSnapshot): string | undefined {
   const input = snapshot.input as Partial<OrchestrationState> | undefined;
   return input?.run?.fingerprint;
+}
+
+function startFailed(deliveries: number, why: string): JobError {
+  return new JobError('START_FAILED', `The job could not be started after ${deliveries} tries: ${why}`);
 }
 
 function duplicateError(jobId: string, since: string): JobError {

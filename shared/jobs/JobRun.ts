@@ -19,15 +19,30 @@ export interface JobRun {
   readonly holder: string;
   readonly submittedAt: string;
   readonly via: 'http' | 'queue';
+  /**
+   * This start's id, named by the job's start record (JobStore `start.json`): the run does work only
+   * while the record names it. Absent in runs started before start records existed.
+   */
+  readonly startId?: string;
 }
 
-/** The Durable instance id of a job: derived from the job id, so starting a job twice finds the first. */
-export function instanceIdFor(jobId: string): string {
-  return `job-${jobId}`;
+/**
+ * The Durable instance id of a job: derived from the job id, so starting a job twice finds the first.
+ * A start that had to be repaired (its instance stuck Pending) runs under `job-<jobId>.<generation>`.
+ */
+export function instanceIdFor(jobId: string, generation = 1): string {
+  return generation === 1 ? `job-${jobId}` : `job-${jobId}.${generation}`;
+}
+
+/** The job id and generation of a job's instance id, or undefined for other instances. */
+export function parseInstanceId(instanceId: string): { readonly jobId: string; readonly generation: number } | undefined {
+  const match = /^job-([A-Za-z0-9_-]{1,64})(?:\.([2-9]|[1-9]\d{1,5}))?$/.exec(instanceId);
+  if (match?.[1] === undefined || !isValidJobId(match[1])) return undefined;
+  return { jobId: match[1], generation: match[2] === undefined ? 1 : Number(match[2]) };
 }
 
 export function jobIdFromInstanceId(instanceId: string): string | undefined {
-  return instanceId.startsWith('job-') && isValidJobId(instanceId.slice(4)) ? instanceId.slice(4) : undefined;
+  return parseInstanceId(instanceId)?.jobId;
 }
 
 export interface WorkItemMessage {
@@ -98,6 +113,16 @@ export interface JobSummary {
   readonly errors?: readonly JobErrorInfo[];
   readonly epoch: number;
   readonly finishedAt: string;
+  /**
+   * Set on the output of a run that stood down at its plan step because the job's start record names
+   * a newer start (or a newer leader epoch exists): not the job's outcome; the newer start's is.
+   */
+  readonly superseded?: { readonly reason: string };
+}
+
+/** Whether an orchestration output is a stood-down run's marker rather than the job's outcome. */
+export function isSuperseded(output: unknown): boolean {
+  return output !== null && typeof output === 'object' && (output as Partial<JobSummary>).superseded !== undefined;
 }
 
 export const INLINE_RESULT_BYTES = 4096;

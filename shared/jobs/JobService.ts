@@ -5,9 +5,11 @@
  * Guarantees: a submission is validated by the same contract as the queue path before anything
  * is written; the enqueued message is the submission with its (possibly generated) jobId, base64
  * JSON; a job id already used by a different submission is refused (DUPLICATE_JOB_ID) and an
- * identical resubmission answers with the same job. Status comes from the Durable instance when
- * there is one, else from the job's record (pending or rejected). Job ids are validated before
- * they touch storage.
+ * identical resubmission answers with the same job. Status comes from the job's current Durable
+ * instance when there is one (`job-<jobId>`, or the generation its start record names after a
+ * stuck start was repaired), else from its start record (accepted, starting: pending) or its
+ * record (pending or rejected). A run that stood down is never shown as the job's outcome. Job ids
+ * are validated before they touch storage.
  */
 import { randomUUID } from 'node:crypto';
 
@@ -22,8 +24,8 @@ import { JobError, type JobErrorInfo } from './JobError';
 import { JOB_LIMITS } from './jobLimits';
 import { type OrchestrationState } from './jobOrchestration';
 import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
-import { instanceIdFor, type JobCustomStatus, jobIdFromInstanceId, type JobProgress, type JobSummary } from './JobRun';
-import { type JobRecord, type JobStore } from './JobStore';
+import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary, parseInstanceId } from './JobRun';
+import { type JobRecord, type JobStore, type StartRecord } from './JobStore';
 import { decodeUtf8, describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
@@ -108,6 +110,10 @@ export class JobService {
       if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
       throw duplicate(job.jobId);
     }
+    // Accepted by the leader, its start under way: nothing to send again.
+    const accepted = (await store.readStart(job.jobId))?.value;
+    if (accepted !== undefined && accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
+    if (accepted?.state === 'active') return { jobId: job.jobId, location, enqueued: false };
     const at = this.now().toISOString();
     const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http' };
     const created = (await store.createRecord(record)) === 'written';
@@ -134,11 +140,34 @@ export class JobService {
 
   async get(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
     assertJobId(jobId);
-    const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
-    if (snapshot !== undefined) return this.fromSnapshot(jobId, snapshot);
+    const current = await this.current(jobId, orchestrations);
+    if (current.snapshot !== undefined) return this.fromSnapshot(jobId, current.snapshot);
+    if (current.start !== undefined) return fromStart(current.start);
     const record = await this.deps.store.readRecord(jobId);
-    if (record === undefined) throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". A queue submission shows up here once the leader has read it (within a few seconds).`);
-    return fromRecord(record);
+    if (record !== undefined) return fromRecord(record);
+    if (current.stoodDown !== undefined) return this.fromSnapshot(jobId, current.stoodDown);
+    const hint = 'A queue submission shows up here once the leader has read it (within a few seconds).';
+    throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". ${hint}`);
+  }
+
+  /**
+   * The job's current instance: `job-<jobId>` unless it is Pending or stood down, in which case the
+   * start record says which generation runs the job (one more read, only then). `start` is set when
+   * the job is accepted and no instance of it shows its state yet.
+   */
+  private async current(
+    jobId: string,
+    orchestrations: JobOrchestrations,
+  ): Promise<{ snapshot?: OrchestrationSnapshot; start?: StartRecord; stoodDown?: OrchestrationSnapshot }> {
+    const first = await orchestrations.getStatus(instanceIdFor(jobId));
+    if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
+    const start = (await this.deps.store.readStart(jobId))?.value;
+    if (start === undefined || start.state !== 'active') {
+      return first === undefined ? {} : isSuperseded(first.output) ? { stoodDown: first } : { snapshot: first };
+    }
+    const named = start.generation === 1 ? first : await orchestrations.getStatus(instanceIdFor(jobId, start.generation));
+    if (named !== undefined && !isSuperseded(named.output)) return { snapshot: named };
+    return { start };
   }
 
   async list(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
@@ -147,11 +176,18 @@ export class JobService {
     }
     const byId = new Map<string, JobListEntry>();
     for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, r);
+    // A repaired job has several instances: its newest generation that did not stand down shows it.
+    const shown = new Map<string, { generation: number; superseded: boolean }>();
     for (const s of await orchestrations.list()) {
-      const jobId = jobIdFromInstanceId(s.instanceId);
-      if (jobId === undefined) continue;
-      const view = this.fromSnapshot(jobId, s);
-      byId.set(jobId, { jobId, status: view.status, createdAt: view.createdAt, updatedAt: view.updatedAt });
+      const id = parseInstanceId(s.instanceId);
+      if (id === undefined) continue;
+      const superseded = isSuperseded(s.output);
+      const before = shown.get(id.jobId);
+      const older = before !== undefined && superseded === before.superseded && id.generation < before.generation;
+      if (before !== undefined && ((superseded && !before.superseded) || older)) continue;
+      shown.set(id.jobId, { generation: id.generation, superseded });
+      const view = this.fromSnapshot(id.jobId, s);
+      byId.set(id.jobId, { jobId: id.jobId, status: view.status, createdAt: view.createdAt, updatedAt: view.updatedAt });
     }
     return [...byId.values()].filter((e) => status === undefined || e.status === status).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
   }
@@ -159,14 +195,14 @@ export class JobService {
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
   async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
     assertJobId(jobId);
-    const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
+    const { snapshot } = await this.current(jobId, orchestrations);
     const view = snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, snapshot);
     if (view.status !== 'pending' && view.status !== 'running') {
       throw new JobError('JOB_ALREADY_FINISHED', `Job "${jobId}" is ${view.status}; only pending or running jobs can be cancelled.`);
     }
     // The marker first: a job not started yet sees it when it plans, a running one at its next poll.
     await this.deps.store.markCancelled(jobId, 'cancelled through the API');
-    if (snapshot !== undefined) await orchestrations.raiseCancel(instanceIdFor(jobId), 'cancelled through the API');
+    if (snapshot !== undefined) await orchestrations.raiseCancel(snapshot.instanceId, 'cancelled through the API');
     this.deps.logger.info('job.cancel_requested', { jobId, started: snapshot !== undefined });
     return view;
   }
@@ -194,8 +230,12 @@ export class JobService {
       case 'Completed': {
         const summary = s.output as JobSummary | null | undefined;
         if (summary === null || summary === undefined) return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: 'The orchestration completed without a summary.' } };
+        // A run that stood down: the job's own start has not shown its state yet.
+        if (summary.superseded !== undefined) return { ...base, status: 'pending', phase: null, progress: null, error: null };
         return {
           ...base,
+          // The run that did the job (a late start of a finished job answers that run's summary).
+          epoch: summary.epoch,
           status: summary.status,
           progress: summary.progress,
           ...(summary.result === undefined ? {} : { result: summary.result }),
@@ -215,6 +255,20 @@ export class JobService {
         return { ...base, status: 'running', progress: custom?.progress ?? null, error: null };
     }
   }
+}
+
+function fromStart(start: StartRecord): JobView {
+  return {
+    jobId: start.jobId,
+    status: 'pending',
+    workType: start.run.workType,
+    progress: null,
+    phase: null,
+    error: null,
+    createdAt: start.run.submittedAt,
+    updatedAt: start.at,
+    epoch: start.epoch,
+  };
 }
 
 function fromRecord(record: JobRecord): JobView {

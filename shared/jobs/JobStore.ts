@@ -12,13 +12,21 @@
  *   jobs/<jobId>/redispatched/<n>.json the latest dispatch round the orchestration sent chunk n in
  *                                     (absent: only the planner's round 1)
  *   jobs/<jobId>/result.json          the job's full result
+ *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
+ *                                     may run the job; created once, then changed only with If-Match
+ *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
+ *                                     it; any later run of the job returns it instead of running
+ *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step; the leader's
+ *                                     pass checks each and completes or repairs it
  *
  * Guarantees: a chunk result is written at most once, whoever writes first (a worker, a
  * redelivered copy, or the orchestration expiring the chunk) wins, and every reader sees that one.
  * Its status, counts and (when small) its partial are also in the blob's metadata, so progress and
  * most aggregations cost one listing per 5,000 chunks instead of one read per chunk. Claims and
  * re-dispatch marks are in the same listing (metadata only), so progress stays one listing per
- * 5,000 results-or-claims.
+ * 5,000 results-or-claims. Start records and the final summary are created once; a start record
+ * or a record is replaced only over the version read (`Versioned` carries its etag), so a writer
+ * that read an older version loses instead of overwriting.
  * Not guaranteed: claim times are the claiming worker's clock (compared with the orchestration's).
  * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
  * a job id becomes part of a blob name.
@@ -28,6 +36,7 @@ import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/
 import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
 import { type JobErrorInfo } from './JobError';
+import { type JobRun, type JobSummary } from './JobRun';
 import { isValidJobId } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
@@ -49,6 +58,38 @@ export interface JobRecord {
   /** Set once the original message is in the poison queue, so a redelivery does not copy it twice. */
   readonly poisonMessageId?: string;
   readonly via: 'http' | 'queue';
+}
+
+/**
+ * Which start of a job may run it (see JobIntake). Created once per job id before its first start;
+ * after that only replaced with If-Match, by a leader whose epoch is at least the record's.
+ */
+export interface StartRecord {
+  readonly v: 1;
+  readonly jobId: string;
+  readonly fingerprint: string;
+  /** `rejected`: the submission was refused after all (START_FAILED); no run may do work. */
+  readonly state: 'active' | 'rejected';
+  /** The start a run must carry (`run.startId`) to do work. */
+  readonly startId: string;
+  /** Instance generation: 1 is `job-<jobId>`, n is `job-<jobId>.<n>` (a stuck instance was left behind). */
+  readonly generation: number;
+  /** The leader epoch that decided this start (created the record or took it over). */
+  readonly epoch: number;
+  readonly holder: string;
+  readonly at: string;
+  /** The orchestration input's run, carrying `startId` and `epoch`. */
+  readonly run: JobRun;
+  /** Why the record last changed hands (absent for the first start). */
+  readonly reason?: string;
+  /** Earlier starts, oldest first, at most a few (for people reading the record). */
+  readonly previous?: ReadonlyArray<{ readonly startId: string; readonly generation: number; readonly epoch: number; readonly at: string }>;
+}
+
+/** A stored document with the etag to write it back with. */
+export interface Versioned<T> {
+  readonly value: T;
+  readonly etag: string;
 }
 
 export interface ItemError {
@@ -111,6 +152,7 @@ export interface JobListing {
 /** Partials up to this size ride in metadata (Azure allows 8 KiB of metadata per blob). */
 const MAX_METADATA_PARTIAL = 6 * 1024;
 const CHUNK_DIGITS = 5;
+const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
 
 function pad(chunk: number): string {
   return String(chunk).padStart(CHUNK_DIGITS, '0');
@@ -159,34 +201,72 @@ export class JobStore {
   static resultBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/result.json`;
   }
+  static startBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/start.json`;
+  }
+  static finalBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/final.json`;
+  }
+  static unconfirmedBlob(jobId: string): string {
+    return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
+  }
 
   /** Creates the container once per store; a concurrent create (409) is success. */
   readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
 
   private async putJson(name: string, value: unknown, options: { ifNoneMatch?: boolean; metadata?: Record<string, string>; signal?: AbortSignal } = {}): Promise<'written' | 'exists'> {
+    const outcome = await this.putJsonVersioned(name, value, options);
+    return typeof outcome === 'object' ? 'written' : 'exists';
+  }
+
+  /** Writes a JSON blob; with `ifNoneMatch` (create once) or `ifMatch` (replace that version) it may lose. */
+  private async putJsonVersioned(
+    name: string,
+    value: unknown,
+    options: { ifNoneMatch?: boolean; ifMatch?: string; metadata?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<{ etag: string } | 'exists' | 'conflict'> {
     const body = Buffer.from(JSON.stringify(value), 'utf8');
+    const conditions =
+      options.ifNoneMatch === true ? { ifNoneMatch: '*' } : options.ifMatch === undefined ? undefined : { ifMatch: options.ifMatch };
     const upload = () =>
       this.container.getBlockBlobClient(name).uploadData(body, {
         blobHTTPHeaders: { blobContentType: 'application/json' },
         ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
-        ...(options.ifNoneMatch === true ? { conditions: { ifNoneMatch: '*' } } : {}),
+        ...(conditions === undefined ? {} : { conditions }),
         abortSignal: options.signal,
       });
+    // 409 (BlobAlreadyExists) or 412: someone wrote it first (or since our read); that write is the one that counts.
+    const lost = (err: unknown): 'exists' | 'conflict' | undefined =>
+      conditions === undefined || !isStatus(err, 409, 412) ? undefined : options.ifNoneMatch === true ? 'exists' : 'conflict';
     try {
-      await upload();
+      return { etag: (await upload()).etag ?? '' };
     } catch (err) {
-      // 409 (BlobAlreadyExists) or 412: someone wrote it first; that write is the one that counts.
-      if (options.ifNoneMatch === true && isStatus(err, 409, 412)) return 'exists';
+      const outcome = lost(err);
+      if (outcome !== undefined) return outcome;
       if (!isStatus(err, 404)) throw err;
+      // The container is missing, or (for a replace) the blob is gone: a lost race, not something to create.
+      if (options.ifMatch !== undefined) return 'conflict';
       await this.ensureContainer(options.signal);
       try {
-        await upload();
+        return { etag: (await upload()).etag ?? '' };
       } catch (retryErr) {
-        if (options.ifNoneMatch === true && isStatus(retryErr, 409, 412)) return 'exists';
+        const retried = lost(retryErr);
+        if (retried !== undefined) return retried;
         throw retryErr;
       }
     }
-    return 'written';
+  }
+
+  private async getJsonVersioned<T>(name: string, signal?: AbortSignal): Promise<Versioned<T> | undefined> {
+    try {
+      const response = await this.container.getBlobClient(name).download(0, undefined, { abortSignal: signal });
+      const chunks: Buffer[] = [];
+      for await (const chunk of response.readableStreamBody ?? []) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+      return { value: JSON.parse(Buffer.concat(chunks).toString('utf8')) as T, etag: response.etag ?? '' };
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
   }
 
   private async getJson<T>(name: string, signal?: AbortSignal): Promise<T | undefined> {
@@ -226,13 +306,31 @@ export class JobStore {
     return this.getJson<JobRecord>(JobStore.recordBlob(jobId), signal);
   }
 
+  async readRecordVersioned(jobId: string, signal?: AbortSignal): Promise<Versioned<JobRecord> | undefined> {
+    return this.getJsonVersioned<JobRecord>(JobStore.recordBlob(jobId), signal);
+  }
+
   /** Creates the record unless one exists; answers which. */
   async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
     return this.putJson(JobStore.recordBlob(record.jobId), record, { ifNoneMatch: true, metadata: recordMetadata(record), signal });
   }
 
+  /** Like `createRecord`, answering the new record's etag. */
+  async createRecordVersioned(record: JobRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
+    const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
+    const outcome = await this.putJsonVersioned(JobStore.recordBlob(record.jobId), record, options);
+    return outcome === 'conflict' ? 'exists' : outcome;
+  }
+
   async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
     await this.putJson(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
+  }
+
+  /** Replaces the record only if it is still the version read (`ifMatch`): the new etag, or `conflict`. */
+  async replaceRecordIf(record: JobRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
+    const options = { ifMatch, metadata: recordMetadata(record), signal };
+    const outcome = await this.putJsonVersioned(JobStore.recordBlob(record.jobId), record, options);
+    return outcome === 'exists' ? 'conflict' : outcome;
   }
 
   async deleteRecord(jobId: string, signal?: AbortSignal): Promise<void> {
@@ -253,6 +351,57 @@ export class JobStore {
       if (!isStatus(err, 404)) throw err;
     }
     return out;
+  }
+
+  // --- starts ---
+
+  async readStart(jobId: string, signal?: AbortSignal): Promise<Versioned<StartRecord> | undefined> {
+    return this.getJsonVersioned<StartRecord>(JobStore.startBlob(jobId), signal);
+  }
+
+  /** Creates the job's start record unless one exists: its etag, or `exists`. */
+  async createStart(record: StartRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
+    const outcome = await this.putJsonVersioned(JobStore.startBlob(record.jobId), record, { ifNoneMatch: true, signal });
+    return outcome === 'conflict' ? 'exists' : outcome;
+  }
+
+  /** Replaces the start record only if it is still the version read: the new etag, or `conflict`. */
+  async replaceStart(record: StartRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
+    const outcome = await this.putJsonVersioned(JobStore.startBlob(record.jobId), record, { ifMatch, signal });
+    return outcome === 'exists' ? 'conflict' : outcome;
+  }
+
+  /** Puts the job on the list of starts the leader's pass checks. */
+  async markUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.unconfirmedBlob(jobId), {}, { metadata: { since: new Date().toISOString() }, signal });
+  }
+
+  async clearUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.container.getBlobClient(JobStore.unconfirmedBlob(jobId)).deleteIfExists({ abortSignal: signal });
+  }
+
+  /** The job ids of every unconfirmed start (one listing per 5,000). */
+  async listUnconfirmed(signal?: AbortSignal): Promise<string[]> {
+    const out: string[] = [];
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix: UNCONFIRMED_PREFIX, abortSignal: signal })) {
+        const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
+        if (isValidJobId(jobId)) out.push(jobId);
+      }
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    return out;
+  }
+
+  async readFinal(jobId: string, signal?: AbortSignal): Promise<JobSummary | undefined> {
+    return this.getJson<JobSummary>(JobStore.finalBlob(jobId), signal);
+  }
+
+  /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
+  async writeFinal(summary: JobSummary, signal?: AbortSignal): Promise<JobSummary> {
+    if ((await this.putJson(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') return summary;
+    return (await this.readFinal(summary.jobId, signal)) ?? summary;
   }
 
   // --- cancel ---

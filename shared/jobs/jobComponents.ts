@@ -4,6 +4,7 @@
  * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`).
  */
 import { loadSettings, type Settings } from '../config/settings';
+import { parseRecord } from '../leader/LeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
@@ -11,7 +12,7 @@ import { inputBlobs, InputContainers, reservedContainers } from './InputContaine
 import { JobActivities } from './JobActivities';
 import { JobIntake } from './JobIntake';
 import { JobService } from './JobService';
-import { JobStore } from './JobStore';
+import { isStatus, JobStore } from './JobStore';
 import { WorkItemProcessor } from './WorkItemProcessor';
 
 export interface JobComponents {
@@ -42,11 +43,28 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
     reservedContainers(settings.jobs.resultsContainer, settings.leader.container, settings.jobs.taskHubName),
   );
   const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
+  // The lease blob's epoch, read without a lease (anyone may): the plan step's fence against runs of older epochs.
+  const leaseBlob = blobs.getContainerClient(settings.leader.container).getBlobClient(settings.leader.blob);
+  const leaseEpoch = async (): Promise<number | undefined> => {
+    try {
+      return parseRecord((await leaseBlob.getProperties()).metadata).record?.epoch;
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
+  };
   return {
     settings,
     store,
     logger,
-    activities: new JobActivities({ store, workItems: queues.getQueueClient(settings.jobs.workItemsQueue), registry, logger: logger.child('activities'), instanceId: settings.instanceId }),
+    activities: new JobActivities({
+      store,
+      workItems: queues.getQueueClient(settings.jobs.workItemsQueue),
+      registry,
+      logger: logger.child('activities'),
+      instanceId: settings.instanceId,
+      leaseEpoch,
+    }),
     worker: new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger: logger.child('worker'), instanceId: settings.instanceId }),
     intake: new JobIntake({
       jobsQueue,

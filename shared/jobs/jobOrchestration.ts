@@ -12,7 +12,11 @@
  * re-dispatch activity sends them again, up to `attempts` dispatches per chunk, then records them
  * as failed, so the job always finishes (see JobActivities for the rule). A `cancel` event (or the cancel marker seen by a progress poll) ends the job as
  * cancelled with what was done. The custom status carries phase, progress and the leader's epoch.
- * The output is a small `JobSummary`; the full result is in a blob.
+ * The output is a small `JobSummary`; the full result is in a blob. Every ending goes through the
+ * finish activity, which records the summary once (`final.json`) and answers the recorded one.
+ * A plan step that stands down (the job already finished, or this run is not the job's current
+ * start: see JobIntake) ends the run at once with the recorded summary, or a superseded marker,
+ * having done nothing.
  *
  * Deterministic, as Durable replay requires: time comes from `currentUtcDateTime`, all I/O is in
  * activities, and the state carried across continue-as-new is plain JSON.
@@ -31,6 +35,7 @@ export const JOB_ACTIVITIES = {
   progress: 'jobProgress',
   redispatch: 'jobRedispatch',
   aggregate: 'jobAggregate',
+  finish: 'jobFinish',
 } as const;
 export const CANCEL_EVENT = 'cancel';
 
@@ -89,8 +94,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     };
     context.df.setCustomStatus(status);
   };
-  const finishEarly = (status: FinalStatus, error?: JobErrorInfo): JobSummary => {
-    publish('done');
+  const summaryOf = (status: FinalStatus, error?: JobErrorInfo): JobSummary => {
     return {
       jobId: run.jobId,
       workType: run.workType,
@@ -106,8 +110,13 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     if (state.plan === undefined) {
       publish('planning');
       const planned = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.plan, retry, run)) as PlanOutcome;
-      if (!planned.ok) return finishEarly('failed', planned.error);
-      if (planned.cancelled) return finishEarly('cancelled');
+      if (!planned.ok && 'standDown' in planned) {
+        // Not this run's to do: it answers what is recorded and records nothing itself.
+        publish('done');
+        return planned.standDown;
+      }
+      if (!planned.ok) return yield* finish(summaryOf('failed', planned.error));
+      if (planned.cancelled) return yield* finish(summaryOf('cancelled'));
       state = {
         ...state,
         plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount },
@@ -156,7 +165,22 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
   } catch (err) {
     // An activity failed after its retries: the job fails visibly rather than hanging.
     // The job's record is public: the message only, never the activity's stack or the server's paths.
-    return finishEarly('failed', { code: 'INTERNAL', message: `An activity kept failing after its retries: ${publicMessage(err instanceof Error ? err.message : String(err))}` });
+    const message = `An activity kept failing after its retries: ${publicMessage(err instanceof Error ? err.message : String(err))}`;
+    const failed = summaryOf('failed', { code: 'INTERNAL', message });
+    try {
+      return yield* finish(failed);
+    } catch {
+      // Storage fails too: the job still ends visibly, without its summary recorded.
+      publish('done');
+      return failed;
+    }
+  }
+
+  function* finish(summary: JobSummary): Generator<Task, JobSummary, unknown> {
+    const stored = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, summary)) as JobSummary;
+    state = { ...state, progress: stored.progress };
+    publish('done');
+    return stored;
   }
 
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
@@ -164,8 +188,6 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     publish('aggregating');
     const input: AggregateInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
     const summary = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary;
-    state = { ...state, progress: summary.progress };
-    publish('done');
-    return summary;
+    return yield* finish(summary);
   }
 };

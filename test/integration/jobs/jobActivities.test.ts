@@ -2,12 +2,16 @@
  * The orchestration's activities against Azurite: planning (one message per chunk, blob items and
  * their refusals, cancelled before planning), re-dispatch and expiry of late chunks (late: claimed
  * by a worker and silent past the deadline; never a chunk still waiting unclaimed), and aggregation
- * from metadata and from blobs.
+ * from metadata and from blobs; the plan step's fence (a finished job, a start the start record no
+ * longer names, a newer leader epoch: the run stands down and dispatches nothing) and the final
+ * summary, recorded once.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type WorkItemMessage } from '../../../shared/jobs/JobRun';
+import { JobActivities } from '../../../shared/jobs/JobActivities';
+import { type JobRun, type JobSummary, type WorkItemMessage } from '../../../shared/jobs/JobRun';
+import { type StartRecord } from '../../../shared/jobs/JobStore';
 import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
 import { type SumPartial, sumWorkType } from '../../../shared/worktypes/sumWorkType';
 import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
@@ -35,6 +39,59 @@ describe('job activities (Azurite)', () => {
     );
   });
 
+  it('stands a run down at its plan step, dispatching nothing, unless its start record names it and its epoch is current', async () => {
+    const p = await jobPipeline('fence');
+    let leaseEpoch: number | undefined = 3;
+    const activities = new JobActivities({
+      store: p.store,
+      workItems: p.workItems,
+      registry: p.registry,
+      logger: p.logger,
+      instanceId: 'test-instance',
+      leaseEpoch: () => Promise.resolve(leaseEpoch),
+    });
+    const items = { kind: 'inline' as const, items: [4, 5, 6] };
+    const run: JobRun = { ...jobRun('fenced', 'sum', items), startId: 'start-a' };
+    const record = (startId: string, epoch: number): StartRecord => {
+      const at = new Date().toISOString();
+      const base = { v: 1 as const, jobId: 'fenced', fingerprint: run.fingerprint, state: 'active' as const, generation: 1, at };
+      return { ...base, holder: 'x', startId, epoch, run: { ...run, startId, epoch } };
+    };
+    const created = await p.store.createStart(record('start-b', 4));
+    assert.notEqual(created, 'exists');
+    const superseded = async (r: JobRun): Promise<string | undefined> => {
+      const outcome = await activities.plan(r);
+      return !outcome.ok && 'standDown' in outcome ? outcome.standDown.superseded?.reason : 'planned';
+    };
+    assert.match((await superseded(run)) ?? '', /names start start-b of epoch 4/);
+    const current = await p.store.readStart('fenced');
+    assert.ok(current !== undefined);
+    assert.notEqual(await p.store.replaceStart(record('start-a', 3), current.etag), 'conflict');
+    leaseEpoch = 4;
+    assert.match((await superseded(run)) ?? '', /leader epoch 4 is newer than the run's 3/);
+    assert.equal((await p.drainMessages()).length, 0, 'a stood-down run dispatched chunks');
+    leaseEpoch = 3;
+    assert.equal(await superseded(run), 'planned');
+    assert.equal((await p.drainMessages()).length, 1);
+
+    // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing.
+    const final: JobSummary = {
+      jobId: 'fenced',
+      workType: 'sum',
+      status: 'completed',
+      progress: { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 3, done: 3, failed: 0 } },
+      result: { count: 3, sum: 15, min: 4, max: 6 },
+      epoch: 3,
+      finishedAt: new Date().toISOString(),
+    };
+    assert.deepEqual(await activities.finish(final), final);
+    assert.deepEqual(await activities.finish({ ...final, epoch: 9, status: 'cancelled' }), final, 'the first recorded summary stays');
+    for (const late of [run, { ...run, startId: 'start-z', epoch: 1 }, { ...run, startId: undefined }]) {
+      assert.deepEqual(await activities.plan(late), { ok: false, standDown: final });
+    }
+    assert.equal((await p.drainMessages()).length, 0);
+  });
+
   it('reads items from a blob and reports a missing, malformed or refused blob as the job\'s error', async () => {
     const p = await jobPipeline('blob');
     const inputs = p.blobs.getContainerClient(uniqueName('inputs'));
@@ -48,7 +105,7 @@ describe('job activities (Azurite)', () => {
     assert.deepEqual(await p.activities.plan(jobRun('b1', 'sum', src('good.json'), { chunkSize: 5 })), { ok: true, cancelled: false, chunkCount: 3, itemCount: 12 });
     const code = async (blob: string) => {
       const outcome = await p.activities.plan(jobRun('b2', 'sum', src(blob)));
-      return outcome.ok ? 'ok' : outcome.error.code;
+      return outcome.ok ? 'ok' : 'error' in outcome ? outcome.error.code : 'stood down';
     };
     assert.equal(await code('missing.json'), 'ITEMS_BLOB_NOT_FOUND');
     assert.equal(await code('object.json'), 'ITEMS_BLOB_INVALID');
@@ -64,7 +121,7 @@ describe('job activities (Azurite)', () => {
     const other = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [7] }), fingerprint: 'e'.repeat(64) };
     const refused = await p.activities.plan(other);
     assert.equal(refused.ok, false);
-    assert.equal(refused.ok === false ? refused.error.code : undefined, 'DUPLICATE_JOB_ID');
+    assert.equal(!refused.ok && 'error' in refused ? refused.error.code : undefined, 'DUPLICATE_JOB_ID');
   });
 
   it('does not dispatch a job cancelled before planning', async () => {

@@ -10,7 +10,7 @@ import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { jobComponents } from '../../../shared/jobs/jobComponents';
-import { INTAKE, JobIntake } from '../../../shared/jobs/JobIntake';
+import { INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
 import { durableJobOrchestrations, type JobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
 import { instanceIdFor } from '../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
@@ -34,15 +34,22 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await h.stop();
   });
 
-  function intake(overrides: { jobsQueue?: QueueClient; registry?: WorkTypeRegistry } = {}): JobIntake {
+  interface IntakeOverrides {
+    readonly jobsQueue?: QueueClient;
+    readonly poisonQueue?: QueueClient;
+    readonly registry?: WorkTypeRegistry;
+    readonly logger?: ReturnType<typeof memoryLogger>;
+  }
+
+  function intake(overrides: IntakeOverrides = {}): JobIntake {
     const c = jobComponents();
     return new JobIntake({
       jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
-      poisonQueue: h.poisonQueue,
+      poisonQueue: overrides.poisonQueue ?? h.poisonQueue,
       store: c.store,
       registry: overrides.registry ?? workTypes,
       inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
-      logger: memoryLogger('intake'),
+      logger: overrides.logger ?? memoryLogger('intake'),
     });
   }
 
@@ -57,7 +64,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       }),
       orchestrations,
     );
-    assert.deepEqual(report, { received: 2, started: 1, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    assert.deepEqual(intakeCounts(report), { received: 2, started: 1, alreadyStarted: 1, rejected: 0, retryLater: 0 });
     assert.ok(progressCalls >= 3, 'progress reported per message and per batch');
     const status = await orchestrations.getStatus(instanceIdFor('once'));
     assert.equal((status?.input as { run: { epoch: number } }).run.epoch, 11);
@@ -111,7 +118,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await fresh.sendMessage(bad);
     await fresh.sendMessage(encodeQueueMessage({ jobId: 'after-explodes', workType: 'noop', items: [1] }));
     const first = await intake({ jobsQueue: fresh, registry }).runPass(ctx(), orchestrations);
-    assert.deepEqual(first, { received: 2, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 1 }, 'the pass went on past the failure');
+    const counts = { received: 2, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 1 };
+    assert.deepEqual(intakeCounts(first), counts, 'the pass went on past the failure');
     assert.ok((await orchestrations.getStatus(instanceIdFor('after-explodes'))) !== undefined);
 
     // Its tenth delivery (the first pass left the original invisible, so a copy on a queue of its own).
@@ -187,6 +195,38 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'ITEM_REJECTED');
   });
+
+  it('keeps one poison copy when a stale leader\'s copy lands after another leader recorded its own', async () => {
+    const fresh = await freshQueue('twocopies');
+    const poison = await freshQueue('twocopies-poison');
+    const text = encodeQueueMessage({ jobId: 'copied-once', workType: 'sum', items: ['not a number'] });
+    await fresh.sendMessage(text);
+    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined);
+    const { store } = jobComponents();
+    // This leader's copy lands late: meanwhile a newer leader handled the same message and recorded its own copy.
+    const late = Object.create(poison) as QueueClient;
+    late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {
+      const mine = await poison.sendMessage(...args);
+      const theirs = await poison.sendMessage(got.messageText, { messageTimeToLive: -1 });
+      const record = await store.readRecord('copied-once');
+      assert.ok(record !== undefined);
+      await store.replaceRecord({ ...record, poisonMessageId: theirs.messageId, epoch: 12 });
+      return mine;
+    };
+    const logger = memoryLogger('intake');
+    assert.equal(await intake({ jobsQueue: fresh, poisonQueue: late, logger }).handleMessage(got, ctx(), orchestrations), 'rejected');
+    const copies = (await poison.peekMessages({ numberOfMessages: 32 })).peekedMessageItems;
+    assert.equal(copies.filter((m) => m.messageText === text).length, 1, 'the stale leader\'s copy stayed');
+    assert.equal((await store.readRecord('copied-once'))?.poisonMessageId, copies[0]?.messageId);
+    assert.ok(logger.lines.some((l) => l.event === 'intake.poison_copy_undone'));
+  });
+
+  /** The counts of the queue messages a pass handled (the check of unconfirmed starts depends on earlier tests). */
+  function intakeCounts(report: IntakeReport): Pick<IntakeReport, 'received' | 'started' | 'alreadyStarted' | 'rejected' | 'retryLater'> {
+    const { received, started, alreadyStarted, rejected, retryLater } = report;
+    return { received, started, alreadyStarted, rejected, retryLater };
+  }
 
   async function freshQueue(prefix: string): Promise<QueueClient> {
     const client = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName(`intake-${prefix}`));

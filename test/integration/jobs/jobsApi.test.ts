@@ -46,7 +46,9 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     assert.equal(trigger?.queueName, h.env.WORK_ITEMS_QUEUE);
     assert.equal(trigger?.connection, 'CoordinatorStorage');
     assert.equal(fns.get('jobOrchestrator')?.triggerType, 'orchestrationTrigger');
-    for (const activity of ['jobPlan', 'jobProgress', 'jobRedispatch', 'jobAggregate']) assert.equal(fns.get(activity)?.triggerType, 'activityTrigger', activity);
+    for (const activity of ['jobPlan', 'jobProgress', 'jobRedispatch', 'jobAggregate', 'jobFinish']) {
+      assert.equal(fns.get(activity)?.triggerType, 'activityTrigger', activity);
+    }
   });
 
   it('accepts a job with 202 and a Location to its status, and enqueues exactly the submission with its id', async () => {

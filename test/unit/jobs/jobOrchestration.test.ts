@@ -60,9 +60,18 @@ function callsOf(calls: readonly ActivityCall[], name: string): ActivityCall[] {
   return calls.filter((c) => c.name === name);
 }
 
+/** The finish activity's stand-in records nothing and answers the summary it was given. */
+const echoFinish: ActivityScript = (input) => input;
+
 /** Runs the job orchestration to its end; fails the test if the orchestration itself failed. */
 async function runJob(input: OrchestrationState, activities: Readonly<Record<string, ActivityScript>>, events: readonly RaisedEvent[] = []): Promise<OrchestrationRun> {
-  const result = await runOrchestration(jobOrchestration, { name: JOB_ORCHESTRATOR, input, activities, events, start: START });
+  const result = await runOrchestration(jobOrchestration, {
+    name: JOB_ORCHESTRATOR,
+    input,
+    activities: { [JOB_ACTIVITIES.finish]: echoFinish, ...activities },
+    events,
+    start: START,
+  });
   assert.equal(result.runtimeStatus, 'Completed', JSON.stringify(result.output));
   return result;
 }
@@ -141,8 +150,42 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.deepEqual(output.error, { code: 'ITEMS_BLOB_NOT_FOUND', message: 'inputs/x.json does not exist.' });
     assert.deepEqual(
       result.calls.map((c) => c.name),
+      [JOB_ACTIVITIES.plan, JOB_ACTIVITIES.finish],
+    );
+  });
+
+  it('ends at once with the recorded summary when its plan step stands down, recording and dispatching nothing', async () => {
+    const recorded: JobSummary = {
+      jobId: 'job1',
+      workType: 'sum',
+      status: 'completed',
+      progress: { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 3, done: 3, failed: 0 } },
+      result: { count: 3, sum: 6, min: 1, max: 3 },
+      epoch: 9,
+      finishedAt: START.toISOString(),
+    };
+    const result = await runJob(initialState(run()), { [JOB_ACTIVITIES.plan]: () => ({ ok: false, standDown: recorded }) satisfies PlanOutcome });
+    assert.deepEqual(result.output, recorded);
+    assert.deepEqual(
+      result.calls.map((c) => c.name),
       [JOB_ACTIVITIES.plan],
     );
+  });
+
+  it('answers the summary the finish step recorded, when an earlier run finished the job first', async () => {
+    let polls = 0;
+    const input: AggregateInput = { run: run(), chunkCount: 2, itemCount: 20, cancelled: false };
+    const earlier: JobSummary = { ...(aggregate(input, undefined as never) as JobSummary), epoch: 5 };
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: planned(2),
+      [JOB_ACTIVITIES.progress]: () => progress(2, polls++ === 0 ? 0 : 2),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+      [JOB_ACTIVITIES.finish]: () => earlier,
+    });
+    assert.deepEqual(result.output, earlier);
+    const finishCalls = callsOf(result.calls, JOB_ACTIVITIES.finish);
+    assert.equal(finishCalls.length, 1);
+    assert.equal((finishCalls[0]?.input as JobSummary).epoch, 7, 'it offered its own summary first');
   });
 
   it('fails the job visibly when an activity keeps throwing after its retries', async () => {

@@ -1,0 +1,59 @@
+/**
+ * A start message whose send fails (the storage proxy refuses it, the SDK's retries included), with
+ * no process killed: the development host's Durable backend sends the start message before it
+ * writes the Pending instance, as the Azure Storage provider does, so the failed start leaves no
+ * instance, and the same leader's next pass starts the job again under the same instance id. The
+ * job finishes exactly once with the exact result.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { type ProxiedRequest, putMessageText, startStorageProxy, type StorageProxy } from '../support/storageProxy';
+import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+
+describe('a start message that storage refuses', () => {
+  let app: { dir: string; remove(): void };
+  const scenarios: Scenario[] = [];
+  const proxies: StorageProxy[] = [];
+
+  before(() => {
+    app = createRealAppRoot();
+  });
+  after(async () => {
+    await Promise.all(scenarios.map((s) => s.stopAll()));
+    await Promise.all(proxies.map((p) => p.close()));
+    app.remove();
+  });
+
+  function isStartMessage(s: Scenario, r: ProxiedRequest, jobId: string): boolean {
+    const text = putMessageText(r.body) ?? '';
+    return r.method === 'POST' && s.controlQueuePath().test(r.path) && text.includes(`"instanceId":"job-${jobId}"`);
+  }
+
+  it('is started again by the same leader when sending its start message failed', async (t) => {
+    const jobId = 'start-message-lost';
+    const items = Array.from({ length: 25 }, (_, i) => 3 * i + 1);
+    const s = new Scenario(app.dir);
+    scenarios.push(s);
+    const proxy = await startStorageProxy(s.conn);
+    proxies.push(proxy);
+    const leader = await s.start('lost-a', proxy.connectionString);
+    await s.leading(leader);
+    // The first sends of this instance's start message fail (the SDK's retries included): the
+    // backend gives up before writing the instance, and the leader's start call fails.
+    let refused = 0;
+    const refusal = proxy.refuse((r) => isStartMessage(s, r, jobId) && ++refused <= 4);
+    await s.submitByQueue({ jobId, workType: 'sum', items, options: { chunkSize: 5 } });
+    const done = await s.finished(leader, jobId, 150_000);
+    refusal.remove();
+    assert.ok(refused >= 1, 'the start message was refused');
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.deepEqual(done.result, sumOf(items));
+    const planned = s.events('job.planned', jobId);
+    assert.equal(new Set(planned.map((e) => e.startId)).size, 1, JSON.stringify(planned));
+    assert.ok((await s.resultsBlob(`jobs/${jobId}/result.json`)) !== undefined, 'the job stored its result');
+    assert.equal((await s.instance(leader, `job-${jobId}`))?.runtimeStatus, 'Completed');
+    const firstRefusal = proxy.requests().find((r) => isStartMessage(s, r, jobId));
+    t.diagnostic(`completed ${Date.now() - (firstRefusal?.at ?? NaN)} ms after its first start message was refused`);
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * The pass's judgment of a recorded start from what Durable shows (JobIntake.nextStartStep): when a
+ * start is confirmed, waited for, started again as it is, or taken over (new start id, this epoch),
+ * and when the job moves to the next instance generation because its instance is stuck Pending.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { INTAKE, nextStartStep } from '../../../shared/jobs/JobIntake';
+import { type OrchestrationSnapshot } from '../../../shared/jobs/JobOrchestrations';
+import { type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
+import { type StartRecord } from '../../../shared/jobs/JobStore';
+
+const NOW = new Date('2026-03-01T12:00:00.000Z');
+
+function start(epoch = 5, startId = 's-current'): StartRecord {
+  const run: JobRun = {
+    jobId: 'j1',
+    workType: 'sum',
+    fingerprint: 'f'.repeat(64),
+    options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+    source: { kind: 'inline', items: [1] },
+    epoch,
+    holder: 'leader',
+    submittedAt: NOW.toISOString(),
+    via: 'queue',
+    startId,
+  };
+  const at = NOW.toISOString();
+  return { v: 1, jobId: 'j1', fingerprint: run.fingerprint, state: 'active', startId, generation: 1, epoch, holder: 'leader', at, run };
+}
+
+interface InstanceOptions {
+  readonly startId?: string;
+  readonly ageSeconds?: number;
+  readonly phase?: string;
+  readonly output?: unknown;
+}
+
+function instance(runtimeStatus: string, options: InstanceOptions = {}): OrchestrationSnapshot {
+  const created = new Date(NOW.getTime() - (options.ageSeconds ?? 1) * 1000);
+  return {
+    instanceId: 'job-j1',
+    runtimeStatus,
+    input: { run: { startId: options.startId ?? 's-current' } },
+    output: options.output ?? null,
+    customStatus: options.phase === undefined ? null : { phase: options.phase },
+    createdTime: created,
+    lastUpdatedTime: created,
+  };
+}
+
+const summary = (superseded?: string): JobSummary => ({
+  jobId: 'j1',
+  workType: 'sum',
+  status: superseded === undefined ? 'completed' : 'failed',
+  progress: { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 1, done: 1, failed: 0 } },
+  epoch: 5,
+  finishedAt: NOW.toISOString(),
+  ...(superseded === undefined ? {} : { superseded: { reason: superseded } }),
+});
+
+describe('judging a recorded start (nextStartStep)', () => {
+  it('confirms a start once its run is past the plan step, or finished with the job\'s outcome', () => {
+    for (const phase of ['running', 'aggregating']) {
+      assert.deepEqual(nextStartStep(instance('Running', { phase }), start(), 5, NOW), { kind: 'confirmed' });
+    }
+    assert.deepEqual(nextStartStep(instance('ContinuedAsNew'), start(), 5, NOW), { kind: 'confirmed' });
+    assert.deepEqual(nextStartStep(instance('Completed', { output: summary() }), start(), 5, NOW), { kind: 'confirmed' });
+    assert.deepEqual(nextStartStep(instance('Failed'), start(), 5, NOW), { kind: 'confirmed' });
+    // A late start of a finished job answered the recorded summary: the job is done, whoever's start that was.
+    const answeredLate = instance('Completed', { startId: 's-stale', output: summary() });
+    assert.deepEqual(nextStartStep(answeredLate, start(), 5, NOW), { kind: 'confirmed' });
+  });
+
+  it('waits while the run is planning or freshly Pending, and while another start holds the id without being stuck', () => {
+    assert.deepEqual(nextStartStep(instance('Running', { phase: 'planning' }), start(), 5, NOW), { kind: 'wait' });
+    assert.deepEqual(nextStartStep(instance('Pending', { ageSeconds: INTAKE.stuckPendingSeconds - 1 }), start(), 5, NOW), { kind: 'wait' });
+    assert.deepEqual(nextStartStep(instance('Running', { startId: 's-stale' }), start(), 5, NOW), { kind: 'wait' });
+    assert.deepEqual(nextStartStep(instance('Pending', { startId: 's-stale' }), start(), 5, NOW), { kind: 'wait' });
+  });
+
+  it('starts its own epoch\'s start again when the instance is missing or its run stood down, and takes an older epoch\'s over', () => {
+    assert.equal(nextStartStep(undefined, start(5), 5, NOW).kind, 'start');
+    assert.equal(nextStartStep(instance('Completed', { output: summary('superseded') }), start(5), 5, NOW).kind, 'start');
+    assert.deepEqual(nextStartStep(undefined, start(4), 5, NOW), { kind: 'take_over', nextGeneration: false, reason: 'no instance' });
+    const stoodDown = nextStartStep(instance('Completed', { startId: 's-stale', output: summary('superseded') }), start(4), 5, NOW);
+    assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: false, reason: 'its run stood down' });
+  });
+
+  it('moves the job to the next instance generation when its instance is stuck Pending, or Pending under an older epoch', () => {
+    const stuck = nextStartStep(instance('Pending', { ageSeconds: INTAKE.stuckPendingSeconds + 1 }), start(5), 5, NOW);
+    assert.deepEqual(stuck, { kind: 'take_over', nextGeneration: true, reason: 'stuck Pending' });
+    const inherited = nextStartStep(instance('Pending', { ageSeconds: 1 }), start(4), 5, NOW);
+    assert.deepEqual(inherited, { kind: 'take_over', nextGeneration: true, reason: 'Pending under an older epoch' });
+    const stale = instance('Pending', { startId: 's-stale', ageSeconds: INTAKE.stuckPendingSeconds + 1 });
+    const blocked = nextStartStep(stale, start(5), 5, NOW);
+    assert.equal(blocked.kind === 'take_over' && blocked.nextGeneration, true);
+  });
+});
