@@ -198,15 +198,18 @@ module hostStorageAccess 'app/storageAccess.bicep' = {
   params: {
     storageAccountName: storage.outputs.name
     principalId: identity.outputs.principalId
+    hostStorage: true
   }
 }
 
+// The shared account holds blobs and queues only (Durable's tables stay in each app's own account).
 module coordinatorStorageAccess 'app/storageAccess.bicep' = if (sharesCoordinatorStorage) {
   name: 'coordinatorStorageAccess-${resourceToken}'
   scope: resourceGroup(!empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
   params: {
     storageAccountName: coordinatorStorageAccountName
     principalId: identity.outputs.principalId
+    hostStorage: false
   }
 }
 
@@ -241,10 +244,9 @@ var appSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identity.outputs.clientId
   // The app's own blobs and queues (lease, jobs, work items, results): the queue trigger binds to
-  // this connection too.
+  // this connection too. No table endpoint: the app keeps nothing in tables.
   CoordinatorStorage__blobServiceUri: 'https://${coordinatorAccountName}.blob.${storageSuffix}'
   CoordinatorStorage__queueServiceUri: 'https://${coordinatorAccountName}.queue.${storageSuffix}'
-  CoordinatorStorage__tableServiceUri: 'https://${coordinatorAccountName}.table.${storageSuffix}'
   CoordinatorStorage__credential: 'managedidentity'
   CoordinatorStorage__clientId: identity.outputs.clientId
   // Telemetry with Entra ID: the connection string says where, the authentication string says who.
