@@ -272,6 +272,10 @@ var appSettings = {
   // runtime from functionAppConfig and rejects the setting).
 }
 
+// An empty parameter means "the app's default": leave that setting out rather than write "" (a
+// present-but-empty setting is noise in the portal, and provisioning merges settings, so it lingers).
+var appSettingsWithValues = toObject(filter(items(appSettings), setting => !empty(setting.value)), setting => setting.key, setting => setting.value)
+
 module app 'app/functionApp.bicep' = {
   name: 'functionApp'
   scope: rg
@@ -287,7 +291,7 @@ module app 'app/functionApp.bicep' = {
     runtimeVersion: '22'
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
-    appSettings: appSettings
+    appSettings: appSettingsWithValues
   }
   // The host starts as soon as the app exists: its identity must already hold its roles.
   dependsOn: [
