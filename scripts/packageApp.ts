@@ -23,7 +23,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, relative, resolve } from 'node:path';
 
 import { listFiles, writeZip, type ZipSummary } from './zipWriter';
 
@@ -263,6 +263,7 @@ function main(): number {
     for (const problem of pkg.problems.slice(0, 50)) console.error(`  ${problem}`);
     return 1;
   }
+  console.log(`Deploy it with \`azd deploy\`, or: cd ${relative(repoRoot, pkg.stageDir) || '.'} && func azure functionapp publish <app name> --javascript`);
   return 0;
 }
 
