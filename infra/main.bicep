@@ -201,15 +201,18 @@ module hostStorageAccess 'app/storageAccess.bicep' = {
   params: {
     storageAccountName: storage.outputs.name
     principalId: identity.outputs.principalId
+    hostStorage: true
   }
 }
 
+// The shared account holds blobs and queues only (Durable's tables stay in each app's own account).
 module coordinatorStorageAccess 'app/storageAccess.bicep' = if (sharesCoordinatorStorage) {
   name: 'coordinatorStorageAccess-${resourceToken}'
   scope: resourceGroup(!empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
   params: {
     storageAccountName: coordinatorStorageAccountName
     principalId: identity.outputs.principalId
+    hostStorage: false
   }
 }
 
@@ -245,10 +248,9 @@ var appSettings = {
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identity.outputs.clientId
   // The app's own blobs and queues (lease, jobs, work items, results): the queue trigger binds to
-  // this connection too.
+  // this connection too. No table endpoint: the app keeps nothing in tables.
   CoordinatorStorage__blobServiceUri: 'https://${coordinatorAccountName}.blob.${storageSuffix}'
   CoordinatorStorage__queueServiceUri: 'https://${coordinatorAccountName}.queue.${storageSuffix}'
-  CoordinatorStorage__tableServiceUri: 'https://${coordinatorAccountName}.table.${storageSuffix}'
   CoordinatorStorage__credential: 'managedidentity'
   CoordinatorStorage__clientId: identity.outputs.clientId
   // Telemetry with Entra ID: the connection string says where, the authentication string says who.
@@ -275,6 +277,10 @@ var appSettings = {
   // runtime from functionAppConfig and rejects the setting).
 }
 
+// An empty parameter means "the app's default": leave that setting out rather than write "" (a
+// present-but-empty setting is noise in the portal, and provisioning merges settings, so it lingers).
+var appSettingsWithValues = toObject(filter(items(appSettings), setting => !empty(setting.value)), setting => setting.key, setting => setting.value)
+
 module app 'app/functionApp.bicep' = {
   name: 'functionApp'
   scope: rg
@@ -290,7 +296,7 @@ module app 'app/functionApp.bicep' = {
     runtimeVersion: '22'
     instanceMemoryMB: instanceMemoryMB
     maximumInstanceCount: maximumInstanceCount
-    appSettings: appSettings
+    appSettings: appSettingsWithValues
   }
   // The host starts as soon as the app exists: its identity must already hold its roles.
   dependsOn: [

@@ -75,6 +75,12 @@ module site 'br/public:avm/res/web/site:0.15.1' = {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
     }
+    // No publishing user name and password: azd and Core Tools deploy with an Entra ID token, so
+    // basic authentication on the FTP and SCM (deployment) endpoints only adds a secret that can leak.
+    basicPublishingCredentialsPolicies: [
+      { name: 'ftp', allow: false }
+      { name: 'scm', allow: false }
+    ]
     appSettingsKeyValuePairs: appSettings
   }
 }

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 
-import { BicepFile } from './BicepFile';
+import { BicepFile, plain } from './BicepFile';
 import { readRepoFile, repoFilesUnder, repoPath } from './repoFiles';
 
 describe('Bicep files', () => {
@@ -47,5 +47,31 @@ describe('Bicep files', () => {
         }
       }
     }
+  });
+
+  it('the evaluator computes what the templates rely on: lambdas, filters, property access, given parameters', async () => {
+    // Guards the evaluator the settings and role checks stand on, with Bicep whose results are known.
+    const source = [
+      "param optional string = ''",
+      'param host bool = true',
+      "var ids = { a: '1', b: '2' }",
+      'var chosen = host ? [ids.a, ids.b] : [ids.b]',
+      "var settings = { KEEP: 'k', EMPTY: optional, OUT: 'https://${storage.outputs.name}' }",
+      'var kept = toObject(filter(items(settings), s => !empty(s.value)), s => s.key, s => s.value)',
+      "var merged = union(settings, empty(optional) ? {} : { EXTRA: 'x' })",
+    ].join('\n');
+    const file = await BicepFile.parse('evaluator.bicep', source);
+    assert.deepEqual(file.syntaxErrors(), []);
+    const value = (bicep: BicepFile, name: string): string | undefined => {
+      const node = bicep.variables.get(name);
+      return node === undefined ? undefined : plain(bicep.evaluate(node));
+    };
+    assert.equal(value(file, 'chosen'), '["1","2"]');
+    assert.equal(value(file.withParameters({ host: false }), 'chosen'), '["2"]');
+    assert.equal(value(file, 'kept'), '{"KEEP":"k","OUT":"https://storageoutputsname"}');
+    assert.equal(value(file.withParameters({ optional: 'v' }), 'kept'), '{"EMPTY":"v","KEEP":"k","OUT":"https://storageoutputsname"}');
+    assert.equal(value(file, 'merged'), '{"KEEP":"k","EMPTY":"","OUT":"https://storageoutputsname"}');
+    assert.equal(value(file.withParameters({ optional: 'v' }), 'merged'), '{"KEEP":"k","EMPTY":"v","OUT":"https://storageoutputsname","EXTRA":"x"}');
+    assert.throws(() => file.withParameters({ undeclared: 1 }), /declares no parameter undeclared/);
   });
 });

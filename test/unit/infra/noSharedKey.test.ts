@@ -47,4 +47,12 @@ describe('nothing deployed needs a shared key', () => {
     assert.ok(types.some((t) => t.value === 'UserAssignedIdentity'), 'functionAppConfig.deployment.storage.authentication.type must be UserAssignedIdentity');
     assert.ok(!types.some((t) => t.value === 'StorageAccountConnectionString'));
   });
+
+  it('the Function App has no working publishing user name and password (FTP and SCM basic auth off)', async () => {
+    const policies = await propertyValues('basicPublishingCredentialsPolicies');
+    assert.equal(policies.length, 1, 'functionApp.bicep must pass basicPublishingCredentialsPolicies to the site module');
+    const byName = new Map((JSON.parse(policies[0]?.value ?? '[]') as { name: string; allow: boolean }[]).map((p) => [p.name, p.allow]));
+    assert.equal(byName.get('ftp'), false, 'FTP basic authentication must be disabled');
+    assert.equal(byName.get('scm'), false, 'SCM (deployment) basic authentication must be disabled');
+  });
 });

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { BicepFile } from './BicepFile';
+import type { Node } from 'web-tree-sitter';
+
+import { BicepFile, type BicepValue, plain } from './BicepFile';
 import { repoFilesUnder, repoPath } from './repoFiles';
 
 /**
@@ -10,10 +12,17 @@ import { repoFilesUnder, repoPath } from './repoFiles';
  * (Storage: .../built-in-roles/storage; Monitor: .../built-in-roles/monitor).
  */
 const DOCUMENTED_ROLES: Readonly<Record<string, { readonly name: string; readonly why: string }>> = {
-  'b7e6dc6d-f1e8-4753-8033-0f276bb0955b': { name: 'Storage Blob Data Owner', why: 'leader lease, results, host containers, Flex deployment package' },
+  'b7e6dc6d-f1e8-4753-8033-0f276bb0955b': { name: 'Storage Blob Data Owner', why: 'host containers, Flex deployment package, and by default the lease and results' },
+  'ba92f5b4-2d11-453d-a403-e96b0029c9fe': { name: 'Storage Blob Data Contributor', why: 'leader lease and results on a shared coordinator account' },
   '974c5e8b-45b9-4653-ba55-5f855dd0fb88': { name: 'Storage Queue Data Contributor', why: 'jobs and work-items queues, Durable queues' },
   '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3': { name: 'Storage Table Data Contributor', why: "Durable's instance and history tables" },
   '3913510d-42f4-4e42-8a64-420c390055eb': { name: 'Monitoring Metrics Publisher', why: 'Application Insights ingestion with Entra ID' },
+};
+
+const ROLE_ID = (name: string): string => {
+  const id = Object.keys(DOCUMENTED_ROLES).find((k) => DOCUMENTED_ROLES[k]?.name === name);
+  if (id === undefined) throw new Error(`no documented role ${name}`);
+  return id;
 };
 
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -65,4 +74,51 @@ describe('role assignments', () => {
       }
     }
   });
+
+  it('give each storage account only the roles of what it holds: no table role on a coordinator-only account', async () => {
+    const granted = await storageRolesByModule();
+    const names = (ids: readonly string[]): string[] => ids.map((id) => DOCUMENTED_ROLES[id]?.name ?? id).sort();
+    // The host and Durable use all three services of AzureWebJobsStorage.
+    assert.deepEqual(names(granted.get('hostStorageAccess') ?? []), ['Storage Blob Data Owner', 'Storage Queue Data Contributor', 'Storage Table Data Contributor']);
+    // A shared account holds the lease, queues and results: Durable's tables stay in each app's own account.
+    assert.deepEqual(names(granted.get('coordinatorStorageAccess') ?? []), ['Storage Blob Data Contributor', 'Storage Queue Data Contributor']);
+    assert.ok(!(granted.get('coordinatorStorageAccess') ?? []).includes(ROLE_ID('Storage Table Data Contributor')));
+  });
 });
+
+/**
+ * For every module call of app/storageAccess.bicep in main.bicep: the role definition ids its role
+ * assignments get, computed from the parameters main.bicep passes (the loop evaluated item by item).
+ */
+async function storageRolesByModule(): Promise<Map<string, string[]>> {
+  const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
+  const access = await BicepFile.parse(repoPath('infra', 'app', 'storageAccess.bicep'));
+  const result = new Map<string, string[]>();
+  for (const declaration of main.nodesOfType('module_declaration')) {
+    if (!declaration.text.includes("'app/storageAccess.bicep'")) continue;
+    const symbol = declaration.namedChild(0)?.text ?? '';
+    const params = propertyValue(declaration, 'params');
+    assert.ok(params !== undefined, `module ${symbol} passes no params`);
+    const values = Object.fromEntries(BicepFile.objectProperties(params).map(([k, v]) => [k, main.evaluate(v)]));
+    const module = access.withParameters(values);
+    const assignments = module.nodesOfType('resource_declaration').find((r) => r.text.includes("'Microsoft.Authorization/roleAssignments@"));
+    const loop = assignments?.namedChildren.find((c) => c?.type === 'for_statement');
+    assert.ok(loop !== undefined && loop !== null, 'storageAccess.bicep must assign its roles in one loop');
+    const [variable, iterable] = [loop.namedChild(0), loop.namedChild(1)];
+    const roleDefinition = propertyValue(loop, 'roleDefinitionId');
+    const roleIdArgument = roleDefinition?.namedChildren.find((c) => c?.type === 'arguments')?.namedChild(1);
+    assert.ok(variable !== null && iterable !== null && roleIdArgument !== null && roleIdArgument !== undefined);
+    const items = module.evaluate(iterable);
+    assert.ok(Array.isArray(items), `module ${symbol}: the role loop iterates over something that cannot be evaluated: ${iterable.text}`);
+    result.set(
+      symbol,
+      (items as readonly BicepValue[]).map((item) => plain(module.evaluate(roleIdArgument, new Map([[variable.text, item]]))) ?? ''),
+    );
+  }
+  return result;
+}
+
+function propertyValue(node: Node, key: string): Node | undefined {
+  const property = node.descendantsOfType('object_property').find((p) => p?.namedChild(0)?.text === key);
+  return property?.namedChildren.at(-1) ?? undefined;
+}

@@ -76,13 +76,28 @@ function appReads(env: Env, name: string): boolean {
   return [without, { ...env, [name]: '!! not a valid value !!' }].some((variant) => outcome(variant) !== baseline);
 }
 
+/** What main.bicep passes to the Function App as its app settings, evaluated (default parameters unless given). */
+function passedSettings(main: BicepFile): Map<string, string> {
+  const appModule = main.nodesOfType('module_declaration').find((m) => m.text.includes("'app/functionApp.bicep'"));
+  const params = appModule?.descendantsOfType('object_property').find((p) => p?.namedChild(0)?.text === 'params')?.namedChildren.at(-1);
+  const settings = params === null || params === undefined ? undefined : BicepFile.objectProperties(params).find(([k]) => k === 'appSettings')?.[1];
+  assert.ok(settings !== undefined, 'main.bicep must pass appSettings to app/functionApp.bicep');
+  const value = main.evaluate(settings);
+  assert.ok(typeof value === 'object' && value !== null && !Array.isArray(value), `the app settings passed to the app cannot be evaluated: ${settings.text}`);
+  return new Map(Object.entries(value).map(([k, v]) => [k, plain(v) ?? '']));
+}
+
 describe('settings parity: the app, the Bicep and local.settings.sample.json agree', () => {
+  /** Every setting the template can write (the appSettings object, default parameters, empty values included). */
+  let declared: Map<string, string>;
+  /** The settings the app gets with the default parameters. */
   let provisioned: Map<string, string>;
   let sample: Readonly<Record<string, string>>;
 
   before(async () => {
     const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
-    provisioned = new Map([...main.evaluateObjectVariable('appSettings')].map(([k, v]) => [k, plain(v) ?? '']));
+    declared = new Map([...main.evaluateObjectVariable('appSettings')].map(([k, v]) => [k, plain(v) ?? '']));
+    provisioned = passedSettings(main);
     sample = readRepoJson<LocalSettings>('local.settings.sample.json').Values;
   });
 
@@ -103,10 +118,10 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
     const names = [...Object.values(SETTING_NAMES), ...Object.keys(READ_ELSEWHERE)];
     for (const name of names) {
       if (name in NOT_PROVISIONED) {
-        assert.ok(!provisioned.has(name), `${name} must not be provisioned: ${NOT_PROVISIONED[name]}`);
+        assert.ok(!declared.has(name), `${name} must not be provisioned: ${NOT_PROVISIONED[name]}`);
         continue;
       }
-      const present = CONNECTION_SETTINGS.includes(name) ? [...provisioned.keys()].some((k) => k.startsWith(`${name}__`)) : provisioned.has(name);
+      const present = CONNECTION_SETTINGS.includes(name) ? [...declared.keys()].some((k) => k.startsWith(`${name}__`)) : declared.has(name);
       assert.ok(present, `${name} is read by the app but infra/main.bicep does not set it (add it to appSettings, or to NOT_PROVISIONED with a reason)`);
     }
   });
@@ -122,9 +137,9 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
     assert.deepEqual(withoutStorage(fromBicep), withoutStorage(loadSettings(DEV_ENV)));
     for (const [key, value] of Object.entries(DEFAULTS)) {
       const name = SETTING_NAMES[key as keyof typeof SETTING_NAMES];
-      const provisionedValue = provisioned.get(name);
-      // An empty value means "use the app's default"; the app treats '' as unset (asserted above).
-      if (provisionedValue !== '') assert.equal(provisionedValue, String(value), `${name}: Bicep default differs from DEFAULTS.${key}`);
+      // Left out (its parameter is empty): the app applies this very default (asserted above).
+      if (!provisioned.has(name)) assert.equal(declared.get(name), '', `${name} is neither provisioned nor an empty optional setting`);
+      else assert.equal(provisioned.get(name), String(value), `${name}: Bicep default differs from DEFAULTS.${key}`);
     }
     for (const [name, { fallback }] of Object.entries(READ_ELSEWHERE)) {
       assert.equal(provisioned.get(name), fallback, `${name}: Bicep default differs from the reader's fallback`);
@@ -202,8 +217,8 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
   });
 
   it('no provisioned setting is unused by the app or the host', () => {
-    const env = appSettings();
-    for (const name of provisioned.keys()) {
+    const env: Env = Object.fromEntries(declared);
+    for (const name of declared.keys()) {
       if (name in HOST_SETTINGS) continue;
       if (name in READ_ELSEWHERE) {
         const reader = READ_ELSEWHERE[name];
@@ -216,9 +231,9 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
 
   it('settings the host reads are provisioned only in their identity-based form', () => {
     for (const name of CONNECTION_SETTINGS) {
-      assert.ok(!provisioned.has(name), `${name} as a connection string would need an account key: use ${name}__* settings`);
+      assert.ok(!declared.has(name), `${name} as a connection string would need an account key: use ${name}__* settings`);
     }
-    for (const name of provisioned.keys()) {
+    for (const name of declared.keys()) {
       assert.ok(isConnectionSetting(name) || !name.includes('__') || name in HOST_SETTINGS, `${name}: unexpected nested setting`);
     }
   });
@@ -261,6 +276,24 @@ describe('settings parity: the app, the Bicep and local.settings.sample.json agr
     assert.equal(values.get('runtimeName'), sample.FUNCTIONS_WORKER_RUNTIME);
     assert.equal(values.get('runtimeVersion'), '22');
     // Flex Consumption rejects FUNCTIONS_WORKER_RUNTIME as an app setting.
-    assert.ok(!provisioned.has('FUNCTIONS_WORKER_RUNTIME'));
+    assert.ok(!declared.has('FUNCTIONS_WORKER_RUNTIME'));
+  });
+
+  it('no app setting is written with an empty value: an empty parameter leaves its setting out', async () => {
+    for (const [name, value] of provisioned) assert.notEqual(value, '', `${name} would be written as an empty app setting`);
+    const withValues = [...declared].filter(([, value]) => value !== '');
+    assert.deepEqual([...provisioned].sort(), withValues.sort(), 'the app must get exactly the declared settings that have a value');
+    const optional = [...declared].filter(([, value]) => value === '').map(([name]) => name);
+    assert.ok(optional.length > 0, 'no setting is optional by default: this check would be vacuous');
+    // Given a value, an optional setting is written.
+    const main = await BicepFile.parse(repoPath('infra', 'main.bicep'));
+    const settingsObject = main.variables.get('appSettings');
+    assert.ok(settingsObject !== undefined);
+    for (const [name, valueNode] of BicepFile.objectProperties(settingsObject)) {
+      if (!optional.includes(name)) continue;
+      const parameter = main.parameterBehind(valueNode);
+      assert.ok(parameter !== undefined, `${name}: an empty default must come from a parameter`);
+      assert.equal(passedSettings(main.withParameters({ [parameter.name]: '7' })).get(name), '7', `${name}: a value given to ${parameter.name} must reach the app`);
+    }
   });
 });
