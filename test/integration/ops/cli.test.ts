@@ -135,9 +135,9 @@ describe('the command line against a running app (development host, Azurite)', (
     const watcher = start(['watch', 'cli-slow', '--interval', '0.2']);
     // Not a terminal: one line per change of progress.
     const moving = await eventually(
-      async () => {
+      () => {
         const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/120 items/.test(l) && !l.includes('120/120'));
-        return partial.length >= 2 ? partial : undefined;
+        return Promise.resolve(partial.length >= 2 ? partial : undefined);
       },
       90_000,
       'two different partial progress lines',
