@@ -7,7 +7,7 @@
  * The leader deletes beats unseen for `forgetAfterMs` (an hour), at most every 10 minutes.
  *
  * Cost: one blob write per instance per interval (0.07 transactions/s at 15 s).
- * Not guaranteed: an instance listed `alive` may have died within the last 3 intervals; roles come
+ * Not guaranteed: an instance listed `alive` may have died within the last 3 intervals (+1 s); roles come
  * from each instance's own belief, so for a moment during a handover two may say `leader`. Who
  * holds the lease is the lease blob's answer, not this one.
  */
@@ -82,7 +82,8 @@ export async function listInstances(container: ContainerClient, prefix: string, 
         startedAt: typeof meta.startedat === 'string' ? meta.startedat : null,
         lastSeenAt: lastSeen.toISOString(),
         ageSeconds: Math.round(ageMs / 100) / 10,
-        state: role === 'stopped' ? 'stopped' : ageMs <= 3 * intervalMs ? 'alive' : 'silent',
+        // Last-Modified has whole seconds: allow one more second than three intervals.
+        state: role === 'stopped' ? 'stopped' : ageMs <= 3 * intervalMs + 1_000 ? 'alive' : 'silent',
       });
     }
   } catch (err) {
