@@ -62,7 +62,7 @@ describe('GET /api/leader for anonymous callers', () => {
     assert.equal(source.reads, 1, 'an outage does not turn each request into a read');
     for (const o of outcomes) {
       assert.equal(o.status, 'rejected');
-      const err = (o as PromiseRejectedResult).reason as unknown;
+      const err = (o).reason as unknown;
       assert.ok(err instanceof StorageUnavailableError);
       assert.equal(err.code, 'STORAGE_UNAVAILABLE');
       assert.doesNotMatch(err.message, /injected|unreachable\)/);
