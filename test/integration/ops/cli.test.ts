@@ -127,7 +127,7 @@ describe('the command line against a running app (development host, Azurite)', (
   });
 
   it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
-    const items = Array.from({ length: 120 }, () => 300);
+    const items = Array.from({ length: 200 }, () => 400);
     const submitted = await run(['submit', file('slow.json', JSON.stringify(items)), '--work-type', 'slow', '--chunk-size', '1', '--job-id', 'cli-slow']);
     assert.equal(submitted.code, EXIT.ok, submitted.stderr);
     assert.equal(submitted.stdout.trim(), 'cli-slow');
@@ -136,7 +136,7 @@ describe('the command line against a running app (development host, Azurite)', (
     // Not a terminal: one line per change of progress.
     const moving = await eventually(
       () => {
-        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/120 items/.test(l) && !l.includes('120/120'));
+        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/200 items/.test(l) && !l.includes('200/200'));
         return Promise.resolve(partial.length >= 2 ? partial : undefined);
       },
       90_000,

@@ -65,7 +65,8 @@ describe('the live page in a real browser (chromium, development host, Azurite)'
     const refused = await browser.context.request.get(`${h.baseUrl}/api/dashboard`);
     assert.equal(refused.status(), 401);
 
-    const items = Array.from({ length: 160 }, () => 400);
+    // 240 chunks of half a second, 12 at a time: long enough for several progress polls (1 s, growing).
+    const items = Array.from({ length: 240 }, () => 500);
     const submitted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'watch-me', workType: 'slow', items, options: { chunkSize: 1 } }));
     assert.equal(submitted.status, 202, submitted.text);
 
@@ -97,26 +98,26 @@ describe('the live page in a real browser (chromium, development host, Azurite)'
     const first = await eventually(
       async () => {
         const m = await measureBar();
-        return m !== undefined && m.domDone >= 0.05 && m.domDone <= 0.6 ? m : undefined;
+        return m !== undefined && m.domDone > 0 && m.domDone <= 0.8 ? m : undefined;
       },
       90_000,
       'the job to show progress',
     );
     const firstShare = (first.pixels.done ?? 0) / first.width;
     assert.ok(Math.abs(firstShare - first.domDone) < 0.03, `green share ${firstShare.toFixed(3)} of the bar vs progress ${first.domDone}`);
-    assert.ok((first.pixels.track ?? 0) / first.width > 0.3, `the rest of the bar is the grey track: ${JSON.stringify(first.pixels)}`);
+    assert.ok((first.pixels.track ?? 0) / first.width > 0.15, `the rest of the bar is the grey track: ${JSON.stringify(first.pixels)}`);
     assert.equal(first.pixels.failed, 0, 'no failed items, no red');
     const second = await eventually(
       async () => {
         const m = await measureBar();
-        return m !== undefined && m.domDone >= first.domDone + 0.05 && m.domDone < 0.95 ? m : undefined;
+        return m !== undefined && m.domDone >= first.domDone + 0.03 && m.domDone < 0.97 ? m : undefined;
       },
       90_000,
       'the progress to move on',
     );
     const secondShare = (second.pixels.done ?? 0) / second.width;
     assert.ok(Math.abs(secondShare - second.domDone) < 0.03, `green share ${secondShare.toFixed(3)} vs progress ${second.domDone}`);
-    assert.ok(secondShare > firstShare + 0.03, `the green part grew in the screenshot: ${firstShare.toFixed(3)} -> ${secondShare.toFixed(3)}`);
+    assert.ok(secondShare > firstShare + 0.02, `the green part grew in the screenshot: ${firstShare.toFixed(3)} -> ${secondShare.toFixed(3)}`);
 
     // Cancel, clicked.
     assert.equal(await page.locator('#cancel').isEnabled(), true);

@@ -106,7 +106,7 @@ describe('the OpenAPI description matches the running app', () => {
     assert.equal((await call('GET', '/jobs/nope/result')).status, 404);
     assert.equal((await call('GET', '/jobs/nope/submission')).status, 404);
     assert.equal((await call('DELETE', '/jobs/nope')).status, 404);
-    assert.equal((await call('POST', '/jobs', JSON.stringify({ jobId: 'oas-slow', workType: 'slow', items: Array.from({ length: 50 }, () => 500), options: { chunkSize: 1 } }))).status, 202);
+    assert.equal((await call('POST', '/jobs', JSON.stringify({ jobId: 'oas-slow', workType: 'slow', items: Array.from({ length: 100 }, () => 500), options: { chunkSize: 1 } }))).status, 202);
     await eventually(async () => (((await call('GET', '/jobs/oas-slow')).json as { status: string }).status === 'running' ? true : undefined), 60_000, 'the slow job to run');
     assert.equal((await call('DELETE', '/jobs/oas-slow')).status, 202);
     assert.equal((await call('GET', '/jobs')).status, 200);
