@@ -1,15 +1,15 @@
 /**
  * GET /api/health (anonymous): 200 `{ status, instance, role, storage: { reachable } }`. It stays
  * 200 with status "degraded" while storage is unreachable, so a platform probe does not recycle
- * instances for a fault restarting cannot fix.
+ * instances for a fault restarting cannot fix. The lease read behind it is cached for 2 s.
  */
 import { app, type HttpResponseInit } from '@azure/functions';
 
 import { healthView } from '../shared/leader/leaderStatus';
-import { runtime } from './leaderTimer';
+import { status } from './leaderTimer';
 
 export async function getHealth(): Promise<HttpResponseInit> {
-  return { status: 200, jsonBody: await healthView(runtime) };
+  return { status: 200, jsonBody: await healthView(status) };
 }
 
 app.http('health', { route: 'health', methods: ['GET'], authLevel: 'anonymous', handler: getHealth });

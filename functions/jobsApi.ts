@@ -1,6 +1,7 @@
 /**
  * The jobs HTTP API: submit (POST /api/jobs), status (GET /api/jobs/{jobId}), full result
- * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=), cancel (DELETE /api/jobs/{jobId}).
+ * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=), cancel (DELETE /api/jobs/{jobId}),
+ * the submission a started job ran, to resubmit it (GET /api/jobs/{jobId}/submission).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
  * (they go to the log). The logic is in shared/jobs/JobService.ts.
@@ -68,10 +69,15 @@ export const cancelJob = guarded(async (request, context) => {
   return { status: 202, jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href } };
 });
 
+export const getJobSubmission = guarded(async (request, context) => {
+  return { status: 200, jsonBody: await jobComponents().service.submission(request.params.jobId ?? '', orchestrations(context)) };
+});
+
 const durableClient = df.input.durableClient();
 
 app.http('jobsSubmit', { route: 'jobs', methods: ['POST'], authLevel: 'function', extraInputs: [durableClient], handler: submitJob });
 app.http('jobsList', { route: 'jobs', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: listJobs });
 app.http('jobsGet', { route: 'jobs/{jobId}', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJob });
 app.http('jobsResult', { route: 'jobs/{jobId}/result', methods: ['GET'], authLevel: 'function', handler: getJobResult });
+app.http('jobsSubmission', { route: 'jobs/{jobId}/submission', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJobSubmission });
 app.http('jobsCancel', { route: 'jobs/{jobId}', methods: ['DELETE'], authLevel: 'function', extraInputs: [durableClient], handler: cancelJob });

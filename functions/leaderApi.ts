@@ -1,22 +1,45 @@
 /**
- * GET /api/leader (anonymous, read-only): who leads according to the lease blob (holder, epoch,
- * acquiredAt, lease state), this instance's role and counters. Errors are JSON `{ code, message }`.
+ * GET /api/leader (anonymous, read-only): who leads according to the lease blob: holder, epoch,
+ * acquiredAt, lease state. Nothing about the answering instance and no error text: counters,
+ * passes and errors are internals, for callers with a key (GET /api/cluster). Its cost is bounded:
+ * the blob read is shared for 2 s per instance, however many requests arrive.
+ *
+ * GET /api/cluster (function key): the lease record, this instance's role, passes, last pass error
+ * and counters, the recent terms and the instances seen recently (shared/leader/clusterView.ts).
+ * Errors are JSON `{ code, message }` with no internals; the cause goes to the log.
  */
 import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 
 import { toCoordinatorError } from '../shared/errors';
-import { leaderView, StorageUnavailableError } from '../shared/leader/leaderStatus';
-import { runtime } from './leaderTimer';
+import { clusterView } from '../shared/leader/clusterView';
+import { publicLeaderView, StorageUnavailableError } from '../shared/leader/leaderStatus';
+import { clusterRecords, LEADER_READ_TTL_MS, status } from './leaderTimer';
+
+function failure(err: unknown, context: InvocationContext): HttpResponseInit {
+  const error = toCoordinatorError(err);
+  const cause = err instanceof StorageUnavailableError ? err.cause : err;
+  context.warn(JSON.stringify({ event: 'api.leader_failed', function: context.functionName, code: error.code, cause: cause instanceof Error ? cause.message : String(cause) }));
+  const headers = { 'Cache-Control': 'no-store' };
+  if (err instanceof StorageUnavailableError) return { status: 503, headers, jsonBody: { code: err.code, message: err.message } };
+  return { status: 500, headers, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };
+}
 
 export async function getLeader(_request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> {
   try {
-    return { status: 200, jsonBody: await leaderView(runtime) };
+    const view = await publicLeaderView(status);
+    return { status: 200, headers: { 'Cache-Control': `public, max-age=${LEADER_READ_TTL_MS / 1000}` }, jsonBody: view };
   } catch (err) {
-    const error = toCoordinatorError(err);
-    context.warn(JSON.stringify({ event: 'api.leader_failed', code: error.code, cause: err instanceof StorageUnavailableError ? String(err.cause) : error.message }));
-    if (err instanceof StorageUnavailableError) return { status: 503, jsonBody: { code: err.code, message: err.message } };
-    return { status: 500, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };
+    return failure(err, context);
+  }
+}
+
+export async function getCluster(_request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> {
+  try {
+    return { status: 200, headers: { 'Cache-Control': 'no-store' }, jsonBody: await clusterView(status, clusterRecords) };
+  } catch (err) {
+    return failure(err, context);
   }
 }
 
 app.http('leader', { route: 'leader', methods: ['GET'], authLevel: 'anonymous', handler: getLeader });
+app.http('cluster', { route: 'cluster', methods: ['GET'], authLevel: 'function', handler: getCluster });

@@ -12,7 +12,8 @@
  * installed, from package-lock.json.
  *
  * Guarantees: the package holds host.json, a package.json with the production dependencies only
- * (no scripts, no devDependencies), the pruned lock file, dist/{functions,shared,schemas} and
+ * (no scripts, no devDependencies), the pruned lock file, dist/{functions,shared,schemas}, the live
+ * page's files (dashboard/, read at run time) and
  * node_modules with the production dependencies (minus source maps, type declarations and `.bin`
  * links, which Node never loads). `findPackageProblems` fails it when it holds development-host,
  * test, benchmark or script code, TypeScript sources, a devDependency, Core Tools, a native addon
@@ -36,7 +37,7 @@ export const APP_TSCONFIG = 'tsconfig.build.json';
 /** Folders the app build emits under dist/: its two source folders and the JSON schema they import. */
 export const COMPILED_FOLDERS: readonly string[] = ['functions', 'shared', 'schemas'];
 /** Files read at run time besides the compiled code (repository-relative, copied as they are). */
-export const RUNTIME_FILES: readonly string[] = ['host.json'];
+export const RUNTIME_FILES: readonly string[] = ['host.json', 'dashboard/index.html', 'dashboard/dashboard.css', 'dashboard/dashboard.js'];
 /** Written into the package: keeps local settings out of a `func azure functionapp publish`, never node_modules. */
 export const PACKAGE_FUNCIGNORE = ['# The deployment package, written by scripts/packageApp.ts: everything here is uploaded.', 'local.settings.json', ''].join('\n');
 

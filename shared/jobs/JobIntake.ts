@@ -393,7 +393,7 @@ export class JobIntake {
       await this.start(start, orchestrations);
       await this.deleteMessage(message, ctx);
       if (record !== undefined) await store.deleteRecord(job.jobId, ctx.signal);
-      logger.info('intake.started', { jobId: job.jobId, instanceId: instanceIdFor(job.jobId), startId, epoch: ctx.epoch });
+      logger.info('intake.started', { jobId: job.jobId, workType: job.workType, instanceId: instanceIdFor(job.jobId), startId, epoch: ctx.epoch });
       return 'started';
     } catch (err) {
       if (isAbort(err)) throw err;

@@ -52,6 +52,10 @@ export interface JobView {
 export interface JobListEntry {
   readonly jobId: string;
   readonly status: JobStatus;
+  /** Null for a pending or rejected submission (its record does not keep the work type). */
+  readonly workType: string | null;
+  /** Live for a running job (what a list view draws its progress bars from); null before planning. */
+  readonly progress: JobProgress | null;
   readonly createdAt: string | null;
   readonly updatedAt: string | null;
 }
@@ -175,7 +179,7 @@ export class JobService {
       throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
     }
     const byId = new Map<string, JobListEntry>();
-    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, r);
+    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: null, progress: null });
     // A repaired job has several instances: its newest generation that did not stand down shows it.
     const shown = new Map<string, { generation: number; superseded: boolean }>();
     for (const s of await orchestrations.list()) {
@@ -187,7 +191,14 @@ export class JobService {
       if (before !== undefined && ((superseded && !before.superseded) || older)) continue;
       shown.set(id.jobId, { generation: id.generation, superseded });
       const view = this.fromSnapshot(id.jobId, s);
-      byId.set(id.jobId, { jobId: id.jobId, status: view.status, createdAt: view.createdAt, updatedAt: view.updatedAt });
+      byId.set(id.jobId, {
+        jobId: id.jobId,
+        status: view.status,
+        workType: view.workType,
+        progress: view.progress,
+        createdAt: view.createdAt,
+        updatedAt: view.updatedAt,
+      });
     }
     return [...byId.values()].filter((e) => status === undefined || e.status === status).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
   }
@@ -205,6 +216,20 @@ export class JobService {
     if (snapshot !== undefined) await orchestrations.raiseCancel(snapshot.instanceId, 'cancelled through the API');
     this.deps.logger.info('job.cancel_requested', { jobId, started: snapshot !== undefined });
     return view;
+  }
+
+  /**
+   * The submission a started job ran, without its job id: what to POST again to run it anew
+   * (resubmit). Rebuilt from the orchestration's input (items inline, or the itemsBlob reference,
+   * and the options with their defaults filled in). A job that never started has none.
+   */
+  async submission(jobId: string, orchestrations: JobOrchestrations): Promise<Record<string, Json>> {
+    assertJobId(jobId);
+    const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
+    const run = (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
+    if (run === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no started run to resubmit (a pending or rejected submission keeps no items).`);
+    const items: Record<string, Json> = run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
+    return { workType: run.workType, ...items, options: { ...run.options } };
   }
 
   async resultText(jobId: string): Promise<string> {

@@ -51,7 +51,7 @@ export class WorkItemProcessor {
     const message = parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body);
     const { store, logger } = this.deps;
     const signal = delivery.signal ?? new AbortController().signal;
-    const log = { jobId: message.jobId, chunk: message.chunk, dequeueCount: delivery.dequeueCount, dispatch: message.dispatch, epoch: message.epoch };
+    const log = { jobId: message.jobId, workType: message.workType, chunk: message.chunk, dequeueCount: delivery.dequeueCount, dispatch: message.dispatch, epoch: message.epoch };
 
     if (await store.chunkResultExists(message.jobId, message.chunk, signal)) {
       logger.info('workitem.duplicate_skipped', log);
@@ -65,6 +65,7 @@ export class WorkItemProcessor {
     // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
     await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt: this.now(), claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount }, signal);
 
+    const startedAt = performance.now();
     let result: ChunkResult;
     try {
       result = await this.process(message, delivery.dequeueCount, signal);
@@ -100,11 +101,13 @@ export class WorkItemProcessor {
       logger.info('workitem.duplicate_discarded', log);
       return 'duplicate';
     }
+    // One line per chunk at info: the "slowest chunks" query in the README reads durationMs.
+    const durationMs = Math.round(performance.now() - startedAt);
     if (result.status === 'failed') {
-      logger.error('workitem.chunk_failed', { ...log, error: result.error });
+      logger.error('workitem.chunk_failed', { ...log, durationMs, error: result.error });
       return 'failed_recorded';
     }
-    logger.debug('workitem.done', { ...log, items: result.itemCount, itemsFailed: result.itemsFailed });
+    logger.info('workitem.done', { ...log, items: result.itemCount, itemsFailed: result.itemsFailed, durationMs });
     return 'written';
   }
 

@@ -18,8 +18,9 @@ import { toCoordinatorError } from '../errors';
 import { createLogger, type Logger } from '../observability/log';
 import { BlobLeaseStore } from './BlobLeaseStore';
 import { type Clock, systemClock } from './Clock';
+import { ClusterRecords } from './ClusterRecords';
 import { ElectorConfigError } from './errors';
-import { type CurrentLeader, type ElectorCounters, type ElectorRole, type Leadership, LeaseElector, type LeaseElectorOptions } from './LeaseElector';
+import { type CurrentLeader, type ElectorCounters, type ElectorRole, type Leadership, LeaseElector, type LeaseElectorOptions, type StepDownReason } from './LeaseElector';
 
 export interface CoordinationContext<S> {
   readonly epoch: number;
@@ -32,12 +33,25 @@ export interface CoordinationContext<S> {
 
 export type CoordinationPass<S> = (ctx: CoordinationContext<S>) => Promise<void>;
 
+/**
+ * What operators' records hear from the runtime (term history, heartbeats, pass summaries:
+ * ClusterRecords). Calls are synchronous and must neither throw nor block leadership; `stopped`
+ * is awaited once by `stop()`, after the lease is released.
+ */
+export interface RuntimeObserver {
+  termStarted?(term: { readonly epoch: number; readonly holder: string; readonly acquiredAt: string }): void;
+  termEnded?(term: { readonly epoch: number; readonly holder: string; readonly reason: StepDownReason }): void;
+  passFinished?(pass: { readonly epoch: number; readonly durationMs: number; readonly failed: boolean }): void;
+  stopped?(): Promise<void>;
+}
+
 export interface CoordinatorRuntimeOptions<S> {
   readonly elector: Omit<LeaseElectorOptions, 'callbacks'>;
   readonly pass: CoordinationPass<S>;
   readonly passIntervalMs: number;
   readonly clock?: Clock;
   readonly logger?: Logger;
+  readonly observer?: RuntimeObserver;
 }
 
 export interface RuntimeState {
@@ -59,6 +73,7 @@ export class CoordinatorRuntime<S> {
   private readonly passIntervalMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
+  private readonly observer: RuntimeObserver;
   private services: S | undefined;
   private leadership: Leadership | undefined;
   private passInFlight: Promise<void> | undefined;
@@ -81,10 +96,15 @@ export class CoordinatorRuntime<S> {
     this.passIntervalMs = interval;
     this.clock = options.clock ?? options.elector.clock ?? systemClock;
     this.log = options.logger ?? options.elector.logger ?? createLogger('leader');
+    this.observer = options.observer ?? {};
     this.elector = new LeaseElector({
       ...options.elector,
       callbacks: {
-        onStartedLeading: (leadership) => this.lead(leadership),
+        onStartedLeading: (leadership) => {
+          this.notify((o) => o.termStarted?.({ epoch: leadership.epoch, holder: leadership.holder, acquiredAt: leadership.acquiredAt }));
+          return this.lead(leadership);
+        },
+        onStoppedLeading: ({ epoch, reason }) => this.notify((o) => o.termEnded?.({ epoch, holder: this.elector.holder, reason })),
         onNewLeader: (leader) => {
           this.observedLeader = leader;
         },
@@ -141,7 +161,7 @@ export class CoordinatorRuntime<S> {
 
   /** Graceful: abort the pass, wait for it (bounded), release the lease. Idempotent. */
   stop(): Promise<void> {
-    this.stopping ??= this.elector.stop();
+    this.stopping ??= this.elector.stop().then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
     return this.stopping;
   }
 
@@ -196,6 +216,7 @@ export class CoordinatorRuntime<S> {
         this.passes += 1;
         this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs: Math.round(this.clock.now() - startedAt) };
         this.lastPassError = undefined;
+        this.notify((o) => o.passFinished?.({ epoch: leadership.epoch, durationMs: this.clock.now() - startedAt, failed: false }));
       } catch (err) {
         if (leadership.signal.aborted) {
           this.log.info('leader.pass_aborted', { epoch: leadership.epoch });
@@ -204,6 +225,7 @@ export class CoordinatorRuntime<S> {
         const error = toCoordinatorError(err, 'PASS_FAILED');
         this.lastPassError = { code: error.code, message: error.message, at: this.clock.wallNow().toISOString() };
         this.log.error('leader.pass_failed', { epoch: leadership.epoch, code: error.code, error: err });
+        this.notify((o) => o.passFinished?.({ epoch: leadership.epoch, durationMs: this.clock.now() - startedAt, failed: true }));
       }
     };
     const inFlight = run().finally(() => {
@@ -211,6 +233,14 @@ export class CoordinatorRuntime<S> {
     });
     this.passInFlight = inFlight;
     return inFlight;
+  }
+
+  private notify(call: (observer: RuntimeObserver) => void): void {
+    try {
+      call(this.observer);
+    } catch (err) {
+      this.log.warn('leader.observer_failed', { error: err });
+    }
   }
 }
 
@@ -240,7 +270,12 @@ export function offerToProcessRuntime<S>(services: S): void {
 
 function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
   const leader = settings.leader;
-  return new CoordinatorRuntime<S>({
+  // The recorder reads the runtime's state for its heartbeats; it starts beating only below, once the runtime exists.
+  const recorder = ClusterRecords.fromSettings(settings).recorder(settings.instanceId, () => {
+    const state = created.state();
+    return { role: state.role, epoch: state.epoch, passes: state.passes };
+  });
+  const created: CoordinatorRuntime<S> = new CoordinatorRuntime<S>({
     elector: {
       store: BlobLeaseStore.fromConnection(settings.storage, leader.container, leader.blob, leader.requestTimeoutMs),
       holder: settings.instanceId,
@@ -253,7 +288,10 @@ function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): Coordi
     },
     pass,
     passIntervalMs: leader.passIntervalMs,
+    observer: recorder,
   });
+  recorder.start();
+  return created;
 }
 
 /** Which app setting each elector option comes from, so a rejected combination names the setting. */

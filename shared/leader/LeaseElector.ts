@@ -323,14 +323,14 @@ export class LeaseElector {
         this.log.warn('leader.acquire_too_slow', { epoch: record.epoch, elapsedMs: Math.round(this.clock.now() - sentAt) });
         return;
       }
-      this.beginTerm(record, sentAt, etag);
+      this.beginTerm(record, sentAt, etag, snap.record);
     } catch (err) {
       // A LeaseLostError here means another instance's announcement raced ours (etag changed): it leads.
       this.log.warn('leader.announce_failed', { holder: this.holder, error: err });
     }
   }
 
-  private beginTerm(record: LeaseRecord, sentAt: number, etag: string): void {
+  private beginTerm(record: LeaseRecord, sentAt: number, etag: string, previous: LeaseRecord | undefined): void {
     const now = this.clock.now();
     const term: Term = {
       record,
@@ -356,6 +356,8 @@ export class LeaseElector {
       blob: this.store.description,
       leaseSeconds: this.timing.leaseSeconds,
       ...(takeoverWaitMs === undefined ? {} : { takeoverWaitMs }),
+      // Who led before: a different holder means a failover or handover (the README's Kusto queries).
+      ...(previous === undefined ? {} : { previousHolder: previous.holder, previousEpoch: previous.epoch }),
     });
     this.noteLeader(record.holder, record.epoch);
     const leadership: Leadership = {

@@ -1,10 +1,15 @@
 /**
- * What GET /api/leader and GET /api/health answer, built from the process's runtime. Reads the
- * lease blob once (no lease needed, so any instance can answer); never includes the lease id or
- * anything from the connection. A storage failure is reported as a `StorageUnavailableError` for
- * the HTTP layer to map, never thrown raw.
+ * What GET /api/leader, GET /api/cluster and GET /api/health answer, built from the process's
+ * runtime. Reads the lease blob (no lease needed, so any instance can answer); never includes the
+ * lease id or anything from the connection. A storage failure is reported as a
+ * `StorageUnavailableError` for the HTTP layer to map, never thrown raw.
+ *
+ * Who sees what: the anonymous leader view is the lease record only (holder, epoch, since when,
+ * lease state); this instance's counters, passes and error texts are for callers with a key.
  */
 import { CoordinatorError } from '../errors';
+import { CachedRead } from './CachedRead';
+import { type Clock } from './Clock';
 import { type RuntimeState } from './CoordinatorRuntime';
 import { type CurrentLeader, type ElectorCounters, type ElectorRole } from './LeaseElector';
 
@@ -22,12 +27,16 @@ export class StorageUnavailableError extends CoordinatorError {
   }
 }
 
-export interface LeaderView {
+/** What anyone may see: the lease record, nothing about the answering instance. */
+export interface PublicLeaderView {
   readonly holder: string | null;
   readonly epoch: number | null;
   readonly acquiredAt: string | null;
   readonly leaseState: string;
   readonly leaseStatus: string;
+}
+
+export interface LeaderView extends PublicLeaderView {
   readonly instance: {
     readonly id: string;
     readonly role: ElectorRole;
@@ -46,20 +55,43 @@ export interface HealthView {
   readonly storage: { readonly reachable: boolean };
 }
 
-export async function leaderView(runtime: RuntimeStatusSource): Promise<LeaderView> {
+/**
+ * A status source whose lease reads are shared for `ttlMs` (CachedRead): anonymous routes cost at
+ * most one blob read per ttl per instance, however many requests arrive.
+ */
+export function cachedStatusSource(runtime: RuntimeStatusSource, ttlMs: number, clock?: Pick<Clock, 'now'>): RuntimeStatusSource & { readonly reads: number } {
+  const lease = new CachedRead(() => runtime.currentLeader(), ttlMs, clock);
+  return {
+    state: () => runtime.state(),
+    counters: () => runtime.counters(),
+    currentLeader: () => lease.get(),
+    get reads() {
+      return lease.reads;
+    },
+  };
+}
+
+export async function publicLeaderView(runtime: Pick<RuntimeStatusSource, 'currentLeader'>): Promise<PublicLeaderView> {
   let leader;
   try {
     leader = await runtime.currentLeader();
   } catch (err) {
     throw new StorageUnavailableError({ cause: err });
   }
-  const state = runtime.state();
   return {
     holder: leader.holder ?? null,
     epoch: leader.epoch ?? null,
     acquiredAt: leader.acquiredAt ?? null,
     leaseState: leader.leaseState,
     leaseStatus: leader.leaseStatus,
+  };
+}
+
+export async function leaderView(runtime: RuntimeStatusSource): Promise<LeaderView> {
+  const leader = await publicLeaderView(runtime);
+  const state = runtime.state();
+  return {
+    ...leader,
     instance: {
       id: state.holder,
       role: state.role,

@@ -1,7 +1,14 @@
 /**
- * Structured log lines: one JSON object per line on stdout/stderr, which the Functions host (and
- * Application Insights behind it) captures from the worker. `event` is a stable name an operator
- * can search for; fields never hold secrets (connection strings, keys, lease ids in full).
+ * Structured log lines: one JSON object per line on stdout/stderr. On Azure the Functions host
+ * reads the worker's console line by line and logs each to Application Insights `traces` under the
+ * category `Host.Function.Console` (host.json must let that category through at Information):
+ * stdout as Information, stderr as Warning when the line contains "warn", else Error when it
+ * contains "error" or "fail". So warn and error lines go to stderr, the rest to stdout, and the
+ * `level` field itself makes the host pick the matching severity. The JSON stays in `message`
+ * (queried with parse_json; see README "Observability"): customDimensions carry only the host's own
+ * fields, since neither console lines nor `context.log` carry properties from Node.js.
+ * `event` is a stable name (shared/observability/events.ts lists the ones operators query);
+ * fields never hold secrets (connection strings, keys, lease ids in full).
  */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type LogFields = Readonly<Record<string, unknown>>;

@@ -103,7 +103,7 @@ export class Scenario {
   }
 
   async leader(host: HostProcess): Promise<LeaderView> {
-    return (await this.call(host, 'GET', '/api/leader')).json as LeaderView;
+    return (await this.call(host, 'GET', '/api/cluster')).json as LeaderView;
   }
 
   /** Waits until `host` leads (epoch above `above`) and has finished a pass in that term. */

@@ -1,7 +1,8 @@
 /**
  * The leader functions as deployed code: two development host processes (two apps sharing one
  * lease account, so each has its own timer) run the compiled leaderTimer, leaderApi and health
- * functions against the run's Azurite. Real HTTP, real timers, real processes.
+ * functions against the run's Azurite. Real HTTP, real timers, real processes. Keys are off (as
+ * under `func start`), so the keyed GET /api/cluster answers without one.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -9,6 +10,7 @@ import { basename, join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
 
 import { HOST_PROCESS_ENTRY } from 'devhost';
+import { eventually } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { sleep } from './harness';
@@ -71,6 +73,8 @@ interface LeaderBody {
   leaseState: string;
   instance: { id: string; role: string; epoch: number | null; passes: number };
   counters: { acquired: number };
+  terms: Array<{ epoch: number; holder: string; endReason?: string }>;
+  instances: Array<{ id: string; role: string; state: string }>;
 }
 
 async function getJson(url: string): Promise<{ status: number; body: unknown }> {
@@ -79,7 +83,7 @@ async function getJson(url: string): Promise<{ status: number; body: unknown }> 
 }
 
 describe('leader functions on the development host', () => {
-  it('exactly one of two instances leads; GET /api/leader and /api/health say so; a graceful stop hands over at once', async () => {
+  it('exactly one of two instances leads; GET /api/cluster and /api/health say so; a graceful stop hands over at once and the history records it', async () => {
     const conn = azuriteConnectionString();
     const env = {
       AzureWebJobsStorage: conn,
@@ -93,7 +97,7 @@ describe('leader functions on the development host', () => {
     };
     const [a, b] = await Promise.all([startInstance('fn-a', env), startInstance('fn-b', env)]);
 
-    const views = async (): Promise<LeaderBody[]> => Promise.all([a, b].map(async (i) => (await getJson(`${i.baseUrl}/api/leader`)).body as LeaderBody));
+    const views = async (): Promise<LeaderBody[]> => Promise.all([a, b].map(async (i) => (await getJson(`${i.baseUrl}/api/cluster`)).body as LeaderBody));
     let both: LeaderBody[] = [];
     const deadline = Date.now() + 20_000;
     do {
@@ -112,7 +116,7 @@ describe('leader functions on the development host', () => {
     await sleep(2_500);
     const leaderInstance = leader.instance.id === a.id ? a : b;
     const follower = leaderInstance === a ? b : a;
-    const again = (await getJson(`${leaderInstance.baseUrl}/api/leader`)).body as LeaderBody;
+    const again = (await getJson(`${leaderInstance.baseUrl}/api/cluster`)).body as LeaderBody;
     assert.ok(again.instance.passes >= 2, `passes: ${again.instance.passes}`);
 
     const health = await getJson(`${follower.baseUrl}/api/health`);
@@ -127,8 +131,9 @@ describe('leader functions on the development host', () => {
     );
     let taken: LeaderBody | undefined;
     while (Date.now() - stoppedAt < 10_000) {
-      const v = (await getJson(`${follower.baseUrl}/api/leader`)).body as LeaderBody;
-      if (v.instance.role === 'leader') {
+      const v = (await getJson(`${follower.baseUrl}/api/cluster`)).body as LeaderBody;
+      // The lease record in the answer may be up to 2 s old (a cached read); the role is live.
+      if (v.instance.role === 'leader' && v.holder === follower.id) {
         taken = v;
         break;
       }
@@ -137,6 +142,17 @@ describe('leader functions on the development host', () => {
     assert.ok(taken !== undefined, 'the follower never took over');
     assert.equal(taken.holder, follower.id);
     assert.ok((taken.epoch ?? 0) > (leader.epoch ?? 0));
+    // The history beside the lease: the new term, and the old one ended by its release.
+    const records = await eventually(async () => {
+      const v = (await getJson(`${follower.baseUrl}/api/cluster`)).body as LeaderBody;
+      const newTerm = v.terms.find((t) => t.epoch === taken?.epoch);
+      const oldTerm = v.terms.find((t) => t.epoch === leader.epoch);
+      const gone = v.instances.find((i) => i.id === leaderInstance.id);
+      return newTerm !== undefined && oldTerm?.endReason !== undefined && gone?.state === 'stopped' ? { v, newTerm, oldTerm } : undefined;
+    }, 10_000, 'the term history and heartbeats to show the handover');
+    assert.equal(records.newTerm.holder, follower.id);
+    assert.deepEqual(records.oldTerm, { ...records.oldTerm, holder: leaderInstance.id, endReason: 'released' });
+    assert.ok(records.v.instances.some((i) => i.id === follower.id && i.role === 'leader' && i.state === 'alive'), JSON.stringify(records.v.instances));
     await follower.stop();
   });
 });

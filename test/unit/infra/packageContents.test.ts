@@ -17,7 +17,11 @@ import { readZip } from './zipReader';
  */
 const LOADER = `
 const { join } = require('node:path');
-for (const file of JSON.parse(process.argv[1])) require(join(process.cwd(), file));
+for (const file of JSON.parse(process.argv[1])) {
+  const loaded = require(join(process.cwd(), file));
+  // The live page reads its files at run time, beside the compiled code: this fails when they did not ship.
+  if (typeof loaded.buildDashboardPage === 'function') loaded.buildDashboardPage();
+}
 setImmediate(() => { process.stdout.write('\\n' + JSON.stringify(globalThis.registeredFunctions)); process.exit(0); });
 `;
 const FUNCTIONS_CORE = `
@@ -62,6 +66,9 @@ describe('deployment package: what azd and func azure functionapp publish upload
     assert.ok(files.includes('host.json') && files.includes('package.json'));
     assert.ok(files.some((f) => f.startsWith('dist/functions/') && f.endsWith('.js')));
     assert.ok(files.includes('dist/schemas/job.schema.json'), 'the schema the app imports must ship');
+    for (const page of ['dashboard/index.html', 'dashboard/dashboard.css', 'dashboard/dashboard.js']) {
+      assert.ok(files.includes(page), `${page}: the live page reads it at run time`);
+    }
     assert.ok(files.includes('node_modules/durable-functions/package.json'));
   });
 

@@ -1,0 +1,377 @@
+#!/usr/bin/env node
+/**
+ * The coordinator's command line: `npx coordinator <command>` against a running app (local or on
+ * Azure). Results go to stdout (a job id, a result, JSON with --json); progress and messages go to
+ * stderr, so `id=$(npx coordinator submit job.json)` and `npx coordinator watch $id > result.json`
+ * work. The exit code says how it went (EXIT in CoordinatorClient.ts, and `--help`).
+ */
+import { readFileSync } from 'node:fs';
+
+import { CliError, CoordinatorClient, EXIT } from './CoordinatorClient';
+
+const USAGE = `Usage: coordinator <command> [options]
+
+Commands:
+  submit <file|->        submit a job: a job JSON file (or - for stdin); with --work-type, the file
+                         holds the items instead (a JSON array, or one JSON value per line)
+  watch <jobId>          show a job's progress until it ends, then print its result
+  status <jobId>         print a job's status (JSON)
+  list                   list jobs, newest first (--status <status> to filter)
+  cancel <jobId>         cancel a pending or running job
+  resubmit <jobId>       submit a started job's items and options again as a new job
+  leader                 who leads (with a key: terms, instances and this instance's counters)
+
+Options:
+  --url <url>            the app's base URL (env COORDINATOR_URL; default http://localhost:7071)
+  --key <key>            a function or host key (env COORDINATOR_KEY)
+  --json                 print the API's JSON answer on stdout
+  --work-type <type>     submit: the items file's work type
+  --job-id <id>          submit: the job's id (generated when absent)
+  --chunk-size <n>, --attempts <n>, --deadline-seconds <n>   submit: job options
+  --watch                submit, resubmit: watch the job after submitting it
+  --status <status>      list: only jobs with this status
+  --interval <seconds>   watch: how often to poll (default 1)
+  --timeout <seconds>    watch: give up after this long (exit 14)
+
+Exit codes:
+  0  done (watch: the job completed)      2  usage: bad arguments or input file
+  1  unexpected error                     3  refused by the app (invalid job, not found, ...)
+  4  app unreachable or unavailable (503) 5  function key missing or wrong (401/403)
+  10 watch: completed_with_errors         11 watch: failed
+  12 watch: cancelled                     13 watch: rejected
+  14 watch: --timeout passed while the job still ran
+`;
+
+const BOOLEAN_FLAGS = new Set(['json', 'watch', 'help']);
+const VALUE_FLAGS = new Set(['url', 'key', 'work-type', 'job-id', 'chunk-size', 'attempts', 'deadline-seconds', 'status', 'interval', 'timeout']);
+
+export interface Io {
+  readonly stdout: { write(text: string): unknown };
+  readonly stderr: { write(text: string): unknown; isTTY?: boolean };
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readStdin(): Promise<string>;
+}
+
+interface Args {
+  readonly command: string | undefined;
+  readonly positional: readonly string[];
+  readonly flags: ReadonlyMap<string, string | true>;
+}
+
+export function parseArgs(argv: readonly string[]): Args {
+  const positional: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i] as string;
+    if (arg === '-h') {
+      flags.set('help', true);
+    } else if (arg.startsWith('--')) {
+      const eq = arg.indexOf('=');
+      const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
+      if (BOOLEAN_FLAGS.has(name)) {
+        if (eq > 0) throw new CliError(EXIT.usage, `--${name} takes no value.`);
+        flags.set(name, true);
+      } else if (VALUE_FLAGS.has(name)) {
+        const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+        if (value === undefined || value === '') throw new CliError(EXIT.usage, `--${name} needs a value.`);
+        flags.set(name, value);
+      } else {
+        throw new CliError(EXIT.usage, `Unknown option --${name}. See --help.`);
+      }
+    } else {
+      positional.push(arg);
+    }
+  }
+  return { command: positional[0], positional: positional.slice(1), flags };
+}
+
+function flag(args: Args, name: string): string | undefined {
+  const value = args.flags.get(name);
+  return typeof value === 'string' ? value : undefined;
+}
+
+function positiveNumber(args: Args, name: string, fallback: number): number {
+  const text = flag(args, name);
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0) throw new CliError(EXIT.usage, `--${name} must be a number greater than 0, not "${text}".`);
+  return value;
+}
+
+function integerOption(args: Args, name: string): number | undefined {
+  const text = flag(args, name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value)) throw new CliError(EXIT.usage, `--${name} must be a whole number, not "${text}".`);
+  return value;
+}
+
+function oneJobId(args: Args, command: string): string {
+  const [jobId, extra] = args.positional;
+  if (jobId === undefined || extra !== undefined) throw new CliError(EXIT.usage, `Usage: coordinator ${command} <jobId>`);
+  return jobId;
+}
+
+// --- what the API answers (the parts this command line reads) ---
+
+interface Counts {
+  readonly total: number;
+  readonly done: number;
+  readonly failed: number;
+}
+interface JobView {
+  readonly jobId: string;
+  readonly status: string;
+  readonly workType: string | null;
+  readonly phase: string | null;
+  readonly progress: { readonly chunks: Counts; readonly items: Counts } | null;
+  readonly result?: unknown;
+  readonly resultUrl?: string;
+  readonly error: { readonly code: string; readonly message: string } | null;
+  readonly errors?: ReadonlyArray<{ readonly code: string; readonly message: string }>;
+}
+interface ListEntry {
+  readonly jobId: string;
+  readonly status: string;
+  readonly workType: string | null;
+  readonly progress: { readonly items: Counts } | null;
+  readonly updatedAt: string | null;
+}
+
+const FINAL_EXIT: Readonly<Record<string, number>> = {
+  completed: EXIT.ok,
+  completed_with_errors: EXIT.completedWithErrors,
+  failed: EXIT.failed,
+  cancelled: EXIT.cancelled,
+  rejected: EXIT.rejected,
+};
+
+/** `[#########-----------] 47/160 items (29%)`: a bar that fits a terminal line. */
+export function progressLine(view: Pick<JobView, 'status' | 'progress' | 'phase'>, width = 30): string {
+  const items = view.progress?.items;
+  if (items === undefined || items.total === 0) return `${view.status}${view.phase === null ? '' : ` (${view.phase})`}: not planned yet`;
+  const done = Math.min(1, items.done / items.total);
+  const failed = Math.min(1 - done, items.failed / items.total);
+  const doneCells = Math.floor(done * width);
+  const failedCells = Math.min(width - doneCells, Math.ceil(failed * width));
+  const bar = '#'.repeat(doneCells) + 'x'.repeat(failedCells) + '-'.repeat(width - doneCells - failedCells);
+  const chunks = view.progress?.chunks;
+  return `[${bar}] ${items.done}/${items.total} items (${Math.floor(done * 100)}%)${items.failed > 0 ? `, ${items.failed} failed` : ''}` + (chunks === undefined ? '' : `, chunks ${chunks.done}/${chunks.total}`) + ` ${view.status}`;
+}
+
+async function readInput(source: string, io: Io): Promise<string> {
+  if (source === '-') return io.readStdin();
+  try {
+    return readFileSync(source, 'utf8');
+  } catch (err) {
+    throw new CliError(EXIT.usage, `Cannot read ${source}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`);
+  }
+}
+
+function parseJson(text: string, source: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new CliError(EXIT.usage, `${source} is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/** An items file: a JSON array, or JSON Lines (one value per non-blank line). */
+export function parseItems(text: string, source: string): unknown[] {
+  const trimmed = text.trim();
+  if (trimmed.startsWith('[')) {
+    const value = parseJson(trimmed, source);
+    if (Array.isArray(value)) return value;
+  }
+  return trimmed
+    .split(/\r?\n/)
+    .map((line, index) => ({ line: line.trim(), index }))
+    .filter(({ line }) => line !== '')
+    .map(({ line, index }) => {
+      try {
+        return JSON.parse(line) as unknown;
+      } catch {
+        throw new CliError(EXIT.usage, `${source} line ${index + 1} is not a JSON value (an items file is a JSON array or one JSON value per line).`);
+      }
+    });
+}
+
+async function buildSubmission(args: Args, io: Io): Promise<Record<string, unknown>> {
+  const [source, extra] = args.positional;
+  if (source === undefined || extra !== undefined) throw new CliError(EXIT.usage, 'Usage: coordinator submit <file|-> [--work-type <type>] [options]');
+  const text = await readInput(source, io);
+  const workType = flag(args, 'work-type');
+  let job: Record<string, unknown>;
+  if (workType !== undefined) {
+    job = { workType, items: parseItems(text, source) };
+  } else {
+    const value = parseJson(text, source);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new CliError(EXIT.usage, `${source} must hold a job object ({ "workType", "items" | "itemsBlob", "options" }); for a list of items add --work-type <type>.`);
+    }
+    job = { ...(value as Record<string, unknown>) };
+  }
+  const jobId = flag(args, 'job-id');
+  if (jobId !== undefined) job.jobId = jobId;
+  const options: Record<string, unknown> = { ...((job.options as Record<string, unknown> | undefined) ?? {}) };
+  for (const [name, key] of [['chunk-size', 'chunkSize'], ['attempts', 'attempts'], ['deadline-seconds', 'deadlineSeconds']] as const) {
+    const value = integerOption(args, name);
+    if (value !== undefined) options[key] = value;
+  }
+  if (Object.keys(options).length > 0) job.options = options;
+  return job;
+}
+
+async function watch(client: CoordinatorClient, jobId: string, args: Args, io: Io): Promise<number> {
+  const intervalMs = positiveNumber(args, 'interval', 1) * 1000;
+  const timeoutSeconds = flag(args, 'timeout') === undefined ? undefined : positiveNumber(args, 'timeout', 1);
+  const deadline = timeoutSeconds === undefined ? Infinity : Date.now() + timeoutSeconds * 1000;
+  const tty = io.stderr.isTTY === true;
+  let lastLine = '';
+  for (;;) {
+    const view = await client.request<JobView>('GET', `/jobs/${encodeURIComponent(jobId)}`);
+    const line = progressLine(view);
+    if (tty) io.stderr.write(`\r${line}\x1b[K`);
+    else if (line !== lastLine) io.stderr.write(`${line}\n`);
+    lastLine = line;
+    const exit = FINAL_EXIT[view.status];
+    if (exit !== undefined) {
+      if (tty) io.stderr.write('\n');
+      await printOutcome(client, view, args, io);
+      return exit;
+    }
+    if (Date.now() + intervalMs > deadline) {
+      if (tty) io.stderr.write('\n');
+      io.stderr.write(`${jobId} is still ${view.status} after ${timeoutSeconds} s.\n`);
+      return EXIT.timedOut;
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+async function printOutcome(client: CoordinatorClient, view: JobView, args: Args, io: Io): Promise<void> {
+  io.stderr.write(`${view.jobId}: ${view.status}\n`);
+  if (view.error !== null) io.stderr.write(`error ${view.error.code}: ${view.error.message}\n`);
+  for (const e of view.errors ?? []) io.stderr.write(`  ${e.code}: ${e.message}\n`);
+  if (args.flags.has('json')) {
+    io.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
+    return;
+  }
+  if (view.result !== undefined) io.stdout.write(`${JSON.stringify(view.result, null, 2)}\n`);
+  else if (view.resultUrl !== undefined) {
+    const full = await client.request<{ result?: unknown }>('GET', `/jobs/${encodeURIComponent(view.jobId)}/result`);
+    io.stdout.write(`${JSON.stringify(full?.result ?? full, null, 2)}\n`);
+  }
+}
+
+function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => (r[col] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((cell, col) => cell.padEnd(widths[col] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
+}
+
+interface Leader {
+  readonly holder: string | null;
+  readonly epoch: number | null;
+  readonly acquiredAt: string | null;
+  readonly leaseState: string;
+}
+interface Cluster extends Leader {
+  readonly instance: { readonly id: string; readonly role: string; readonly passes: number };
+  readonly terms: ReadonlyArray<{ readonly epoch: number; readonly holder: string; readonly acquiredAt: string; readonly endedAt?: string; readonly endReason?: string }>;
+  readonly instances: ReadonlyArray<{ readonly id: string; readonly role: string; readonly state: string; readonly ageSeconds: number }>;
+}
+
+export async function main(argv: readonly string[], io: Io): Promise<number> {
+  const args = parseArgs(argv);
+  if (args.flags.has('help') || args.command === undefined || args.command === 'help') {
+    (args.command === undefined && !args.flags.has('help') ? io.stderr : io.stdout).write(USAGE);
+    return args.command === undefined && !args.flags.has('help') ? EXIT.usage : EXIT.ok;
+  }
+  const key = flag(args, 'key') ?? io.env.COORDINATOR_KEY;
+  const client = new CoordinatorClient({ baseUrl: flag(args, 'url') ?? io.env.COORDINATOR_URL ?? 'http://localhost:7071', ...(key === undefined ? {} : { key }) });
+  const json = args.flags.has('json');
+  const print = (value: unknown): void => {
+    io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  };
+
+  switch (args.command) {
+    case 'submit':
+    case 'resubmit': {
+      const job = args.command === 'submit' ? await buildSubmission(args, io) : await client.request<Record<string, unknown>>('GET', `/jobs/${encodeURIComponent(oneJobId(args, 'resubmit'))}/submission`);
+      const accepted = await client.request<{ jobId: string; statusUrl: string; enqueued: boolean }>('POST', '/jobs', job);
+      io.stderr.write(`accepted ${accepted.jobId}${accepted.enqueued ? '' : ' (already started earlier)'}: ${accepted.statusUrl}\n`);
+      if (args.flags.has('watch')) return watch(client, accepted.jobId, args, io);
+      if (json) print(accepted);
+      else io.stdout.write(`${accepted.jobId}\n`);
+      return EXIT.ok;
+    }
+    case 'watch':
+      return watch(client, oneJobId(args, 'watch'), args, io);
+    case 'status':
+      print(await client.request<JobView>('GET', `/jobs/${encodeURIComponent(oneJobId(args, 'status'))}`));
+      return EXIT.ok;
+    case 'list': {
+      const status = flag(args, 'status');
+      const { jobs } = await client.request<{ jobs: ListEntry[] }>('GET', `/jobs${status === undefined ? '' : `?status=${encodeURIComponent(status)}`}`);
+      if (json) print({ jobs });
+      else if (jobs.length === 0) io.stderr.write('no jobs\n');
+      else {
+        const rows = jobs.map((j) => [j.jobId, j.status, j.workType ?? '-', j.progress === null ? '-' : `${j.progress.items.done}/${j.progress.items.total}`, j.updatedAt ?? '-']);
+        io.stdout.write(table([['JOB', 'STATUS', 'TYPE', 'ITEMS', 'UPDATED'], ...rows]));
+      }
+      return EXIT.ok;
+    }
+    case 'cancel': {
+      const jobId = oneJobId(args, 'cancel');
+      const answer = await client.request<{ jobId: string; status: string }>('DELETE', `/jobs/${encodeURIComponent(jobId)}`);
+      if (json) print(answer);
+      else io.stdout.write(`${answer.jobId} ${answer.status}\n`);
+      return EXIT.ok;
+    }
+    case 'leader': {
+      // The keyed view has the history and the instances; without a key, the public record.
+      const cluster = client.hasKey ? await client.request<Cluster>('GET', '/cluster') : undefined;
+      const view: Leader = cluster ?? (await client.request<Leader>('GET', '/leader'));
+      if (json) {
+        print(view);
+        return EXIT.ok;
+      }
+      io.stdout.write(`leader ${view.holder ?? '(none yet)'}  epoch ${view.epoch ?? '-'}  since ${view.acquiredAt ?? '-'}  lease ${view.leaseState}\n`);
+      if (cluster !== undefined) {
+        const terms = cluster.terms.slice(0, 10).map((t) => [String(t.epoch), t.holder, t.acquiredAt, t.endedAt === undefined ? '-' : `${t.endedAt} (${t.endReason ?? ''})`]);
+        io.stdout.write(`\nterms\n${table([['EPOCH', 'HOLDER', 'FROM', 'ENDED'], ...terms])}`);
+        const instances = cluster.instances.map((i) => [i.id, i.role, i.state, `${i.ageSeconds} s ago`]);
+        io.stdout.write(`\ninstances\n${table([['INSTANCE', 'ROLE', 'STATE', 'SEEN'], ...instances])}`);
+      }
+      return EXIT.ok;
+    }
+    default:
+      throw new CliError(EXIT.usage, `Unknown command "${args.command}". See --help.`);
+  }
+}
+
+function readStdin(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    process.stdin.on('data', (chunk: Buffer) => chunks.push(chunk));
+    process.stdin.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    process.stdin.on('error', reject);
+  });
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, readStdin }).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      if (err instanceof CliError) {
+        process.stderr.write(`coordinator: ${err.message}\n`);
+        process.exitCode = err.exitCode;
+      } else {
+        process.stderr.write(`coordinator: unexpected error: ${err instanceof Error ? err.message : String(err)}\n`);
+        process.exitCode = EXIT.internal;
+      }
+    },
+  );
+}

@@ -1,0 +1,283 @@
+/* The live page's script: polls the app's own API once a second and redraws. No framework, no
+   build step. Every value from the API is put in the page as text (textContent), never as HTML.
+   The function key comes from the page's own URL (?code=...), as Azure expects for a
+   function-level route, and is sent to the API in the x-functions-key header. */
+/* global document, window, location */
+'use strict';
+
+(function () {
+  const POLL_MS = 1000;
+  const apiBase = location.pathname.replace(/\/dashboard\/?$/, '');
+  const key = new URLSearchParams(location.search).get('code');
+  const $ = (id) => document.getElementById(id);
+  let selectedJobId = jobIdFromHash();
+  let lastOk = 0;
+  let busy = false;
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (key) headers['x-functions-key'] = key;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await fetch(apiBase + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+    const text = await res.text();
+    let json = null;
+    try {
+      json = text === '' ? null : JSON.parse(text);
+    } catch {
+      json = null;
+    }
+    if (!res.ok) {
+      if (res.status === 401 || res.status === 403) throw new ApiError(res.status, 'UNAUTHORIZED', 'This page needs a function key: open it as …/api/dashboard?code=<key> (a host key opens every route).');
+      throw new ApiError(res.status, (json && json.code) || 'HTTP_' + res.status, (json && json.message) || 'The app answered ' + res.status + '.');
+    }
+    return json;
+  }
+
+  /** h('td', { class: 'num' }, 'text', node, ...): an element with attributes and text or node children. */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name === 'class') el.className = value;
+      else if (name.startsWith('on')) el.addEventListener(name.slice(2), value);
+      else el.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === undefined || child === null) continue;
+      el.append(child instanceof window.Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  const badge = (text) => h('span', { class: 'badge ' + text }, text);
+
+  function ago(iso) {
+    if (!iso) return '—';
+    const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+    return duration(s) + ' ago';
+  }
+
+  function duration(seconds) {
+    const s = Math.round(seconds);
+    if (s < 60) return s + ' s';
+    if (s < 3600) return Math.floor(s / 60) + ' min ' + String(s % 60).padStart(2, '0') + ' s';
+    if (s < 86400) return Math.floor(s / 3600) + ' h ' + String(Math.floor((s % 3600) / 60)).padStart(2, '0') + ' min';
+    return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
+  }
+
+  /** Today's times as hh:mm:ss, older ones with their date. */
+  function time(iso) {
+    if (!iso) return '—';
+    const d = new Date(iso);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+  }
+
+  /** A progress bar: done (green) then failed (red) on a grey track; the label says the numbers. */
+  function progressBar(progress, big) {
+    const items = progress && progress.items;
+    const total = items ? items.total : 0;
+    const done = items && total > 0 ? items.done / total : 0;
+    const failed = items && total > 0 ? items.failed / total : 0;
+    const fill = h('div', { class: 'done' });
+    fill.style.width = (100 * Math.min(1, done)).toFixed(2) + '%';
+    const bad = h('div', { class: 'failed' });
+    bad.style.width = (100 * Math.min(1 - Math.min(1, done), failed)).toFixed(2) + '%';
+    const bar = h('div', { class: big ? 'bar big' : 'bar', role: 'progressbar', 'aria-valuemin': 0, 'aria-valuemax': total, 'aria-valuenow': items ? items.done : 0, 'data-done': done.toFixed(4), 'data-failed': failed.toFixed(4) }, fill, bad);
+    const label = items ? items.done + ' / ' + total + ' items' + (items.failed > 0 ? ', ' + items.failed + ' failed' : '') + ' (' + Math.floor(100 * done) + '%)' : 'not planned yet';
+    return h('div', {}, bar, h('div', { class: 'bar-label' }, label));
+  }
+
+  function renderLeader(cluster) {
+    const dl = $('leader');
+    const rows = [
+      ['holder', cluster.holder || '— (nobody has led yet)'],
+      ['epoch', cluster.epoch === null ? '—' : cluster.epoch],
+      ['since', cluster.acquiredAt ? time(cluster.acquiredAt) + ' (' + ago(cluster.acquiredAt) + ')' : '—'],
+      ['lease', badge(cluster.leaseState)],
+      ['answered by', cluster.instance.id + ' (' + cluster.instance.role + ', ' + cluster.instance.passes + ' passes)'],
+    ];
+    if (cluster.instance.lastPassError) rows.push(['last pass error', cluster.instance.lastPassError.code + ': ' + cluster.instance.lastPassError.message]);
+    dl.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)]));
+  }
+
+  function renderInstances(instances) {
+    const rows = instances.map((i) =>
+      h('tr', { 'data-instance': i.id }, h('td', {}, i.id), h('td', {}, badge(i.role)), h('td', { class: 'num' }, i.epoch === null ? '—' : i.epoch), h('td', {}, badge(i.state)), h('td', {}, ago(i.lastSeenAt)), h('td', {}, time(i.startedAt))),
+    );
+    if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No instance has reported yet.')));
+    $('instances').tBodies[0].replaceChildren(...rows);
+  }
+
+  function renderTerms(cluster) {
+    const terms = cluster.terms;
+    const rows = terms.map((t, index) => {
+      const newer = index > 0 ? terms[index - 1] : undefined;
+      let until;
+      let ended;
+      if (t.endedAt) {
+        until = time(t.endedAt);
+        ended = t.endReason;
+      } else if (newer) {
+        until = time(newer.acquiredAt);
+        ended = 'replaced (no end recorded)';
+      } else if (cluster.epoch === t.epoch && cluster.leaseState === 'leased') {
+        until = 'now';
+        ended = 'leading';
+      } else {
+        until = '—';
+        ended = 'lease ' + cluster.leaseState;
+      }
+      const end = t.endedAt || (newer && newer.acquiredAt) || (until === 'now' ? new Date().toISOString() : undefined);
+      const held = end ? duration((Date.parse(end) - Date.parse(t.acquiredAt)) / 1000) : '—';
+      return h('tr', { 'data-epoch': t.epoch }, h('td', { class: 'num' }, t.epoch), h('td', {}, t.holder), h('td', {}, time(t.acquiredAt)), h('td', {}, until), h('td', {}, held), h('td', {}, ended));
+    });
+    if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No term recorded yet.')));
+    $('terms').tBodies[0].replaceChildren(...rows);
+  }
+
+  function renderJobs(jobs) {
+    const rows = jobs.slice(0, 50).map((j) =>
+      h(
+        'tr',
+        { class: 'job' + (j.jobId === selectedJobId ? ' selected' : ''), 'data-job': j.jobId, onclick: () => select(j.jobId) },
+        h('td', {}, j.jobId),
+        h('td', {}, j.workType || '—'),
+        h('td', {}, badge(j.status)),
+        h('td', {}, progressBar(j.progress, false)),
+        h('td', {}, ago(j.updatedAt)),
+      ),
+    );
+    if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No jobs. Submit one with `npx coordinator submit job.json` or POST /api/jobs.')));
+    $('jobs').tBodies[0].replaceChildren(...rows);
+  }
+
+  function renderJob(view) {
+    $('job-card').hidden = false;
+    $('job-title').textContent = 'Job ' + view.jobId;
+    const p = view.progress;
+    const facts = [
+      ['status', badge(view.status)],
+      ['work type', view.workType || '—'],
+      ['phase', view.phase || '—'],
+      ['chunks', p ? p.chunks.done + ' done, ' + p.chunks.failed + ' failed, of ' + p.chunks.total : '—'],
+      ['items', p ? p.items.done + ' done, ' + p.items.failed + ' failed, of ' + p.items.total : '—'],
+      ['epoch', view.epoch === null ? '—' : view.epoch],
+      ['created', time(view.createdAt)],
+      ['updated', time(view.updatedAt) + ' (' + ago(view.updatedAt) + ')'],
+    ];
+    const parts = [h('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)])), h('div', { id: 'job-progress' }, progressBar(p, true))];
+    if (view.error) parts.push(h('h3', {}, 'Error'), h('pre', { id: 'job-error' }, view.error.code + ': ' + view.error.message));
+    if (view.errors && view.errors.length > 0) parts.push(h('h3', {}, 'Errors (first ' + view.errors.length + ')'), h('pre', {}, view.errors.map((e) => e.code + ': ' + e.message).join('\n')));
+    if (view.result !== undefined) parts.push(h('h3', {}, 'Result'), h('pre', { id: 'job-result' }, JSON.stringify(view.result, null, 2)));
+    else if (view.resultUrl) parts.push(h('h3', {}, 'Result'), h('button', { type: 'button', id: 'load-result', onclick: () => loadResult(view.jobId) }, 'Load the full result'), h('div', { id: 'full-result' }));
+    $('job').replaceChildren(...parts);
+    $('cancel').disabled = !(view.status === 'pending' || view.status === 'running');
+    $('resubmit').disabled = view.workType === null;
+  }
+
+  async function loadResult(jobId) {
+    const target = $('full-result');
+    try {
+      const doc = await api('GET', '/jobs/' + encodeURIComponent(jobId) + '/result');
+      const text = JSON.stringify(doc, null, 2);
+      const link = h('a', { href: URL.createObjectURL(new Blob([text], { type: 'application/json' })), download: jobId + '-result.json' }, 'Download');
+      target.replaceChildren(link, h('pre', {}, text.length > 200000 ? text.slice(0, 200000) + '\n…' : text));
+    } catch (err) {
+      target.replaceChildren(h('p', { class: 'muted' }, err.message));
+    }
+  }
+
+  function jobIdFromHash() {
+    const match = /^#job=([A-Za-z0-9_-]{1,64})$/.exec(location.hash);
+    return match ? match[1] : undefined;
+  }
+
+  function select(jobId) {
+    selectedJobId = jobId;
+    // The hash keeps the key out of it and makes the selection a link someone with a key can open.
+    window.history.replaceState(null, '', location.pathname + location.search + (jobId ? '#job=' + jobId : ''));
+    if (!jobId) $('job-card').hidden = true;
+    void refresh();
+  }
+
+  /** kind 'fetch': a polling failure, cleared by the next good poll; others stay until the next action. */
+  function banner(text, kind) {
+    const el = $('banner');
+    el.hidden = !text;
+    el.textContent = text || '';
+    el.dataset.kind = kind || '';
+  }
+
+  async function act(what, run) {
+    const buttons = [$('cancel'), $('resubmit')];
+    buttons.forEach((b) => (b.disabled = true));
+    try {
+      banner('');
+      await run();
+    } catch (err) {
+      banner(what + ' failed: ' + err.code + ': ' + err.message);
+    }
+    await refresh();
+  }
+
+  $('cancel').addEventListener('click', () =>
+    act('Cancel', async () => {
+      await api('DELETE', '/jobs/' + encodeURIComponent(selectedJobId));
+    }),
+  );
+  $('resubmit').addEventListener('click', () =>
+    act('Resubmit', async () => {
+      const submission = await api('GET', '/jobs/' + encodeURIComponent(selectedJobId) + '/submission');
+      const accepted = await api('POST', '/jobs', submission);
+      select(accepted.jobId);
+    }),
+  );
+  $('close').addEventListener('click', () => select(undefined));
+  $('status-filter').addEventListener('change', () => void refresh());
+  window.addEventListener('hashchange', () => select(jobIdFromHash()));
+
+  async function refresh() {
+    if (busy) return;
+    busy = true;
+    try {
+      const status = $('status-filter').value;
+      const [cluster, list, job] = await Promise.all([
+        api('GET', '/cluster'),
+        api('GET', '/jobs' + (status ? '?status=' + encodeURIComponent(status) : '')),
+        selectedJobId ? api('GET', '/jobs/' + encodeURIComponent(selectedJobId)).catch((err) => err) : Promise.resolve(undefined),
+      ]);
+      renderLeader(cluster);
+      renderInstances(cluster.instances);
+      renderTerms(cluster);
+      renderJobs(list.jobs);
+      if (job instanceof Error) {
+        $('job-card').hidden = false;
+        $('job').replaceChildren(h('p', { class: 'muted' }, job.code + ': ' + job.message));
+      } else if (job) renderJob(job);
+      lastOk = Date.now();
+      if ($('banner').dataset.kind === 'fetch') banner('');
+    } catch (err) {
+      banner(err instanceof ApiError ? err.code + ': ' + err.message : 'The app did not answer (' + err.message + '); retrying every second.', 'fetch');
+    } finally {
+      busy = false;
+      const live = $('live');
+      const fresh = lastOk > 0 && Date.now() - lastOk < 5 * POLL_MS;
+      live.className = 'live ' + (fresh ? 'ok' : 'stale');
+      live.textContent = lastOk > 0 ? 'updated ' + new Date(lastOk).toLocaleTimeString() : 'not connected';
+    }
+  }
+
+  async function loop() {
+    await refresh();
+    setTimeout(loop, POLL_MS);
+  }
+  void loop();
+})();

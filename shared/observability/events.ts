@@ -1,0 +1,80 @@
+/**
+ * The log events operators query (README, "Observability": the Kusto queries read these names and
+ * fields): leader changes, passes, the job lifecycle and chunk outcomes. Each is one JSON line
+ * `{ ts, level, component, event, ...fields }` (log.ts). The fields listed here are the ones every
+ * line of the event carries; some carry more (`optional`). Tests hold the app's real output and the
+ * README's queries to this list, so a renamed field breaks a test, not a dashboard.
+ */
+import { type LogLevel } from './log';
+
+export type FieldType = 'string' | 'number' | 'boolean' | 'object';
+
+export interface EventSpec {
+  readonly level: LogLevel;
+  readonly what: string;
+  readonly fields: Readonly<Record<string, FieldType>>;
+  readonly optional?: Readonly<Record<string, FieldType>>;
+}
+
+export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
+  'leader.acquired': {
+    level: 'info',
+    what: 'an instance became leader (a new term and epoch)',
+    fields: { holder: 'string', epoch: 'number', blob: 'string', leaseSeconds: 'number' },
+    optional: { previousHolder: 'string', previousEpoch: 'number', takeoverWaitMs: 'number' },
+  },
+  'leader.released': { level: 'info', what: 'a leader gave its lease back (graceful stop, stall)', fields: { holder: 'string', epoch: 'number' } },
+  'leader.lost': {
+    level: 'warn',
+    what: 'a term ended without a release: lease lost, or renew deadline passed',
+    fields: { holder: 'string', epoch: 'number', reason: 'string', heldMs: 'number' },
+    optional: { error: 'object' },
+  },
+  'leader.stalled': { level: 'warn', what: 'the watchdog stepped a leader down', fields: { holder: 'string', epoch: 'number', heldMs: 'number', sinceProgressMs: 'number' } },
+  'leader.passes': {
+    level: 'info',
+    what: 'coordination passes of the last minute (a metric)',
+    fields: { epoch: 'number', passes: 'number', failed: 'number', meanMs: 'number', maxMs: 'number', windowSeconds: 'number' },
+  },
+  'leader.pass_failed': { level: 'error', what: 'a coordination pass threw', fields: { epoch: 'number', code: 'string' }, optional: { error: 'object' } },
+  'job.submitted': { level: 'info', what: 'an HTTP submission was queued', fields: { jobId: 'string', workType: 'string', via: 'string' } },
+  'intake.started': { level: 'info', what: "the leader started a job's orchestration", fields: { jobId: 'string', workType: 'string', epoch: 'number' } },
+  'intake.rejected': {
+    level: 'warn',
+    what: 'the leader refused a submission (recorded, original in the poison queue)',
+    fields: { jobId: 'string', code: 'string', reason: 'string', epoch: 'number' },
+    optional: { submittedJobId: 'string', messageId: 'string' },
+  },
+  'job.planned': { level: 'info', what: 'a job was cut into chunks and dispatched', fields: { jobId: 'string', items: 'number', chunks: 'number', epoch: 'number' } },
+  'job.cancel_requested': { level: 'info', what: 'a cancel arrived through the API', fields: { jobId: 'string', started: 'boolean' } },
+  'workitem.done': {
+    level: 'info',
+    what: 'a worker wrote a chunk result',
+    fields: { jobId: 'string', workType: 'string', chunk: 'number', items: 'number', itemsFailed: 'number', durationMs: 'number', dequeueCount: 'number', epoch: 'number' },
+  },
+  'workitem.chunk_failed': {
+    level: 'error',
+    what: 'a chunk was recorded failed on its last attempt',
+    fields: { jobId: 'string', workType: 'string', chunk: 'number', durationMs: 'number', dequeueCount: 'number', error: 'object' },
+  },
+  'job.aggregated': { level: 'info', what: 'a job finished (its final status)', fields: { jobId: 'string', status: 'string', chunks: 'object', items: 'object', epoch: 'number' } },
+};
+
+/** What is wrong with one parsed log line against the catalogue (empty when nothing). */
+export function eventShapeProblems(line: Readonly<Record<string, unknown>>): string[] {
+  const problems: string[] = [];
+  for (const key of ['ts', 'level', 'component', 'event']) {
+    if (typeof line[key] !== 'string') problems.push(`${key} is not a string`);
+  }
+  const spec = OPERATOR_EVENTS[String(line.event)];
+  if (spec === undefined) return problems;
+  if (line.level !== spec.level) problems.push(`${String(line.event)}: level ${String(line.level)}, expected ${spec.level}`);
+  const typeOf = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v);
+  for (const [field, type] of Object.entries(spec.fields)) {
+    if (typeOf(line[field]) !== type) problems.push(`${String(line.event)}.${field}: ${typeOf(line[field])}, expected ${type}`);
+  }
+  for (const [field, type] of Object.entries(spec.optional ?? {})) {
+    if (field in line && typeOf(line[field]) !== type) problems.push(`${String(line.event)}.${field}: ${typeOf(line[field])}, expected ${type}`);
+  }
+  return problems;
+}

@@ -1,0 +1,181 @@
+/**
+ * The command line as a person or a script uses it: `node <outDir>/cli/coordinator.js` spawned as
+ * its own process against the whole app on the development host (leader, workers, Durable backend,
+ * function keys on) and Azurite. Checked: real stdout and stderr, and the documented exit codes.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+
+import { freePort } from 'devhost/testing';
+
+import { EXIT } from '../../../cli/CoordinatorClient';
+import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
+import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';
+
+const CLI = join(__dirname, '..', '..', '..', 'cli', 'coordinator.js');
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+interface Running {
+  readonly child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  done: Promise<Run>;
+}
+
+describe('the command line against a running app (development host, Azurite)', () => {
+  let h: JobsHost;
+  let dir: string;
+  let env: Record<string, string>;
+
+  before(async () => {
+    registerTestWorkTypes();
+    h = await startJobsHost('cli', ['*'], { LEADER_TIMER_SCHEDULE: '*/1 * * * * *', LEADER_PASS_INTERVAL_SECONDS: '1' });
+    dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
+    env = { PATH: process.env.PATH ?? '', COORDINATOR_URL: h.baseUrl, COORDINATOR_KEY: MASTER_KEY };
+  });
+  after(async () => {
+    await h?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function start(args: readonly string[], options: { env?: Record<string, string>; stdin?: string } = {}): Running {
+    const child = spawn(process.execPath, [CLI, ...args], { env: options.env ?? env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.stdin?.end(options.stdin ?? '');
+    const done = new Promise<Run>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+    return { child, stdout: () => stdout, stderr: () => stderr, done };
+  }
+
+  const run = (args: readonly string[], options?: { env?: Record<string, string>; stdin?: string }): Promise<Run> => start(args, options).done;
+
+  function file(name: string, text: string): string {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  }
+
+  it('prints its usage with --help (exit 0) and refuses bad arguments with exit 2', async () => {
+    const help = await run(['--help']);
+    assert.equal(help.code, EXIT.ok);
+    assert.match(help.stdout, /Usage: coordinator <command>/);
+    assert.match(help.stdout, /Exit codes:/);
+    assert.equal((await run([])).code, EXIT.usage);
+    const unknown = await run(['frobnicate']);
+    assert.equal(unknown.code, EXIT.usage);
+    assert.match(unknown.stderr, /Unknown command "frobnicate"/);
+    assert.equal((await run(['list', '--bogus'])).code, EXIT.usage);
+    const notJson = await run(['submit', file('bad.json', '{ not json')]);
+    assert.equal(notJson.code, EXIT.usage);
+    assert.match(notJson.stderr, /is not JSON/);
+    assert.equal((await run(['submit', join(dir, 'missing.json')])).code, EXIT.usage);
+  });
+
+  it('says when the app cannot be reached (exit 4) or the key is wrong (exit 5)', async () => {
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const unreachable = await run(['list', '--url', nowhere]);
+    assert.equal(unreachable.code, EXIT.unavailable);
+    assert.match(unreachable.stderr, /Cannot reach http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+    const wrongKey = await run(['list', '--key', 'not-the-key']);
+    assert.equal(wrongKey.code, EXIT.unauthorized);
+    assert.match(wrongKey.stderr, /needs a function key/);
+    assert.doesNotMatch(wrongKey.stderr, /not-the-key/, 'the key is never echoed');
+  });
+
+  it('submits an items file, watches it to the end and prints the exact result; status and list agree', async () => {
+    const items = Array.from({ length: 41 }, (_, i) => i * 3 - 20);
+    const submitted = await run(['submit', file('items.txt', items.join('\n')), '--work-type', 'sum', '--chunk-size', '4']);
+    assert.equal(submitted.code, EXIT.ok, submitted.stderr);
+    const jobId = submitted.stdout.trim();
+    assert.match(jobId, /^j-[0-9a-f-]{36}$/, 'stdout is the job id alone, for scripts');
+    assert.match(submitted.stderr, new RegExp(`accepted ${jobId}`));
+
+    const watched = await run(['watch', jobId, '--interval', '0.2']);
+    assert.equal(watched.code, EXIT.ok, watched.stderr);
+    assert.deepEqual(JSON.parse(watched.stdout), { count: 41, sum: items.reduce((a, b) => a + b, 0), min: -20, max: 100 });
+    assert.match(watched.stderr, /\[#{30}\] 41\/41 items \(100%\), chunks 11\/11 completed/);
+    assert.match(watched.stderr, new RegExp(`${jobId}: completed`));
+
+    const status = await run(['status', jobId]);
+    assert.equal(status.code, EXIT.ok);
+    assert.equal((JSON.parse(status.stdout) as { status: string }).status, 'completed');
+    const list = await run(['list']);
+    assert.equal(list.code, EXIT.ok);
+    assert.match(list.stdout, /^JOB\s+STATUS\s+TYPE\s+ITEMS\s+UPDATED/);
+    assert.match(list.stdout, new RegExp(`${jobId}\\s+completed\\s+sum\\s+41/41`));
+    const listed = JSON.parse((await run(['list', '--status', 'completed', '--json'])).stdout) as { jobs: Array<{ jobId: string }> };
+    assert.ok(listed.jobs.some((j) => j.jobId === jobId));
+  });
+
+  it('passes the app refusal through with its code (exit 3): an invalid job from stdin, an unknown job', async () => {
+    const invalid = await run(['submit', '-'], { stdin: JSON.stringify({ workType: 'sum', items: [1], colour: 'red' }) });
+    assert.equal(invalid.code, EXIT.refused);
+    assert.match(invalid.stderr, /SCHEMA_VIOLATION: Unknown property "colour"/);
+    const unknown = await run(['status', 'no-such-job']);
+    assert.equal(unknown.code, EXIT.refused);
+    assert.match(unknown.stderr, /JOB_NOT_FOUND/);
+  });
+
+  it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
+    const items = Array.from({ length: 200 }, () => 400);
+    const submitted = await run(['submit', file('slow.json', JSON.stringify(items)), '--work-type', 'slow', '--chunk-size', '1', '--job-id', 'cli-slow']);
+    assert.equal(submitted.code, EXIT.ok, submitted.stderr);
+    assert.equal(submitted.stdout.trim(), 'cli-slow');
+
+    const watcher = start(['watch', 'cli-slow', '--interval', '0.2']);
+    // Not a terminal: one line per change of progress.
+    const moving = await eventually(
+      () => {
+        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/200 items/.test(l) && !l.includes('200/200'));
+        return Promise.resolve(partial.length >= 2 ? partial : undefined);
+      },
+      90_000,
+      'two different partial progress lines',
+    );
+    assert.notEqual(moving[0], moving[1]);
+
+    const cancelled = await run(['cancel', 'cli-slow']);
+    assert.equal(cancelled.code, EXIT.ok, cancelled.stderr);
+    assert.equal(cancelled.stdout.trim(), 'cli-slow cancelling');
+    const watched = await watcher.done;
+    assert.equal(watched.code, EXIT.cancelled, watched.stderr);
+    assert.match(watched.stderr, /cli-slow: cancelled/);
+
+    const again = await run(['cancel', 'cli-slow']);
+    assert.equal(again.code, EXIT.refused);
+    assert.match(again.stderr, /JOB_ALREADY_FINISHED/);
+
+    const resubmitted = await run(['resubmit', 'cli-slow']);
+    assert.equal(resubmitted.code, EXIT.ok, resubmitted.stderr);
+    const newId = resubmitted.stdout.trim();
+    assert.match(newId, /^j-/);
+    const timedOut = await run(['watch', newId, '--timeout', '1', '--interval', '0.2']);
+    assert.equal(timedOut.code, EXIT.timedOut, timedOut.stderr);
+    assert.match(timedOut.stderr, new RegExp(`${newId} is still (pending|running) after 1 s`));
+    assert.equal((await run(['cancel', newId])).code, EXIT.ok);
+  });
+
+  it('leader: the public record without a key, terms and instances with one', async () => {
+    const instance = h.env.COORDINATOR_INSTANCE_ID ?? '';
+    await eventually(async () => ((await run(['leader'])).stdout.includes(`leader ${instance}`) ? true : undefined), 30_000, 'a leader');
+    const keyed = await run(['leader']);
+    assert.equal(keyed.code, EXIT.ok);
+    assert.match(keyed.stdout, new RegExp(`^leader ${instance}  epoch \\d+  since \\S+  lease leased`));
+    assert.match(keyed.stdout, /terms\nEPOCH\s+HOLDER\s+FROM\s+ENDED\n\d+\s+cli-host/);
+    assert.match(keyed.stdout, new RegExp(`instances\\nINSTANCE\\s+ROLE\\s+STATE\\s+SEEN\\n${instance}\\s+leader\\s+alive`));
+    const anonymous = await run(['leader', '--json'], { env: { PATH: env.PATH ?? '', COORDINATOR_URL: h.baseUrl } });
+    assert.equal(anonymous.code, EXIT.ok, anonymous.stderr);
+    assert.deepEqual(Object.keys(JSON.parse(anonymous.stdout) as object).sort(), ['acquiredAt', 'epoch', 'holder', 'leaseState', 'leaseStatus']);
+  });
+});

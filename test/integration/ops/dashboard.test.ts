@@ -1,0 +1,151 @@
+/**
+ * The live page in a real browser, used as a person would: the whole app on the development host
+ * (leader timer, queue worker, Durable backend, function keys on) against Azurite; a job that takes
+ * a while (the test-only `slow` work type) runs for real; chromium opens /api/dashboard with a key,
+ * sees the leader, its term and the instance, clicks the job, watches its progress bar move, clicks
+ * Cancel, then Resubmit. What is checked is in the screenshots as well as in the DOM: the bar's
+ * filled width and colours are measured in the PNG and must match the job's progress.
+ *
+ * Set DASHBOARD_SCREENSHOT=<path> to keep the last screenshot (the report's picture).
+ */
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+
+import { type JobView } from '../../../shared/jobs/JobService';
+import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
+import { type Browser, hexColor, launchBrowser, Screenshot } from '../../support/browser';
+import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';
+
+const PALETTE = { done: hexColor('#2e7d32'), failed: hexColor('#c62828'), track: hexColor('#e0e0e0') };
+
+describe('the live page in a real browser (chromium, development host, Azurite)', () => {
+  let h: JobsHost;
+  let browser: Browser;
+
+  before(async () => {
+    registerTestWorkTypes();
+    h = await startJobsHost('ui', ['*'], { LEADER_TIMER_SCHEDULE: '*/1 * * * * *', LEADER_PASS_INTERVAL_SECONDS: '1' });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    await h?.stop();
+  });
+
+  interface BarMeasure {
+    readonly domDone: number;
+    readonly pixels: Record<string, number>;
+    readonly width: number;
+    readonly shot: Screenshot;
+  }
+
+  /**
+   * The job detail's big bar: what the DOM says and what the screenshot shows. The page redraws
+   * every second, so a measure counts only when the DOM said the same before and after the shot.
+   */
+  async function measureBar(): Promise<BarMeasure | undefined> {
+    const bar = browser.page.locator('#job-progress .bar');
+    const before = await bar.getAttribute('data-done', { timeout: 5_000 }).catch(() => null);
+    const box = await bar.boundingBox({ timeout: 5_000 }).catch(() => null);
+    const shot = new Screenshot(await browser.page.screenshot({ fullPage: true }));
+    const after = await bar.getAttribute('data-done', { timeout: 5_000 }).catch(() => null);
+    if (before === null || box === null || before !== after) return undefined;
+    // The box is in viewport coordinates; the full-page shot starts at the top of the document.
+    const scroll = await browser.page.evaluate(() => (globalThis as unknown as { scrollY: number }).scrollY);
+    const inner = { x: box.x + 2, y: box.y + scroll, width: box.width - 4, height: box.height };
+    return { domDone: Number(before), pixels: shot.classifyRow(inner, PALETTE), width: inner.width, shot };
+  }
+
+  it('shows the leader, its term and the instance; a running job moves; Cancel stops it; Resubmit runs it again', async () => {
+    const { page } = browser;
+    const instance = h.env.COORDINATOR_INSTANCE_ID ?? '';
+
+    // Without a key the keyed page is refused by the host, as on Azure (401, empty body).
+    const refused = await browser.context.request.get(`${h.baseUrl}/api/dashboard`);
+    assert.equal(refused.status(), 401);
+
+    // 240 chunks of half a second, 12 at a time: long enough for several progress polls (1 s, growing).
+    const items = Array.from({ length: 240 }, () => 500);
+    const submitted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'watch-me', workType: 'slow', items, options: { chunkSize: 1 } }));
+    assert.equal(submitted.status, 202, submitted.text);
+
+    const opened = await page.goto(`${h.baseUrl}/api/dashboard?code=${MASTER_KEY}`);
+    assert.equal(opened?.status(), 200);
+    const csp = opened?.headers()['content-security-policy'] ?? '';
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'sha256-/);
+
+    // Leader card, term history and instance list, as the app's storage records them.
+    await page.locator('#leader dd[data-field="holder"]', { hasText: instance }).waitFor({ timeout: 30_000 });
+    assert.equal(await page.locator('#leader dd[data-field="lease"]').innerText(), 'leased');
+    const epoch = Number(await page.locator('#leader dd[data-field="epoch"]').innerText());
+    assert.ok(epoch >= 1);
+    const termRow = page.locator(`#terms tr[data-epoch="${epoch}"]`);
+    await termRow.waitFor({ timeout: 30_000 });
+    assert.match(await termRow.innerText(), new RegExp(`${instance}[\\s\\S]*now[\\s\\S]*leading`));
+    const instanceRow = page.locator(`#instances tr[data-instance="${instance}"]`);
+    await instanceRow.waitFor({ timeout: 30_000 });
+    await page.locator(`#instances tr[data-instance="${instance}"] .badge.leader`).waitFor({ timeout: 30_000 });
+    assert.match(await instanceRow.innerText(), /leader\s+\d+\s+alive/);
+
+    // The job appears in the list with a bar; a person clicks it to see its detail.
+    await page.locator('#jobs tr[data-job="watch-me"]').click({ timeout: 60_000 });
+    await page.locator('#job-title', { hasText: 'watch-me' }).waitFor();
+    await page.locator('#job .badge.running').waitFor({ timeout: 60_000 });
+
+    // Progress seen moving, in the DOM and in the pixels.
+    const first = await eventually(
+      async () => {
+        const m = await measureBar();
+        return m !== undefined && m.domDone > 0 && m.domDone <= 0.8 ? m : undefined;
+      },
+      90_000,
+      'the job to show progress',
+    );
+    const firstShare = (first.pixels.done ?? 0) / first.width;
+    assert.ok(Math.abs(firstShare - first.domDone) < 0.03, `green share ${firstShare.toFixed(3)} of the bar vs progress ${first.domDone}`);
+    assert.ok((first.pixels.track ?? 0) / first.width > 0.15, `the rest of the bar is the grey track: ${JSON.stringify(first.pixels)}`);
+    assert.equal(first.pixels.failed, 0, 'no failed items, no red');
+    const second = await eventually(
+      async () => {
+        const m = await measureBar();
+        return m !== undefined && m.domDone >= first.domDone + 0.03 && m.domDone < 0.97 ? m : undefined;
+      },
+      90_000,
+      'the progress to move on',
+    );
+    const secondShare = (second.pixels.done ?? 0) / second.width;
+    assert.ok(Math.abs(secondShare - second.domDone) < 0.03, `green share ${secondShare.toFixed(3)} vs progress ${second.domDone}`);
+    assert.ok(secondShare > firstShare + 0.02, `the green part grew in the screenshot: ${firstShare.toFixed(3)} -> ${secondShare.toFixed(3)}`);
+
+    // Cancel, clicked.
+    assert.equal(await page.locator('#cancel').isEnabled(), true);
+    await page.locator('#cancel').click();
+    await page.locator('#job .badge.cancelled').waitFor({ timeout: 60_000 });
+    assert.equal(await page.locator('#cancel').isEnabled(), false, 'a cancelled job cannot be cancelled again');
+    const cancelled = (await h.request('GET', '/api/jobs/watch-me')).json as JobView;
+    assert.equal(cancelled.status, 'cancelled');
+    assert.ok((cancelled.progress?.items.done ?? 0) < items.length, 'cancelled before it finished');
+    const stopped = await eventually(measureBar, 10_000, 'a steady bar');
+    const stoppedShare = (stopped.pixels.done ?? 0) / stopped.width;
+    assert.ok(stoppedShare < 0.97 && (stopped.pixels.track ?? 0) > 0, `a cancelled job's bar stays partly grey: ${JSON.stringify(stopped.pixels)}`);
+    assert.match(await page.locator('#jobs tr[data-job="watch-me"]').innerText(), /cancelled/);
+
+    // Resubmit: the same submission runs again under a new id, and the page follows it.
+    await page.locator('#resubmit').click();
+    await page.locator('#job-title:not(:has-text("watch-me"))').waitFor({ timeout: 30_000 });
+    const newId = ((await page.locator('#job-title').innerText()).replace(/^Job /, '')).trim();
+    assert.match(newId, /^j-/);
+    const again = await eventually(async () => {
+      const res = await h.request('GET', `/api/jobs/${newId}/submission`);
+      return res.status === 200 ? res.json : undefined;
+    }, 60_000, 'the resubmitted job to start');
+    const original = await h.request('GET', '/api/jobs/watch-me/submission');
+    assert.deepEqual(again, original.json);
+    assert.deepEqual(again, { workType: 'slow', items, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } });
+    await page.locator(`#jobs tr[data-job="${newId}"]`).waitFor({ timeout: 30_000 });
+    if (process.env.DASHBOARD_SCREENSHOT) writeFileSync(process.env.DASHBOARD_SCREENSHOT, second.shot.bytes);
+    await h.request('DELETE', `/api/jobs/${newId}`);
+  });
+});
