@@ -1,0 +1,39 @@
+/**
+ * The one place that knows how to launch a development host process: `npm start` and the chaos
+ * harness both come through here, so moving the host's entry point is a change of one line.
+ */
+import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
+import { join } from 'node:path';
+
+/** Compiled layout: <outDir>/scripts/devHostProcess.js beside <outDir>/devhost/main.js. */
+export const DEV_HOST_ENTRY = join(__dirname, '..', 'devhost', 'main.js');
+
+export interface DevHostLaunch {
+  /** The app folder (host.json, package.json, local.settings.json). */
+  readonly appRoot: string;
+  readonly port: number;
+  readonly hostId: string;
+  readonly instanceId: string;
+  /** Entry point glob relative to `appRoot`; package.json `main` when absent. */
+  readonly main?: string;
+}
+
+/** The host's command-line arguments after the Node.js executable. */
+export function devHostArgs(launch: DevHostLaunch): string[] {
+  return [
+    DEV_HOST_ENTRY,
+    launch.appRoot,
+    ...(launch.main === undefined ? [] : ['--main', launch.main]),
+    '--port',
+    String(launch.port),
+    '--instance-id',
+    launch.instanceId,
+    '--host-id',
+    launch.hostId,
+  ];
+}
+
+/** Starts a development host process with this Node.js (the one running the caller). */
+export function spawnDevHost(launch: DevHostLaunch, options: SpawnOptions): ChildProcess {
+  return spawn(process.execPath, devHostArgs(launch), options);
+}
