@@ -1,0 +1,304 @@
+/**
+ * The system under chaos: one private Azurite, and N development host processes running this
+ * build's app, each reaching storage only through its own three TCP proxies (blob, queue, table)
+ * so its storage can be cut or reset alone. Every line a process prints goes to its log file in the
+ * run folder and, parsed, to `onLog`; every storage request it makes passes `onRequest`.
+ *
+ * Instances keep their port and name across restarts; each start is a new generation with its
+ * own COORDINATOR_INSTANCE_ID (`instance-2.g3`), so every lease holder names exactly one process.
+ * An exit the harness did not ask for is reported as unexpected, and the instance is started again.
+ */
+import { type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdirSync, readFileSync, symlinkSync, writeFileSync,type WriteStream } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+import { type AzuriteInstance, connectionStringFor, freePort, startAzurite } from 'devhost/testing';
+
+import { spawnDevHost } from '../../scripts/devHostProcess';
+import { type ProxiedRequest, type ProxiedResponse, startTcpProxy, type TcpProxy } from '../support/tcpProxy';
+import { type LogEntry, type ProcessExit, type ProcessRef } from './ChaosRecord';
+
+/** <outDir> (this file is <outDir>/test/chaos/ChaosCluster.js) and the repository root above it. */
+const OUT_DIR = resolve(__dirname, '..', '..');
+const REPO_ROOT = resolve(OUT_DIR, '..');
+const READY = 'Development host listening on ';
+const START_TIMEOUT_MS = 90_000;
+const STOP_TIMEOUT_MS = 30_000;
+const TAIL_LINES = 15;
+
+export const TASK_HUB = 'ChaosHub';
+
+export type ServiceName = 'blob' | 'queue' | 'table';
+
+export interface ClusterOptions {
+  readonly instances: number;
+  readonly separateApps: boolean;
+  /** Folder for the app root, log files and Azurite's data. */
+  readonly runDir: string;
+  readonly onLog: (entry: LogEntry) => void;
+  readonly onExit: (exit: ProcessExit) => void;
+  readonly onRequest: (instance: ChaosInstance, service: ServiceName, request: ProxiedRequest) => 'forward' | 'drop' | void;
+  readonly onResponse: (instance: ChaosInstance, service: ServiceName, response: ProxiedResponse) => void;
+  /** Extra app settings for every instance. */
+  readonly settings?: Readonly<Record<string, string>>;
+}
+
+interface RunningProcess extends ProcessRef {
+  readonly child: ChildProcess;
+  readonly startedAt: number;
+  readonly exited: Promise<void>;
+  /** Why the harness ended it, once it sent SIGKILL/SIGTERM; an exit without it is unexpected. */
+  endReason?: string;
+  paused: boolean;
+  tail: string[];
+}
+
+export class ChaosInstance {
+  gen = 0;
+  process: RunningProcess | undefined;
+  /** Set while the harness keeps it down on purpose (between a kill and its restart). */
+  down = false;
+
+  constructor(
+    readonly index: number,
+    readonly name: string,
+    readonly port: number,
+    readonly hostId: string,
+    readonly proxies: Readonly<Record<ServiceName, TcpProxy>>,
+  ) {}
+
+  get baseUrl(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get running(): boolean {
+    return this.process !== undefined;
+  }
+
+  get paused(): boolean {
+    return this.process?.paused === true;
+  }
+
+  get storageCut(): boolean {
+    return this.proxies.blob.blackholed || this.proxies.blob.resetting;
+  }
+
+  /** Running, not paused, storage reachable: the instance can act. */
+  get healthy(): boolean {
+    return this.running && !this.paused && !this.storageCut;
+  }
+
+  ref(): ProcessRef | undefined {
+    const p = this.process;
+    return p === undefined ? undefined : { instance: p.instance, gen: p.gen, pid: p.pid, holder: p.holder };
+  }
+}
+
+export class ChaosCluster {
+  readonly masterKey = `chaos-${randomBytes(8).toString('hex')}`;
+  readonly instances: ChaosInstance[] = [];
+  #azurite: AzuriteInstance | undefined;
+  #appRoot = '';
+  #logs = new Map<string, WriteStream>();
+  #stopping = false;
+
+  constructor(private readonly options: ClusterOptions) {}
+
+  /** The harness's own connection: straight to Azurite, never through a proxy. */
+  get connectionString(): string {
+    if (this.#azurite === undefined) throw new Error('cluster not started');
+    return this.#azurite.connectionString;
+  }
+
+  async start(): Promise<void> {
+    mkdirSync(this.options.runDir, { recursive: true });
+    this.#azurite = await startAzurite({ location: join(this.options.runDir, 'azurite') });
+    this.#appRoot = this.#createAppRoot();
+    for (let i = 1; i <= this.options.instances; i++) {
+      const name = `instance-${i}`;
+      const proxies = {} as Record<ServiceName, TcpProxy>;
+      const target = { blob: this.#azurite.blobPort, queue: this.#azurite.queuePort, table: this.#azurite.tablePort };
+      const instance = new ChaosInstance(i, name, await freePort(), this.options.separateApps ? `chaos-app-${i}` : 'chaos-app', proxies);
+      for (const service of ['blob', 'queue', 'table'] as const) {
+        proxies[service] = await startTcpProxy(target[service], {
+          onRequest: (request) => this.options.onRequest(instance, service, request),
+          onResponse: (response) => this.options.onResponse(instance, service, response),
+        });
+      }
+      this.instances.push(instance);
+      this.#logs.set(name, createWriteStream(join(this.options.runDir, `${name}.log`), { flags: 'a' }));
+    }
+    await Promise.all(this.instances.map((instance) => this.startInstance(instance)));
+  }
+
+  /** An app folder for this build: its output linked in, the project's host.json, no local settings. */
+  #createAppRoot(): string {
+    const dir = join(this.options.runDir, 'app');
+    mkdirSync(dir, { recursive: true });
+    symlinkSync(OUT_DIR, join(dir, 'build'), 'dir');
+    writeFileSync(join(dir, 'host.json'), readFileSync(join(REPO_ROOT, 'host.json')));
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'chaos-app', main: 'build/functions/*.js' }));
+    return dir;
+  }
+
+  #env(instance: ChaosInstance, holder: string): NodeJS.ProcessEnv {
+    const { blob, queue, table } = instance.proxies;
+    const conn = connectionStringFor('127.0.0.1', blob.port, queue.port, table.port);
+    return {
+      PATH: process.env.PATH ?? '',
+      FUNCTIONS_WORKER_RUNTIME: 'node',
+      AzureWebJobsStorage: conn,
+      CoordinatorStorage: conn,
+      TASK_HUB_NAME: TASK_HUB,
+      COORDINATOR_INSTANCE_ID: holder,
+      COORDINATOR_LOG_LEVEL: 'info',
+      DEVHOST_MASTER_KEY: this.masterKey,
+      ...this.options.settings,
+    };
+  }
+
+  async startInstance(instance: ChaosInstance): Promise<void> {
+    if (instance.process !== undefined) throw new Error(`${instance.name} is already running`);
+    instance.gen += 1;
+    instance.down = false;
+    const holder = `${instance.name}.g${instance.gen}`;
+    const child = spawnDevHost(
+      { appRoot: this.#appRoot, port: instance.port, hostId: instance.hostId, instanceId: instance.name },
+      { env: this.#env(instance, holder), stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const pid = child.pid ?? -1;
+    const log = this.#logs.get(instance.name);
+    log?.write(`=== ${new Date().toISOString()} generation ${instance.gen}, pid ${pid}, holder ${holder}\n`);
+    let resolveExit = (): void => {};
+    const running: RunningProcess = {
+      instance: instance.name,
+      gen: instance.gen,
+      pid,
+      holder,
+      child,
+      startedAt: Date.now(),
+      exited: new Promise<void>((r) => (resolveExit = r)),
+      paused: false,
+      tail: [],
+    };
+    instance.process = running;
+    let ready = false;
+    let onReady = (): void => {};
+    const readyPromise = new Promise<void>((r) => (onReady = r));
+    for (const stream of [child.stdout, child.stderr]) {
+      let partial = '';
+      stream?.on('data', (chunk: Buffer) => {
+        const text = partial + chunk.toString('utf8');
+        const lines = text.split('\n');
+        partial = lines.pop() ?? '';
+        for (const line of lines) {
+          log?.write(`${line}\n`);
+          running.tail.push(line);
+          if (running.tail.length > TAIL_LINES) running.tail.shift();
+          if (!ready && line.startsWith(READY)) {
+            ready = true;
+            onReady();
+          }
+          this.#parse(running, line);
+        }
+      });
+    }
+    child.once('exit', (code, signal) => {
+      log?.write(`=== ${new Date().toISOString()} generation ${running.gen} (pid ${pid}) exited: ${signal ?? `code ${String(code)}`}\n`);
+      if (instance.process === running) instance.process = undefined;
+      const expected = running.endReason !== undefined || this.#stopping;
+      this.options.onExit({
+        instance: running.instance,
+        gen: running.gen,
+        pid,
+        holder,
+        at: Date.now(),
+        code,
+        signal,
+        expected,
+        ...(running.endReason === undefined ? (this.#stopping ? { cause: 'shutdown' } : {}) : { cause: running.endReason }),
+        lastLines: [...running.tail],
+      });
+      resolveExit();
+      onReady();
+      // A process that died on its own is a finding, and the run goes on with the instance restarted.
+      if (!expected && !instance.down) {
+        setTimeout(() => {
+          if (!this.#stopping && instance.process === undefined && !instance.down) void this.startInstance(instance).catch(() => undefined);
+        }, 2_000).unref();
+      }
+    });
+    const timer = setTimeout(() => onReady(), START_TIMEOUT_MS);
+    await readyPromise;
+    clearTimeout(timer);
+    if (!ready) throw new Error(`${instance.name} (pid ${pid}) did not start:\n${running.tail.join('\n')}`);
+  }
+
+  #parse(running: RunningProcess, line: string): void {
+    if (!line.startsWith('{')) return;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    const { ts, event, ...fields } = parsed;
+    if (typeof event !== 'string') return;
+    const at = typeof ts === 'string' ? Date.parse(ts) : Date.now();
+    this.options.onLog({ instance: running.instance, gen: running.gen, pid: running.pid, holder: running.holder, at: Number.isFinite(at) ? at : Date.now(), event, fields });
+  }
+
+  /** Sends a signal; for SIGKILL/SIGTERM the exit that follows is recorded as caused by `reason`. */
+  signal(instance: ChaosInstance, signal: 'SIGKILL' | 'SIGTERM' | 'SIGSTOP' | 'SIGCONT', reason: string): void {
+    const p = instance.process;
+    if (p === undefined) return;
+    if (signal === 'SIGKILL' || signal === 'SIGTERM') p.endReason ??= reason;
+    if (signal === 'SIGSTOP') p.paused = true;
+    if (signal === 'SIGCONT') p.paused = false;
+    try {
+      p.child.kill(signal);
+    } catch {
+      // Already gone: its exit event says so.
+    }
+    // A graceful stop needs the process running to happen at all.
+    if (signal === 'SIGTERM' && p.paused) {
+      p.paused = false;
+      p.child.kill('SIGCONT');
+    }
+  }
+
+  /** Waits for the instance's current process to exit, killing it after `timeoutMs`. */
+  async waitForExit(instance: ChaosInstance, timeoutMs = STOP_TIMEOUT_MS): Promise<void> {
+    const p = instance.process;
+    if (p === undefined) return;
+    const timer = setTimeout(() => this.signal(instance, 'SIGKILL', p.endReason ?? 'stop timed out'), timeoutMs);
+    await p.exited;
+    clearTimeout(timer);
+  }
+
+  cutStorage(instance: ChaosInstance, how: 'blackhole' | 'reset'): void {
+    for (const proxy of Object.values(instance.proxies)) {
+      if (how === 'blackhole') proxy.blackhole();
+      else proxy.reset();
+    }
+  }
+
+  restoreStorage(instance: ChaosInstance): void {
+    for (const proxy of Object.values(instance.proxies)) proxy.restore();
+  }
+
+  /** Stops every instance gracefully (resuming and reconnecting them first), then the proxies and Azurite. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    for (const instance of this.instances) {
+      this.restoreStorage(instance);
+      if (instance.paused) this.signal(instance, 'SIGCONT', 'shutdown');
+      this.signal(instance, 'SIGTERM', 'shutdown');
+    }
+    await Promise.all(this.instances.map((instance) => this.waitForExit(instance)));
+    await Promise.all(this.instances.flatMap((instance) => Object.values(instance.proxies).map((proxy) => proxy.close())));
+    await Promise.all([...this.#logs.values()].map((stream) => new Promise<void>((r) => stream.end(r))));
+    await this.#azurite?.stop();
+  }
+}
