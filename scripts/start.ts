@@ -10,8 +10,11 @@
  *   `--devhost`) on the development host; it says which and why.
  * - `--instances N`: N host processes on ports port, port+1, ... with instance ids instance-1..N,
  *   sharing one host id (one scaled-out app) unless `--separate-apps` gives each its own.
- * - Ctrl-C / SIGTERM stops every instance gracefully (a second one kills), then Azurite if it was
- *   started here.
+ * - Ctrl-C / SIGTERM / SIGHUP stops every instance gracefully (a second one kills), then Azurite if
+ *   it was started here; so does npm (or the shell it runs this in) going away. An instance killed
+ *   on its own leaves the others running (scripts/supervise.ts says why and what else it watches).
+ * - A previous `npm start` still running (or its orphans) is named with its pids instead of failing
+ *   on a port in use.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -21,6 +24,8 @@ import { join, relative, sep } from 'node:path';
 
 import { HOST_PROCESS_ENTRY } from 'devhost';
 import { startAzurite } from 'devhost/testing';
+
+import { ancestorPids, clearRunRecord, findLeftovers, leftoverMessage, superviseInstances, watchProcesses, writeRunRecord } from './supervise';
 
 
 export interface AzuritePorts {
@@ -113,6 +118,7 @@ async function serverHeader(port: number): Promise<string | undefined> {
 }
 
 interface StartedAzurite {
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -185,6 +191,12 @@ async function main(): Promise<number> {
   // Compiled layout: <outDir>/scripts/start.js; the project root holds host.json and package.json.
   const root = process.cwd();
   if (!existsSync(join(root, 'host.json'))) throw new StartError(`no host.json in ${root}: run npm start from the project folder`);
+  const leftovers = findLeftovers(root);
+  if (leftovers !== undefined) throw new StartError(leftoverMessage(leftovers));
+  const busy = (await Promise.all(planInstances(args).map(async (i) => ((await portOpen(i.port)) ? i.port : undefined)))).filter((p) => p !== undefined);
+  if (busy.length > 0) {
+    throw new StartError(`port(s) ${busy.join(', ')} already in use: another app (or a host left by an earlier run) listens there. Stop it, or use --port.`);
+  }
   const created = ensureLocalSettings(root);
   if (created !== undefined) console.log(created);
 
@@ -201,7 +213,7 @@ async function main(): Promise<number> {
 
   // The app compiled with this script (dist/functions/*.js for `npm start`, as package.json main says).
   const appMain = `${relative(root, join(__dirname, '..', 'functions')).split(sep).join('/')}/*.js`;
-  const children: Array<{ child: ChildProcess; label: string }> = [];
+  const children: Array<{ child: ChildProcess; label: string; port: number }> = [];
   for (const instance of planInstances(args)) {
     const label = `[${instance.instanceId}]`;
     const env = {
@@ -219,48 +231,35 @@ async function main(): Promise<number> {
           { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
         );
     pipeWithPrefix(child, label);
-    children.push({ child, label });
-    console.log(`${label} http://localhost:${instance.port}/api  (host id ${instance.hostId})`);
+    children.push({ child, label, port: instance.port });
+    console.log(`${label} http://localhost:${instance.port}/api  (host id ${instance.hostId}, pid ${String(child.pid)})`);
   }
+  writeRunRecord(root, {
+    startedAt: new Date().toISOString(),
+    startPid: process.pid,
+    hosts: children.flatMap(({ child, label, port }) => (child.pid === undefined ? [] : [{ label, pid: child.pid, port }])),
+    ...(azurite.started?.pid === undefined ? {} : { azuritePid: azurite.started.pid }),
+  });
   if (args.instances > 1) console.log(args.separateApps ? 'Each instance is its own app (own host id).' : 'All instances are one scaled-out app (one host id).');
-  console.log('Ctrl-C stops everything.');
+  console.log(`Ctrl-C stops everything (npm start is pid ${process.pid}). Killing one instance's pid leaves the others running.`);
 
-  let stopping = false;
-  let failedEarly = false;
-  const stopAll = (signal: NodeJS.Signals): void => {
-    if (stopping) {
-      for (const { child } of children) child.kill('SIGKILL');
-      return;
-    }
-    stopping = true;
-    console.log(`${signal}: stopping ${children.length} instance(s)...`);
-    for (const { child } of children) if (child.exitCode === null) child.kill('SIGTERM');
-    setTimeout(() => {
-      for (const { child } of children) if (child.exitCode === null) child.kill('SIGKILL');
-    }, STOP_TIMEOUT_MS).unref();
-  };
-  process.on('SIGINT', stopAll);
-  process.on('SIGTERM', stopAll);
-  const exits = children.map(
-    ({ child, label }) =>
-      new Promise<number>((resolve) =>
-        child.once('exit', (code, signal) => {
-          if (!stopping) {
-            failedEarly = true;
-            console.error(`${label} exited (${signal ?? `code ${String(code)}`}); stopping the others.`);
-            stopAll('SIGTERM');
-          }
-          resolve(code ?? 1);
-        }),
-      ),
-  );
+  const supervision = superviseInstances(children, {
+    stopTimeoutMs: STOP_TIMEOUT_MS,
+    log: (line) => console.log(line),
+    error: (line) => console.error(line),
+  });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => supervision.stopAll(signal));
+  // npm does not pass SIGTERM on to its script: when npm or its shell goes, stop rather than linger.
+  const ancestors = watchProcesses(ancestorPids(), (pid) => supervision.stopAll(`the process that started npm start (pid ${pid}) is gone`));
 
-  const codes = await Promise.all(exits);
+  const { codes, failed } = await supervision.done;
+  ancestors.stop();
   if (azurite.started !== undefined) {
     await azurite.started.stop();
     console.log('Azurite stopped.');
   }
-  return failedEarly ? Math.max(...codes, 1) : 0;
+  clearRunRecord(root);
+  return failed ? Math.max(...codes, 1) : 0;
 }
 
 if (require.main === module) {

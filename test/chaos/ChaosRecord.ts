@@ -69,7 +69,7 @@ export type FaultKind = 'kill' | 'pause' | 'term' | 'restart' | 'blackhole' | 'r
 /** A step of a leader starting one job, as its storage requests show it. */
 export type StartStep = 'status-read' | 'record-read' | 'start-read' | 'instance-write' | 'start-message' | 'queue-delete';
 
-export const START_STEPS: readonly StartStep[] = ['status-read', 'record-read', 'start-read', 'instance-write', 'start-message', 'queue-delete'];
+export const START_STEPS: readonly StartStep[] = ['status-read', 'record-read', 'start-read', 'start-message', 'instance-write', 'queue-delete'];
 
 export interface PlannedFault {
   readonly id: string;

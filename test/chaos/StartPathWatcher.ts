@@ -8,10 +8,11 @@
  * The steps, as the intake and the development host's Durable backend make them today:
  * status-read (the intake's `getStatus`: GET <hub>-instances/job-X), record-read (GET
  * <results>/records/X.json), start-read (the backend's read inside `startNew`, the second GET of the
- * instance), instance-write (PUT of the instance with If-None-Match: *), start-message (the next
- * message put on a control queue), queue-delete (the next delete on the jobs queue after that
- * message; a job found already started is not followed to its delete). If that layout
- * changes, the watcher stops seeing steps and the run reports its step faults as not fired.
+ * instance), start-message (the next message put on a control queue: the backend sends the start
+ * message before it writes the instance, as the Azure Storage provider does), instance-write (PUT
+ * of the instance with If-None-Match: *), queue-delete (the next delete on the jobs queue after that
+ * write; a job found already started is not followed to its delete). If that layout changes, the
+ * watcher stops seeing steps and the run reports its step faults as not fired.
  */
 import { AZURITE_ACCOUNT } from 'devhost/testing';
 
@@ -69,7 +70,7 @@ export class StartPathWatcher {
   readonly #triggers: StepTrigger[] = [];
   /** Per process and job: how far its start has gone. */
   readonly #progress = new Map<string, { recordRead: boolean }>();
-  /** Per process: the jobs whose start message it is about to send or whose message it is about to delete. */
+  /** Per process: the job whose start message it is about to send, or whose submission it is about to delete. */
   readonly #awaitingMessage = new Map<string, string>();
   readonly #awaitingDelete = new Map<string, string>();
   readonly #pendingWrites = new WeakMap<ProxiedRequest, StorageWrite>();
@@ -102,12 +103,7 @@ export class StartPathWatcher {
       jobId = waiting.get(proc);
       if (jobId === undefined) return 'forward';
       waiting.delete(proc);
-      if (classified.kind === 'control-send') {
-        step = 'start-message';
-        this.#awaitingDelete.set(proc, jobId);
-      } else {
-        step = 'queue-delete';
-      }
+      step = classified.kind === 'control-send' ? 'start-message' : 'queue-delete';
     } else {
       const id = classified.jobId;
       jobId = id;
@@ -116,8 +112,12 @@ export class StartPathWatcher {
       this.#progress.set(key, progress);
       if (classified.kind === 'instance-read') {
         step = progress.recordRead ? 'start-read' : 'status-read';
-        // A read after the record read is the start's own; then the path begins afresh for a later pass.
-        if (progress.recordRead) progress.recordRead = false;
+        // A read after the record read is the start's own, and its start message comes next; then the
+        // path begins afresh for a later pass.
+        if (progress.recordRead) {
+          progress.recordRead = false;
+          this.#awaitingMessage.set(proc, id);
+        }
       } else if (classified.kind === 'record-read') {
         step = 'record-read';
         progress.recordRead = true;
@@ -127,7 +127,7 @@ export class StartPathWatcher {
         this.#pendingWrites.set(request, write);
         if (classified.kind === 'instance-create') {
           step = 'instance-write';
-          this.#awaitingMessage.set(proc, id);
+          this.#awaitingDelete.set(proc, id);
         }
       }
     }

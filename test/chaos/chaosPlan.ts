@@ -4,8 +4,8 @@
  * phase. The same seed and mode give the same plan; which process a fault lands on is decided when
  * it fires (the leader of that moment, a follower picked with the plan's own random stream).
  *
- * The short mode (CI) has a fixed shape: leader kills and a pause while the leader starts a job, at
- * the steps where today's intake recovers, plus one fault of every other kind. The long mode draws
+ * The short mode (CI) has a fixed shape: leader kills and a pause while the leader starts a job, in
+ * the windows of the defects the first chaos runs found, plus one fault of every other kind. The long mode draws
  * faults at random and cycles its step faults through every step and action, the defect windows
  * (a kill between the instance write and the start message, a pause inside the start) included.
  */
@@ -121,15 +121,16 @@ function triggerJobsFor(random: SeededRandom, seed: number, faults: readonly Pla
 }
 
 /**
- * The short mode's step faults: a kill at the instance write and at the queue delete, a pause (past
- * the lease) at the status read. Those are steps the intake recovers from today; the two windows it
- * does not (kill@start-message, pause@start-read) are in the long mode's cycle, and `--step-faults`
- * puts any of them here.
+ * The short mode's step faults, the windows of the two defects the first chaos runs found: a kill
+ * between the start message and the instance write (the start's message exists, its instance does
+ * not), a pause (past the lease) between the leader's last check and its start (the stale start),
+ * and a kill before the start message (nothing of the start exists yet). The long mode cycles
+ * through every step and action; `--step-faults` puts any of them here.
  */
 export const SHORT_STEP_FAULTS: readonly StepFault[] = [
   { kind: 'kill', step: 'instance-write' },
-  { kind: 'pause', step: 'status-read' },
-  { kind: 'kill', step: 'queue-delete' },
+  { kind: 'pause', step: 'start-read' },
+  { kind: 'kill', step: 'start-message' },
 ];
 
 function shortPlan(random: SeededRandom, seed: number, steps: readonly StepFault[]): ChaosPlan {

@@ -36,6 +36,8 @@ export interface AzuriteInstance {
   readonly tablePort: number;
   readonly location: string;
   readonly connectionString: string;
+  /** The Azurite process's id while it runs (undefined once stopped). */
+  readonly pid: number | undefined;
   /** Stops the process (SIGTERM, then SIGKILL) and removes a temporary data folder. */
   stop(): Promise<void>;
   /** Stops the process but keeps the data folder, so `restart` comes back with the same state. */
@@ -152,6 +154,9 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     tablePort,
     location,
     connectionString: connectionStringFor('127.0.0.1', blobPort, queuePort, tablePort),
+    get pid() {
+      return child?.exitCode === null && child.signalCode === null ? child.pid : undefined;
+    },
     kill,
     restart: launch,
     stop: async () => {

@@ -9,22 +9,22 @@ import { type ProxiedRequest } from '../../support/tcpProxy';
 const names = { taskHub: 'ChaosHub', resultsContainer: 'job-results', jobsQueue: 'jobs' };
 const leader: ProcessRef = { instance: 'instance-1', gen: 1, pid: 11, holder: 'instance-1.g1' };
 
-/** The requests of one intake start of job `id`, as the devhost's Durable backend makes them. */
+/** The requests of one intake start of job `id`, as the devhost's Durable backend makes them (start message, then instance). */
 function startRequests(id: string): ProxiedRequest[] {
   const at = Date.now();
   return [
     { method: 'GET', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: {}, at },
     { method: 'GET', path: `/devstoreaccount1/job-results/records/${id}.json`, headers: {}, at },
     { method: 'GET', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: {}, at },
-    { method: 'PUT', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: { 'if-none-match': '*' }, at },
     { method: 'POST', path: '/devstoreaccount1/chaoshub-control-00/messages?visibilitytimeout=0', headers: {}, at },
+    { method: 'PUT', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: { 'if-none-match': '*' }, at },
     { method: 'DELETE', path: '/devstoreaccount1/jobs/messages/abc?popreceipt=x', headers: {}, at },
   ];
 }
 
 describe('start path watcher', () => {
   it('fires at each step of the start of its job, and only of its job', () => {
-    const steps: StartStep[] = ['status-read', 'record-read', 'start-read', 'instance-write', 'start-message', 'queue-delete'];
+    const steps: StartStep[] = ['status-read', 'record-read', 'start-read', 'start-message', 'instance-write', 'queue-delete'];
     steps.forEach((step, index) => {
       const watcher = new StartPathWatcher(names);
       const fired: number[] = [];
@@ -42,7 +42,7 @@ describe('start path watcher', () => {
     const watcher = new StartPathWatcher(names);
     const requests = startRequests('j1');
     for (const r of requests) watcher.onRequest(leader, r);
-    watcher.onResponse({ request: requests[3] as ProxiedRequest, status: 201, at: 5 });
+    watcher.onResponse({ request: requests[4] as ProxiedRequest, status: 201, at: 5 });
     assert.deepEqual(
       watcher.writes.map((w) => [w.kind, w.jobId, w.holder, w.status]),
       [['instance-create', 'j1', 'instance-1.g1', 201]],
