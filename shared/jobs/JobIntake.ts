@@ -53,6 +53,7 @@ import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobRun } from '
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from './JobStore';
 import { type AcceptedJob, decodeQueueMessage, isValidJobId, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { QueueReadability } from './QueueReadability';
 
 export interface IntakeContext {
   readonly epoch: number;
@@ -141,7 +142,17 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
 
 export class JobIntake {
 
-  constructor(private readonly deps: IntakeDeps) {}
+  /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
+  private readonly readability: QueueReadability;
+
+  constructor(private readonly deps: IntakeDeps) {
+    this.readability = new QueueReadability({
+      queue: deps.jobsQueue,
+      logger: deps.logger,
+      now: () => this.now(),
+      heldSeconds: INTAKE.visibilityTimeoutSeconds,
+    });
+  }
 
   private now(): Date {
     return this.deps.now?.() ?? new Date();
@@ -170,7 +181,11 @@ export class JobIntake {
         abortSignal: ctx.signal,
       });
       ctx.progress();
-      if (received.receivedMessageItems.length === 0) break;
+      if (received.receivedMessageItems.length === 0) {
+        if (batch === 0) await this.readability.afterEmptyReceive(ctx.signal);
+        break;
+      }
+      this.readability.sawMessages();
       for (const message of received.receivedMessageItems) {
         // Stop between messages: an unhandled one simply becomes visible again for the next leader.
         if (ctx.signal.aborted) break;

@@ -45,6 +45,11 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     fields: { jobId: 'string', code: 'string', reason: 'string', epoch: 'number' },
     optional: { submittedJobId: 'string', messageId: 'string' },
   },
+  'intake.queue_unreadable': {
+    level: 'error',
+    what: 'the jobs queue holds messages no receive returns (on Azurite: a message with a raw control character); the action says what to do',
+    fields: { code: 'string', queue: 'string', messages: 'number', since: 'string', action: 'string' },
+  },
   'job.planned': { level: 'info', what: 'a job was cut into chunks and dispatched', fields: { jobId: 'string', items: 'number', chunks: 'number', epoch: 'number' } },
   'job.cancel_requested': { level: 'info', what: 'a cancel arrived through the API', fields: { jobId: 'string', started: 'boolean' } },
   'workitem.done': {

@@ -39,6 +39,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     readonly poisonQueue?: QueueClient;
     readonly registry?: WorkTypeRegistry;
     readonly logger?: ReturnType<typeof memoryLogger>;
+    readonly now?: () => Date;
   }
 
   function intake(overrides: IntakeOverrides = {}): JobIntake {
@@ -50,8 +51,61 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       registry: overrides.registry ?? workTypes,
       inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
       logger: overrides.logger ?? memoryLogger('intake'),
+      ...(overrides.now === undefined ? {} : { now: overrides.now }),
     });
   }
+
+  it('reports a jobs queue that holds messages no receive returns (a raw control character on Azurite), every 5 minutes', async () => {
+    const fresh = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName('intake-cc'));
+    await fresh.create();
+    // Azure refuses this at send; Azurite keeps it and from then on answers every receive of the queue with nothing.
+    await fresh.sendMessage('{"jobId":"bad\u0001id"}');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'behind-the-bad-one', workType: 'noop', items: [1] }));
+    const base = Date.parse('2026-01-01T00:00:00.000Z');
+    let now = base;
+    const logger = memoryLogger('intake');
+    const pass = intake({ jobsQueue: fresh, logger, now: () => new Date(now) });
+    const reports = (): Array<Record<string, unknown>> => logger.lines.filter((l) => l.event === 'intake.queue_unreadable');
+    for (let seconds = 0; seconds <= 80; seconds += 10) {
+      now = base + seconds * 1000;
+      assert.equal((await pass.runPass(ctx(), orchestrations)).received, 0);
+    }
+    assert.deepEqual(reports(), [], 'not while a dead leader could still be holding the messages (60 s)');
+    now = base + 125_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 1);
+    const report = reports()[0] ?? {};
+    assert.equal(report.level, 'error');
+    assert.equal(report.code, 'JOBS_QUEUE_UNREADABLE');
+    assert.equal(report.queue, fresh.name);
+    assert.equal(report.messages, 2);
+    assert.match(String(report.action), /control character/);
+    assert.match(String(report.action), new RegExp(`az storage message clear --queue-name ${fresh.name}`));
+    now = base + 200_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 1, 'not repeated within 5 minutes');
+    now = base + 430_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 2, 'repeated while the state lasts');
+    await fresh.delete();
+  });
+
+  it('reports nothing for a jobs queue that is empty or reads', async () => {
+    const fresh = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName('intake-ok'));
+    await fresh.create();
+    const base = Date.parse('2026-01-01T00:00:00.000Z');
+    let now = base;
+    const logger = memoryLogger('intake');
+    const pass = intake({ jobsQueue: fresh, logger, now: () => new Date(now) });
+    for (let seconds = 0; seconds <= 400; seconds += 40) {
+      now = base + seconds * 1000;
+      if (seconds === 200) await fresh.sendMessage(encodeQueueMessage({ jobId: 'reads-fine', workType: 'noop', items: [1] }));
+      await pass.runPass(ctx(), orchestrations);
+    }
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.queue_unreadable'), []);
+    assert.ok(await orchestrations.getStatus(instanceIdFor('reads-fine')), 'the good message was taken');
+    await fresh.delete();
+  });
 
   it('starts one orchestration per job id, stamped with the epoch, and treats a redelivered submission as done', async () => {
     const message = encodeQueueMessage({ jobId: 'once', workType: 'noop', items: [1, 2] });
