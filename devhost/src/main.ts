@@ -179,11 +179,38 @@ async function main(): Promise<void> {
   process.on('SIGINT', onSignal);
 }
 
+/** The endpoints a storage connection setting's value points at (host:port), Azurite's for UseDevelopmentStorage=true. */
+function endpointsOf(value: string): string[] {
+  if (/UseDevelopmentStorage=true/i.test(value)) return ['127.0.0.1:10000', '127.0.0.1:10001', '127.0.0.1:10002', 'localhost:10000', 'localhost:10001', 'localhost:10002'];
+  return [...value.matchAll(/https?:\/\/([^/;:\s]+)(?::(\d+))?/gi)].map((m) => `${(m[1] ?? '').toLowerCase()}:${m[2] ?? (m[0].startsWith('https') ? '443' : '80')}`);
+}
+
+/**
+ * For a start that failed because storage did not answer (ECONNREFUSED and the like): which
+ * settings point at that endpoint, and what to do. Undefined for any other failure.
+ */
+export function storageUnreachableHint(message: string, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const refused = /\b(ECONNREFUSED|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EAI_AGAIN)\b\s*([^\s,;)]*)/.exec(message);
+  if (refused === null) return undefined;
+  const target = (refused[2] ?? '').toLowerCase().replace(/^::ffff:/, '');
+  const settings = Object.entries(env)
+    .filter(([name, value]) => value !== undefined && /(^AzureWebJobsStorage$|Storage$|__(blob|queue|table)ServiceUri$|ConnectionString$)/i.test(name) && (target === '' || endpointsOf(value).includes(target)))
+    .map(([name]) => name)
+    .sort();
+  const which = settings.length > 0 ? `The storage named by ${settings.join(', ')}` : 'A storage account the app uses';
+  return (
+    `${which} did not answer${target === '' ? '' : ` at ${target}`} (${refused[1] ?? 'unreachable'}). ` +
+    'Locally that is Azurite: `npm start` starts it, or run `npx azurite --location .azurite --skipApiVersionCheck`. ' +
+    'Otherwise check the setting\'s endpoint and the network.'
+  );
+}
+
 /** Runs the host process (the `devhost` command): what `node main.js` and `npx devhost` do. */
 export function runHostProcess(): void {
   main().catch((err: unknown) => {
     const error = toDevHostError(err, 'DEVHOST_START_FAILED');
-    console.error(`Development host failed to start: [${error.code}] ${error.message}`);
+    const hint = storageUnreachableHint(error.message, process.env);
+    console.error(`Development host failed to start: [${error.code}] ${error.message}${hint === undefined ? '' : `\n  ${hint}`}`);
     process.exit(1);
   });
 }

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
-import { loadLocalSettings, parseArgs } from '../../src/main';
+import { loadLocalSettings, parseArgs, storageUnreachableHint } from '../../src/main';
 
 describe('devhost main', () => {
   it('parses flags with defaults', () => {
@@ -33,5 +33,20 @@ describe('devhost main', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+  it('names the storage settings that point at an endpoint that did not answer, and says what to do', () => {
+    const account = 'AccountName=devstoreaccount1;AccountKey=a2V5;';
+    const env = {
+      AzureWebJobsStorage: `DefaultEndpointsProtocol=http;${account}BlobEndpoint=http://127.0.0.1:43705/devstoreaccount1;QueueEndpoint=http://127.0.0.1:43705/devstoreaccount1;`,
+      CoordinatorStorage: 'UseDevelopmentStorage=true',
+      Other: 'http://127.0.0.1:43705/',
+    };
+    const remote = storageUnreachableHint('connect ECONNREFUSED 127.0.0.1:43705', env);
+    assert.match(remote ?? '', /^The storage named by AzureWebJobsStorage did not answer at 127\.0\.0\.1:43705 \(ECONNREFUSED\)/);
+    assert.match(remote ?? '', /npx azurite --location \.azurite --skipApiVersionCheck/);
+    assert.match(storageUnreachableHint('connect ECONNREFUSED 127.0.0.1:10001', env) ?? '', /^The storage named by CoordinatorStorage did not answer/);
+    assert.match(storageUnreachableHint('getaddrinfo ENOTFOUND nowhere.example', env) ?? '', /^A storage account the app uses did not answer at nowhere\.example/);
+    assert.equal(storageUnreachableHint('Unable to load entry point', env), undefined);
+    assert.ok(!(remote ?? '').includes('a2V5'), 'no key in the hint');
   });
 });
