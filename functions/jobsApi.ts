@@ -50,7 +50,9 @@ export const submitJob = guarded(async (request, context) => {
 });
 
 export const getJob = guarded(async (request, context) => {
-  return { status: 200, jsonBody: await jobComponents().service.get(request.params.jobId ?? '', orchestrations(context)) };
+  const view = await jobComponents().service.get(request.params.jobId ?? '', orchestrations(context));
+  // Absolute, like statusUrl and Location: the service knows the route, the request knows the host.
+  return { status: 200, jsonBody: view.resultUrl === undefined ? view : { ...view, resultUrl: new URL(view.resultUrl, request.url).href } };
 });
 
 export const getJobResult = guarded(async (request) => {
@@ -60,8 +62,14 @@ export const getJobResult = guarded(async (request) => {
 
 export const listJobs = guarded(async (request, context) => {
   const status = request.query.get('status') ?? undefined;
-  const jobs = await jobComponents().service.list(orchestrations(context), status === '' ? undefined : status);
-  return { status: 200, jsonBody: { jobs } };
+  const page = await jobComponents().service.list(orchestrations(context), status === '' ? undefined : status, {
+    limit: request.query.get('limit') ?? undefined,
+    continuation: request.query.get('continuation') ?? undefined,
+  });
+  if (page.continuation === undefined) return { status: 200, jsonBody: { jobs: page.jobs } };
+  const next = new URL(request.url);
+  next.searchParams.set('continuation', page.continuation);
+  return { status: 200, jsonBody: { jobs: page.jobs, continuation: page.continuation, nextUrl: next.href } };
 });
 
 export const cancelJob = guarded(async (request, context) => {

@@ -52,12 +52,50 @@ export interface JobView {
 export interface JobListEntry {
   readonly jobId: string;
   readonly status: JobStatus;
-  /** Null for a pending or rejected submission (its record does not keep the work type). */
+  /** Null only for a rejected submission that named no known work type. */
   readonly workType: string | null;
   /** Live for a running job (what a list view draws its progress bars from); null before planning. */
   readonly progress: JobProgress | null;
   readonly createdAt: string | null;
   readonly updatedAt: string | null;
+}
+
+export interface JobPage {
+  readonly jobs: readonly JobListEntry[];
+  /** Present when more jobs follow: pass it as `continuation` for the next page. */
+  readonly continuation?: string;
+}
+
+export const LIST_LIMITS = { default: 100, max: 1000 } as const;
+
+/** Newest first; equal times by job id, so the order is total and a continuation is exact. */
+function compareEntries(a: Pick<JobListEntry, 'createdAt' | 'jobId'>, b: Pick<JobListEntry, 'createdAt' | 'jobId'>): number {
+  return (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || a.jobId.localeCompare(b.jobId);
+}
+
+function parseLimit(text: string | undefined): number {
+  if (text === undefined || text === '') return LIST_LIMITS.default;
+  const limit = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(limit) || limit < 1 || limit > LIST_LIMITS.max) {
+    throw new JobError('INVALID_PAGING', `limit must be an integer from 1 to ${LIST_LIMITS.max} (default ${LIST_LIMITS.default}).`);
+  }
+  return limit;
+}
+
+function continuationOf(entry: Pick<JobListEntry, 'createdAt' | 'jobId'>): string {
+  return Buffer.from(JSON.stringify([entry.createdAt ?? '', entry.jobId]), 'utf8').toString('base64url');
+}
+
+function parseContinuation(token: string): Pick<JobListEntry, 'createdAt' | 'jobId'> {
+  try {
+    const value = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string' && isValidJobId(value[1])) {
+      return { createdAt: value[0] === '' ? null : value[0], jobId: value[1] };
+    }
+  } catch {
+    // Falls through to the error below.
+  }
+  throw new JobError('INVALID_PAGING', 'continuation is not a token this API gave out; start again without it.');
 }
 
 export interface JobServiceDeps {
@@ -119,7 +157,7 @@ export class JobService {
     if (accepted !== undefined && accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
     if (accepted?.state === 'active') return { jobId: job.jobId, location, enqueued: false };
     const at = this.now().toISOString();
-    const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http' };
+    const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http', workType: job.workType };
     const created = (await store.createRecord(record)) === 'written';
     if (!created) {
       const current = await store.readRecord(job.jobId);
@@ -174,12 +212,29 @@ export class JobService {
     return { start };
   }
 
-  async list(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
+  /**
+   * One page of jobs, newest first (then by job id): at most `limit` (default 100, at most 1,000),
+   * and a continuation token when more follow; pass it back for the next page. The token names the
+   * last job shown, so jobs submitted in between do not shift the pages. Each call still reads every
+   * record and every orchestration (what the page is cut from); the retention period bounds both.
+   */
+  async list(orchestrations: JobOrchestrations, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
+    const limit = parseLimit(page.limit);
+    const after = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
+    const all = await this.listAll(orchestrations, status);
+    const start = after === undefined ? 0 : all.findIndex((e) => compareEntries(e, after) > 0);
+    const jobs = start < 0 ? [] : all.slice(start, start + limit);
+    const last = jobs.at(-1);
+    const more = start >= 0 && start + limit < all.length && last !== undefined;
+    return { jobs, ...(more ? { continuation: continuationOf(last) } : {}) };
+  }
+
+  private async listAll(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
     if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
       throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
     }
     const byId = new Map<string, JobListEntry>();
-    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: null, progress: null });
+    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: r.workType ?? null, progress: null });
     // A repaired job has several instances: its newest generation that did not stand down shows it.
     const shown = new Map<string, { generation: number; superseded: boolean }>();
     for (const s of await orchestrations.list()) {
@@ -200,7 +255,7 @@ export class JobService {
         updatedAt: view.updatedAt,
       });
     }
-    return [...byId.values()].filter((e) => status === undefined || e.status === status).sort((a, b) => (b.createdAt ?? '').localeCompare(a.createdAt ?? ''));
+    return [...byId.values()].filter((e) => status === undefined || e.status === status).sort(compareEntries);
   }
 
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
@@ -300,7 +355,7 @@ function fromRecord(record: JobRecord): JobView {
   return {
     jobId: record.jobId,
     status: record.status,
-    workType: null,
+    workType: record.workType ?? null,
     progress: null,
     phase: null,
     error: record.error ?? null,

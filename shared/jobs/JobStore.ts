@@ -58,6 +58,8 @@ export interface JobRecord {
   /** Set once the original message is in the poison queue, so a redelivery does not copy it twice. */
   readonly poisonMessageId?: string;
   readonly via: 'http' | 'queue';
+  /** The submission's work type, when it named a known one (a pending submission shows it). */
+  readonly workType?: string;
 }
 
 /**
@@ -338,14 +340,14 @@ export class JobStore {
   }
 
   /** Every record's id, status and times, from one listing (no reads). */
-  async listRecords(signal?: AbortSignal): Promise<Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt'>>> {
-    const out: Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt'>> = [];
+  async listRecords(signal?: AbortSignal): Promise<Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt' | 'workType'>>> {
+    const out: Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt' | 'workType'>> = [];
     try {
       for await (const blob of this.container.listBlobsFlat({ prefix: 'records/', includeMetadata: true, abortSignal: signal })) {
         const jobId = blob.name.slice('records/'.length, -'.json'.length);
         const meta = blob.metadata ?? {};
         const status = meta.status === 'rejected' ? 'rejected' : 'pending';
-        out.push({ jobId, status, createdAt: meta.createdat ?? '', updatedAt: meta.updatedat ?? '' });
+        out.push({ jobId, status, createdAt: meta.createdat ?? '', updatedAt: meta.updatedat ?? '', ...(meta.worktype === undefined ? {} : { workType: meta.worktype }) });
       }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
@@ -530,5 +532,12 @@ export class JobStore {
 }
 
 function recordMetadata(record: JobRecord): Record<string, string> {
-  return { status: record.status, createdat: record.createdAt, updatedat: record.updatedAt, ...(record.error === undefined ? {} : { code: record.error.code }) };
+  return {
+    status: record.status,
+    createdat: record.createdAt,
+    updatedat: record.updatedAt,
+    ...(record.error === undefined ? {} : { code: record.error.code }),
+    // Metadata values are HTTP header text: a work type name is letters, digits, '-' and '_' (WorkTypeRegistry).
+    ...(record.workType === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(record.workType) ? {} : { worktype: record.workType }),
+  };
 }

@@ -176,8 +176,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const view = await finished('big-result');
     assert.equal(view.status, 'completed');
     assert.equal(view.result, undefined);
-    assert.equal(view.resultUrl, '/api/jobs/big-result/result');
-    const full = await h.request('GET', view.resultUrl ?? '');
+    assert.equal(view.resultUrl, `${h.baseUrl}/api/jobs/big-result/result`, 'absolute, like statusUrl');
+    const full = await h.request('GET', new URL(view.resultUrl ?? '').pathname);
     assert.equal(full.status, 200);
     assert.equal((full.json as { result: { n: number; padding: string } }).result.n, 6);
   });

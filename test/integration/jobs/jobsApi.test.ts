@@ -63,8 +63,48 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     const status = await h.request('GET', `/api/jobs/${jobId}`);
     assert.equal(status.status, 200);
     assert.equal((status.json as { status: string }).status, 'pending');
+    assert.equal((status.json as { workType: string | null }).workType, 'sum', 'a pending job shows its work type');
     const list = await h.request('GET', '/api/jobs?status=pending');
-    assert.ok((list.json as { jobs: Array<{ jobId: string }> }).jobs.some((j) => j.jobId === jobId));
+    const entry = (list.json as { jobs: Array<{ jobId: string; workType: string | null }> }).jobs.find((j) => j.jobId === jobId);
+    assert.equal(entry?.workType, 'sum');
+  });
+
+  it('lists jobs a page at a time: limit, then a continuation (and its absolute nextUrl) until the end, each job once', async () => {
+    for (let i = 1; i <= 5; i++) {
+      const res = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: `paged-${i}`, workType: 'noop', items: [i] }));
+      assert.equal(res.status, 202, res.text);
+    }
+    type Page = { jobs: Array<{ jobId: string }>; continuation?: string; nextUrl?: string };
+    const whole = (await h.request('GET', '/api/jobs?status=pending&limit=1000')).json as Page;
+    assert.equal(whole.continuation, undefined, 'everything fits: no continuation');
+    const seen: string[] = [];
+    let path: string | undefined = '/api/jobs?status=pending&limit=2';
+    let pages = 0;
+    while (path !== undefined) {
+      const res = await h.request('GET', path);
+      assert.equal(res.status, 200, res.text);
+      const page = res.json as Page;
+      assert.ok(page.jobs.length <= 2);
+      seen.push(...page.jobs.map((j) => j.jobId));
+      pages += 1;
+      if (page.continuation === undefined) {
+        path = undefined;
+      } else {
+        const next = new URL(page.nextUrl ?? '');
+        assert.equal(next.origin, h.baseUrl, 'nextUrl is absolute');
+        assert.equal(next.searchParams.get('continuation'), page.continuation);
+        assert.equal(next.searchParams.get('limit'), '2');
+        path = `${next.pathname}${next.search}`;
+      }
+    }
+    assert.deepEqual(seen, whole.jobs.map((j) => j.jobId), 'the pages are the whole list, in order');
+    assert.ok(pages >= 3);
+    for (let i = 1; i <= 5; i++) assert.ok(seen.includes(`paged-${i}`));
+    for (const bad of ['limit=0', 'limit=1001', 'limit=two', 'continuation=not-a-token', `continuation=${Buffer.from('["x","../etc"]').toString('base64url')}`]) {
+      const res = await h.request('GET', `/api/jobs?${bad}`);
+      assert.equal(res.status, 400, bad);
+      assert.equal((res.json as { code: string }).code, 'INVALID_PAGING', bad);
+    }
   });
 
   it('answers an identical resubmission with the same job and refuses a different one under the same id', async () => {
