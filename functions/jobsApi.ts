@@ -1,6 +1,7 @@
 /**
  * The jobs HTTP API: submit (POST /api/jobs), status (GET /api/jobs/{jobId}), full result
- * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=), cancel (DELETE /api/jobs/{jobId}),
+ * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=&limit=&continuation=), cancel
+ * (DELETE /api/jobs/{jobId}), purge a finished job now (DELETE /api/jobs/{jobId}?purge=true),
  * the submission a started job ran, to resubmit it (GET /api/jobs/{jobId}/submission).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
@@ -73,6 +74,9 @@ export const listJobs = guarded(async (request, context) => {
 });
 
 export const cancelJob = guarded(async (request, context) => {
+  if (request.query.get('purge') === 'true') {
+    return { status: 200, jsonBody: { ...(await jobComponents().service.purge(request.params.jobId ?? '', orchestrations(context))), purged: true } };
+  }
   const view = await jobComponents().service.cancel(request.params.jobId ?? '', orchestrations(context));
   return { status: 202, jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href } };
 });

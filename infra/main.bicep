@@ -101,6 +101,11 @@ param jobResultsContainer string = 'job-results'
 @description('JOB_INPUT_CONTAINERS: the containers jobs may read (itemsBlob, wordcount items): comma-separated names or prefixes written like inputs-*.')
 param jobInputContainers string = 'job-inputs'
 
+@description('JOB_RETENTION_DAYS: days after its end before the leader purges a finished job (history, records, blobs); 0 keeps them.')
+@minValue(0)
+@maxValue(3650)
+param jobRetentionDays int = 30
+
 @description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
@@ -271,6 +276,7 @@ var appSettings = {
   WORK_ITEMS_QUEUE: workItemsQueue
   JOB_RESULTS_CONTAINER: jobResultsContainer
   JOB_INPUT_CONTAINERS: jobInputContainers
+  JOB_RETENTION_DAYS: string(jobRetentionDays)
   COORDINATOR_LOG_LEVEL: coordinatorLogLevel
   // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the

@@ -35,6 +35,7 @@ export const SETTING_NAMES = {
   workItemsQueue: 'WORK_ITEMS_QUEUE',
   resultsContainer: 'JOB_RESULTS_CONTAINER',
   inputContainers: 'JOB_INPUT_CONTAINERS',
+  retentionDays: 'JOB_RETENTION_DAYS',
   taskHubName: 'TASK_HUB_NAME',
 } as const;
 
@@ -56,6 +57,8 @@ export const DEFAULTS = {
   drainTimeoutSeconds: 10,
   /** While leading, run a coordination pass this often even when this instance's timer does not fire. */
   passIntervalSeconds: 5,
+  /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
+  retentionDays: 30,
   /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */
   timerSchedule: '*/5 * * * * *',
   jobsQueue: 'jobs',
@@ -106,6 +109,8 @@ export interface JobSettings {
   readonly resultsContainer: string;
   /** The allow-list of containers a job may read: names, or prefixes written `prefix-*`. */
   readonly inputContainers: readonly string[];
+  /** Days a finished job is kept before the leader purges it; 0: never. */
+  readonly retentionDays: number;
   readonly taskHubName: string;
 }
 
@@ -186,6 +191,7 @@ export function loadSettings(env: Env = process.env): Settings {
       workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
       resultsContainer,
       inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
+      retentionDays: readNumber(env, SETTING_NAMES.retentionDays, DEFAULTS.retentionDays, { min: 0, max: 3650, integer: true, hint: '0 keeps finished jobs forever' }),
       taskHubName,
     },
   };

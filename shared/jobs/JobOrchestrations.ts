@@ -40,6 +40,8 @@ export interface JobOrchestrations {
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
   list(): Promise<OrchestrationSnapshot[]>;
+  /** Deletes a finished instance's history and state; false when there was none. */
+  purge(instanceId: string): Promise<boolean>;
 }
 
 function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
@@ -74,6 +76,14 @@ export function durableJobOrchestrations(client: DurableClient, options: { reado
     },
     async list() {
       return (await withTimeout('getStatusAll', client.getStatusAll(), 2 * ms)).map(snapshot);
+    },
+    async purge(instanceId) {
+      try {
+        return (await withTimeout('purgeInstanceHistory', client.purgeInstanceHistory(instanceId), ms)).instancesDeleted > 0;
+      } catch (err) {
+        if (err instanceof Error && /HTTP 404/.test(err.message)) return false;
+        throw err;
+      }
     },
   };
 }

@@ -258,6 +258,59 @@ export class JobService {
     return [...byId.values()].filter((e) => status === undefined || e.status === status).sort(compareEntries);
   }
 
+  /**
+   * Purges a finished job now: its Durable history (every instance generation a repair used), its
+   * records and its blobs, results included. The job id is free afterwards. A pending or running
+   * job is refused (cancel it first); an instance a repair left Pending stays, as Durable purges
+   * only finished instances.
+   */
+  async purge(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+    const view = await this.get(jobId, orchestrations);
+    if (view.status === 'pending' || view.status === 'running') {
+      throw new JobError('JOB_NOT_FINISHED', `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`);
+    }
+    return this.purgeFinished(jobId, orchestrations);
+  }
+
+  private async purgeFinished(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+    const generations = (await this.deps.store.readStart(jobId))?.value.generation ?? 1;
+    let instances = 0;
+    for (let g = 1; g <= generations; g++) {
+      try {
+        if (await orchestrations.purge(instanceIdFor(jobId, g))) instances += 1;
+      } catch (err) {
+        // A generation a repair left Pending cannot be purged; the rest of the job still goes.
+        this.deps.logger.warn('job.purge_instance_failed', { jobId, instanceId: instanceIdFor(jobId, g), error: err });
+      }
+    }
+    const blobs = await this.deps.store.purgeJob(jobId);
+    this.deps.logger.info('job.purged', { jobId, instances, blobs });
+    return { jobId, instances, blobs };
+  }
+
+  /**
+   * The retention sweep the leader runs (at most once an hour): purges up to `max` finished jobs
+   * whose last change is older than `retentionDays`, oldest first. Answers the job ids purged.
+   */
+  async purgeExpired(orchestrations: JobOrchestrations, retentionDays: number, max = 100): Promise<string[]> {
+    if (retentionDays <= 0) return [];
+    const cutoff = this.now().getTime() - retentionDays * 86_400_000;
+    const expired = (await this.listAll(orchestrations))
+      .filter((e) => e.status !== 'pending' && e.status !== 'running' && e.updatedAt !== null && Date.parse(e.updatedAt) < cutoff)
+      .sort((a, b) => (a.updatedAt ?? '').localeCompare(b.updatedAt ?? ''))
+      .slice(0, max);
+    const purged: string[] = [];
+    for (const entry of expired) {
+      try {
+        await this.purgeFinished(entry.jobId, orchestrations);
+        purged.push(entry.jobId);
+      } catch (err) {
+        this.deps.logger.warn('job.purge_failed', { jobId: entry.jobId, error: err });
+      }
+    }
+    return purged;
+  }
+
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
   async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
     assertJobId(jobId);

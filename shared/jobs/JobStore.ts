@@ -382,6 +382,28 @@ export class JobStore {
     await this.container.getBlobClient(JobStore.unconfirmedBlob(jobId)).deleteIfExists({ abortSignal: signal });
   }
 
+  /**
+   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
+   * last, so a purge cut short is finished by the next one), its record and its start mark.
+   * Answers how many blobs it deleted.
+   */
+  async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
+    const prefix = `jobs/${checkJobId(jobId)}/`;
+    const claim = JobStore.jobBlob(jobId);
+    const names: string[] = [];
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix, abortSignal: signal })) if (blob.name !== claim) names.push(blob.name);
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), claim);
+    let deleted = 0;
+    for (const name of names) {
+      if ((await this.container.getBlobClient(name).deleteIfExists({ abortSignal: signal })).succeeded) deleted += 1;
+    }
+    return deleted;
+  }
+
   /** The job ids of every unconfirmed start (one listing per 5,000). */
   async listUnconfirmed(signal?: AbortSignal): Promise<string[]> {
     const out: string[] = [];

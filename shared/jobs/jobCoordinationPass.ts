@@ -6,6 +6,9 @@
  * The Durable client comes from the timer invocation that runs the pass (`df.getClient`); a pass
  * without one (the runtime's own interval between timer firings has no invocation) reuses the last
  * client this process saw, since the client is only a set of URLs into this host's extension.
+ *
+ * After the intake, at most once an hour, the retention sweep purges finished jobs older than
+ * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
  */
 import { type DurableClient } from 'durable-functions';
 
@@ -19,6 +22,8 @@ export interface JobPassServices {
 }
 
 let lastClient: DurableClient | undefined;
+let lastSweep = 0;
+export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 
 export async function runJobCoordinationPass(ctx: CoordinationContext<JobPassServices>): Promise<IntakeReport | undefined> {
   const client = ctx.services.durableClient ?? lastClient;
@@ -27,5 +32,15 @@ export async function runJobCoordinationPass(ctx: CoordinationContext<JobPassSer
     return undefined;
   }
   lastClient = client;
-  return jobComponents().intake.runPass(ctx, durableJobOrchestrations(client));
+  const components = jobComponents();
+  const orchestrations = durableJobOrchestrations(client);
+  const report = await components.intake.runPass(ctx, orchestrations);
+  const retentionDays = components.settings.jobs.retentionDays;
+  if (retentionDays > 0 && !ctx.signal.aborted && Date.now() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
+    lastSweep = Date.now();
+    const purged = await components.service.purgeExpired(orchestrations, retentionDays);
+    if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
+    ctx.progress();
+  }
+  return report;
 }

@@ -11,12 +11,15 @@ import { after, before, describe, it } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 
-import { jobComponents } from '../../../shared/jobs/jobComponents';
+import { InputContainers } from '../../../shared/jobs/InputContainers';
+import { jobComponents, jobStatusPath } from '../../../shared/jobs/jobComponents';
 import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { initialState } from '../../../shared/jobs/jobOrchestration';
+import { durableJobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
 import { instanceIdFor, type JobRun } from '../../../shared/jobs/JobRun';
-import { type JobView } from '../../../shared/jobs/JobService';
+import { JobService, type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { memoryLogger } from '../../../shared/observability/log';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
@@ -436,5 +439,66 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
       assert.equal(view.status, 'failed', JSON.stringify(view));
       assert.equal(view.error?.code, code);
     }
+  });
+  async function storedBlobs(jobId: string): Promise<string[]> {
+    const container = blobs().getContainerClient(jobComponents().settings.jobs.resultsContainer);
+    const names: string[] = [];
+    for await (const b of container.listBlobsFlat({ prefix: `jobs/${jobId}/` })) names.push(b.name);
+    if (await container.getBlobClient(`records/${jobId}.json`).exists()) names.push(`records/${jobId}.json`);
+    return names;
+  }
+
+  it('purges a finished job on request (history, records, blobs; the id is free again) and refuses a pending one', async () => {
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'purge-me', workType: 'sum', items: [1, 2, 3], options: { chunkSize: 2 } }))).status, 202);
+    await passUntilQueueEmpty();
+    assert.equal((await finished('purge-me')).status, 'completed');
+    assert.ok((await storedBlobs('purge-me')).length >= 3, 'the job stored its chunks, results and summary');
+
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'still-pending', workType: 'noop', items: [1] }))).status, 202);
+    const refused = await h.request('DELETE', '/api/jobs/still-pending?purge=true');
+    assert.equal(refused.status, 409);
+    assert.equal((refused.json as { code: string }).code, 'JOB_NOT_FINISHED');
+    assert.equal((await h.request('GET', '/api/jobs/still-pending')).status, 200, 'a refused purge changes nothing');
+
+    const purged = await h.request('DELETE', '/api/jobs/purge-me?purge=true');
+    assert.equal(purged.status, 200, purged.text);
+    const answer = purged.json as { jobId: string; purged: boolean; instances: number; blobs: number };
+    assert.equal(answer.purged, true);
+    assert.equal(answer.instances, 1);
+    assert.ok(answer.blobs >= 3);
+    assert.equal((await h.request('GET', '/api/jobs/purge-me')).status, 404);
+    assert.deepEqual(await storedBlobs('purge-me'), []);
+    assert.equal(await durableJobOrchestrations(h.client).getStatus(instanceIdFor('purge-me')), undefined, 'its Durable history is gone');
+    // The id is free: a different job may use it now.
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'purge-me', workType: 'noop', items: [7] }))).status, 202);
+    await passUntilQueueEmpty();
+    assert.equal((await finished('purge-me')).status, 'completed');
+  });
+
+  it('the retention sweep purges finished jobs older than the retention period, and nothing else', async () => {
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'old-enough', workType: 'noop', items: [1, 2] }))).status, 202);
+    await passUntilQueueEmpty();
+    assert.equal((await finished('old-enough')).status, 'completed');
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'pending-forever', workType: 'noop', items: [1] }))).status, 202);
+    const c = jobComponents();
+    const orchestrations = durableJobOrchestrations(h.client);
+    const at = (days: number): JobService =>
+      new JobService({
+        jobsQueue: h.jobsQueue,
+        store: c.store,
+        registry: workTypes,
+        inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
+        logger: memoryLogger('retention'),
+        statusPath: jobStatusPath,
+        now: () => new Date(Date.now() + days * 86_400_000),
+      });
+    assert.deepEqual(await at(0).purgeExpired(orchestrations, 30), [], 'nothing is 30 days old yet');
+    assert.deepEqual(await at(29).purgeExpired(orchestrations, 0), [], 'retention 0 keeps everything');
+    const purged = await at(31).purgeExpired(orchestrations, 30);
+    assert.ok(purged.includes('old-enough'), JSON.stringify(purged));
+    assert.ok(!purged.includes('pending-forever'), 'a pending job is never purged');
+    assert.equal((await h.request('GET', '/api/jobs/old-enough')).status, 404);
+    assert.deepEqual(await storedBlobs('old-enough'), []);
+    assert.equal((await h.request('GET', '/api/jobs/pending-forever')).status, 200);
   });
 });
