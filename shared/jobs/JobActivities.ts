@@ -33,7 +33,7 @@ import { JobError, type JobErrorInfo } from './JobError';
 import { JOB_LIMITS } from './jobLimits';
 import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobListing, type JobStore } from './JobStore';
-import { assertChunkCount, encodeQueueMessage } from './JobSubmission';
+import { assertChunkCount, encodeQueueMessage, MAX_NESTING_DEPTH, nestingDepthExceeds } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { mapLimit } from './pool';
 
@@ -142,10 +142,14 @@ export class JobActivities {
       let parsed: unknown;
       try {
         parsed = JSON.parse(text);
-      } catch {
+      } catch (err) {
+        // JSON.parse itself gives up on extreme nesting with a RangeError (its own stack).
+        if (err instanceof RangeError) throw tooDeep(container, blob);
         throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is not JSON.`);
       }
       if (!Array.isArray(parsed)) throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} must hold a JSON array of items.`);
+      // The rule for inline items, which sit one level deeper (inside the submission): before any recursive code sees them.
+      if (nestingDepthExceeds(parsed, MAX_NESTING_DEPTH - 1)) throw tooDeep(container, blob);
       if (parsed.length === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${container}/${blob} holds an empty array.`);
       items = parsed as Json[];
       const problems: string[] = [];
@@ -415,4 +419,8 @@ export function lateChunks(listing: JobListing, chunkCount: number, at: number, 
 
 function range(n: number): number[] {
   return Array.from({ length: n }, (_, i) => i);
+}
+
+function tooDeep(container: string, blob: string): JobError {
+  return new JobError('NESTING_TOO_DEEP', `itemsBlob ${container}/${blob} nests arrays or objects more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items).`);
 }

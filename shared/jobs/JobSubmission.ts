@@ -108,7 +108,7 @@ export function isValidJobId(value: unknown): value is string {
  */
 export const MAX_NESTING_DEPTH = 64;
 
-function nestingDepthExceeds(value: unknown, limit: number): boolean {
+export function nestingDepthExceeds(value: unknown, limit: number): boolean {
   const stack: Array<[unknown, number]> = [[value, 1]];
   while (stack.length > 0) {
     const [current, depth] = stack.pop() as [unknown, number];

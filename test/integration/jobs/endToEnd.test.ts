@@ -334,6 +334,10 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const put = async (name: string, body: string) => inputs.getBlockBlobClient(name).upload(body, Buffer.byteLength(body));
     await put('object.json', '{"not":"an array"}');
     await put('floats.json', '[1, 2.5, 3]');
+    // One item nested 100,000 levels: the nesting rule holds for blob items as for inline ones, and no stack overflows.
+    await put('deep.json', `[${'['.repeat(100_000)}${']'.repeat(100_000)}]`);
+    // 64 levels from the array, like an inline item 64 levels below the submission: refused too (the limit counts the submission).
+    await put('deep64.json', `[${'['.repeat(63)}1${']'.repeat(63)}]`);
     const good = Array.from({ length: 1_000 }, (_, i) => i + 1);
     const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
     const json = (value: unknown) => encodeQueueMessage(value);
@@ -383,6 +387,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     // Accepted by the pass, refused by the planner: reported as failed jobs with the reason.
     await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-object', workType: 'sum', itemsBlob: `${inputs.containerName}/object.json` }));
     await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-floats', workType: 'sum', itemsBlob: `${inputs.containerName}/floats.json` }));
+    await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-deep', workType: 'noop', itemsBlob: `${inputs.containerName}/deep.json` }));
+    await h.jobsQueue.sendMessage(json({ jobId: 'c-blob-deep64', workType: 'noop', itemsBlob: `${inputs.containerName}/deep64.json` }));
 
     // HTTP submissions of bad input are refused at once with the code (the answer is the record).
     const httpCorpus: Array<[string, number, string]> = [
@@ -434,12 +440,17 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     for (const [jobId, code] of [
       ['c-blob-object', 'ITEMS_BLOB_INVALID'],
       ['c-blob-floats', 'ITEM_REJECTED'],
+      ['c-blob-deep', 'NESTING_TOO_DEEP'],
+      ['c-blob-deep64', 'NESTING_TOO_DEEP'],
     ]) {
       const view = await finished(jobId ?? '');
       assert.equal(view.status, 'failed', JSON.stringify(view));
       assert.equal(view.error?.code, code);
+      // A public record: the message only, never a stack or a server path.
+      assert.doesNotMatch(view.error?.message ?? '', /\bat \/|\/dist\/|node:internal|Stack:/, view.error?.message);
     }
   });
+
   async function storedBlobs(jobId: string): Promise<string[]> {
     const container = blobs().getContainerClient(jobComponents().settings.jobs.resultsContainer);
     const names: string[] = [];
