@@ -276,7 +276,10 @@ export class JobActivities {
           itemsFailed: itemCount,
           partial: null,
           itemErrors: [],
-          error: { code: 'DEADLINE_EXCEEDED', message: `No result within ${run.options.deadlineSeconds} s after a worker claimed it, on each of ${dispatch} dispatches.` },
+          error: {
+            code: 'DEADLINE_EXCEEDED',
+            message: `No result on each of ${dispatch} dispatches: the worker that claimed it went silent (no heartbeat for ${CLAIM_LIVENESS.silenceSeconds} s) or took over ${run.options.deadlineSeconds} s.`,
+          },
           attempt: dispatch,
           dispatch,
           writtenBy: `orchestration@${this.deps.instanceId}`,
@@ -400,9 +403,19 @@ function highestDispatch(listing: JobListing): number {
 }
 
 /**
+ * A worker beats on its claim every `heartbeatSeconds` while it processes the chunk; a claim whose
+ * last beat is `silenceSeconds` old belongs to a worker that died or hung (its process killed, its
+ * event loop blocked for that long), and the chunk is late at once instead of after the deadline.
+ * The silence is measured with the worker's clock against the orchestration's, so it allows a few
+ * seconds of skew; a false alarm costs a duplicate run whose result is discarded (create-once).
+ */
+export const CLAIM_LIVENESS = { heartbeatSeconds: 5, silenceSeconds: 20 } as const;
+
+/**
  * The chunks without a result whose latest dispatch a worker claimed at least `deadlineSeconds`
- * before `at`. Unclaimed chunks are never late; neither is a chunk whose latest dispatch is
- * unclaimed (it was re-sent and waits in the queue), whatever older dispatches' claims say.
+ * before `at`, or whose claiming worker's heartbeat has been silent for
+ * `CLAIM_LIVENESS.silenceSeconds`. Unclaimed chunks are never late; neither is a chunk whose latest
+ * dispatch is unclaimed (it was re-sent and waits in the queue), whatever older dispatches' claims say.
  */
 export function lateChunks(listing: JobListing, chunkCount: number, at: number, deadlineSeconds: number): LateChunk[] {
   const done = new Set(listing.results.map((r) => r.chunk));
@@ -411,8 +424,11 @@ export function lateChunks(listing: JobListing, chunkCount: number, at: number, 
   for (const c of listing.claims) {
     if (c.chunk >= chunkCount || done.has(c.chunk) || c.dispatch !== (latest.get(c.chunk) ?? 1)) continue;
     const claimedAt = Date.parse(c.claimedAt);
+    const beatAt = c.beatAt === undefined ? NaN : Date.parse(c.beatAt);
     // A claim without a readable time is treated as just made: never late on a guess.
-    if (Number.isFinite(claimedAt) && at - claimedAt >= deadlineSeconds * 1000) late.push({ chunk: c.chunk, dispatch: c.dispatch });
+    const pastDeadline = Number.isFinite(claimedAt) && at - claimedAt >= deadlineSeconds * 1000;
+    const silent = Number.isFinite(beatAt) && at - beatAt >= CLAIM_LIVENESS.silenceSeconds * 1000;
+    if (pastDeadline || silent) late.push({ chunk: c.chunk, dispatch: c.dispatch });
   }
   return late.sort((a, b) => a.chunk - b.chunk);
 }

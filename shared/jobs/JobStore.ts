@@ -136,6 +136,8 @@ export interface ChunkClaimEntry {
   readonly dispatch: number;
   /** ISO time of the latest delivery of that dispatch's message to a worker. */
   readonly claimedAt: string;
+  /** ISO time of the claiming worker's latest heartbeat (absent: a claim written without heartbeats). */
+  readonly beatAt?: string;
 }
 
 /** The latest round the orchestration re-sent a chunk in. */
@@ -472,9 +474,25 @@ export class JobStore {
   }
 
   /** Records that a worker took a delivery of the chunk's dispatch-`dispatch` message (one write, overwriting the previous delivery's). */
-  async claimChunk(jobId: string, chunk: number, dispatch: number, claim: { readonly claimedAt: string; readonly claimedBy: string; readonly dequeueCount: number }, signal?: AbortSignal): Promise<void> {
-    const metadata = { claimedat: claim.claimedAt, dequeuecount: String(claim.dequeueCount) };
-    await this.putJson(JobStore.chunkClaimBlob(jobId, chunk, dispatch), { jobId, chunk, dispatch, ...claim }, { metadata, signal });
+  async claimChunk(
+    jobId: string,
+    chunk: number,
+    dispatch: number,
+    claim: { readonly claimedAt: string; readonly claimedBy: string; readonly dequeueCount: number; readonly beatAt?: string },
+    signal?: AbortSignal,
+  ): Promise<void> {
+    await this.putJson(JobStore.chunkClaimBlob(jobId, chunk, dispatch), { jobId, chunk, dispatch, ...claim }, { metadata: claimMetadata(claim), signal });
+  }
+
+  /** The claiming worker is alive: one metadata write on its claim (the listing sees it). */
+  async beatClaim(
+    jobId: string,
+    chunk: number,
+    dispatch: number,
+    claim: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt: string },
+    signal?: AbortSignal,
+  ): Promise<void> {
+    await this.container.getBlockBlobClient(JobStore.chunkClaimBlob(jobId, chunk, dispatch)).setMetadata(claimMetadata(claim), { abortSignal: signal });
   }
 
   /** Records the round the orchestration just re-sent the chunk in. */
@@ -499,7 +517,7 @@ export class JobStore {
         const meta = blob.metadata ?? {};
         const claim = /^claims\/(\d+)-(\d+)\.json$/.exec(rest);
         if (claim?.[1] !== undefined && claim[2] !== undefined) {
-          claims.push({ chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '' });
+          claims.push({ chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '', ...(meta.beat === undefined ? {} : { beatAt: meta.beat }) });
           continue;
         }
         const mark = /^redispatched\/(\d+)\.json$/.exec(rest);
@@ -562,4 +580,8 @@ function recordMetadata(record: JobRecord): Record<string, string> {
     // Metadata values are HTTP header text: a work type name is letters, digits, '-' and '_' (WorkTypeRegistry).
     ...(record.workType === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(record.workType) ? {} : { worktype: record.workType }),
   };
+}
+
+function claimMetadata(claim: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt?: string }): Record<string, string> {
+  return { claimedat: claim.claimedAt, dequeuecount: String(claim.dequeueCount), ...(claim.beatAt === undefined ? {} : { beat: claim.beatAt }) };
 }

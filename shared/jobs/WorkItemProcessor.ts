@@ -16,6 +16,7 @@ import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputBlobs } from './InputContainers';
+import { CLAIM_LIVENESS } from './JobActivities';
 import { JobError } from './JobError';
 import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ItemError as RecordedItemError, type JobStore } from './JobStore';
@@ -63,13 +64,21 @@ export class WorkItemProcessor {
     }
 
     // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
-    await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt: this.now(), claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount }, signal);
+    const claimedAt = this.now();
+    await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt }, signal);
+    // Heartbeats while it works: a claim that goes silent is re-dispatched in seconds (JobActivities.lateChunks).
+    const heartbeat = setInterval(() => {
+      const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now() };
+      store.beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal).catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));
+    }, CLAIM_LIVENESS.heartbeatSeconds * 1000);
+    heartbeat.unref();
 
     const startedAt = performance.now();
     let result: ChunkResult;
     try {
       result = await this.process(message, delivery.dequeueCount, signal);
     } catch (err) {
+      clearInterval(heartbeat);
       const permanent = err instanceof JobError && err.isUserError;
       const lastAttempt = delivery.dequeueCount >= message.attempts;
       if (!permanent && !lastAttempt) {
@@ -96,6 +105,7 @@ export class WorkItemProcessor {
       };
     }
 
+    clearInterval(heartbeat);
     const written = await store.writeChunkResult(result, signal);
     if (written === 'exists') {
       logger.info('workitem.duplicate_discarded', log);

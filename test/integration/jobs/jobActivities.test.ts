@@ -150,7 +150,9 @@ describe('job activities (Azurite)', () => {
     // t0: chunk 0 done; chunk 1 claimed, its worker dies. Chunks 2 and 3 wait in the queue.
     assert.equal(await p.deliver(message(0)), 'written');
     await assert.rejects(p.deliver(message(1)), /worker died/);
-    assert.equal((await check(299)).late, 0, 'not yet past the deadline');
+    // Its worker's heartbeat stopped with it: late once silent for 20 s, not after the 300 s deadline.
+    assert.equal((await check(19)).late, 0, 'silent for less than 20 s');
+    assert.equal((await check(21)).late, 1, 'silent for 20 s: late long before the deadline');
     // t0 + 200 s: chunk 3 is claimed (its worker is still busy at t0 + 301 s).
     clock = new Date(t0 + 200_000);
     const listedAt200 = await p.store.listJob('redo-job');
@@ -177,8 +179,8 @@ describe('job activities (Azurite)', () => {
     clock = new Date(t0 + 1_000_000);
     await assert.rejects(p.worker.handle(again[0], { dequeueCount: 1 }), /worker died/);
     assert.equal(await p.deliver(message(3)), 'written');
-    assert.equal((await check(1_299)).late, 0);
-    assert.equal((await check(1_300)).late, 1);
+    assert.equal((await check(1_019)).late, 0);
+    assert.equal((await check(1_021)).late, 1, 'its heartbeat has been silent for 20 s');
     // Out of attempts (2 dispatches): recorded failed, nothing sent.
     assert.deepEqual(await redispatch(1_300), { redispatched: 0, expired: 1, highestDispatch: 2 });
     assert.equal((await p.drainMessages()).length, 0, 'expiring sends nothing');
@@ -201,6 +203,52 @@ describe('job activities (Azurite)', () => {
       stored.chunkErrors.map((e) => [e.chunk, e.code]),
       [[1, 'DEADLINE_EXCEEDED']],
     );
+  });
+
+  it('keeps a chunk whose worker beats on time, however long it runs; re-dispatches it once the beats stop', async () => {
+    const clock = new Date('2026-03-01T10:00:00.000Z');
+    const t0 = clock.getTime();
+    const at = (seconds: number) => new Date(t0 + seconds * 1000).toISOString();
+    const p = await jobPipeline('beats', builtInWorkTypes(), () => clock);
+    const run = jobRun('beat-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2, attempts: 3, deadlineSeconds: 600 });
+    const check = async (seconds: number) => p.activities.progress({ jobId: 'beat-job', chunkCount: 2, itemCount: 4, at: at(seconds), deadlineSeconds: 600 });
+    await p.activities.plan(run);
+    await p.drainMessages();
+    // Chunk 0's worker beats every 5 s for 200 s (a long chunk); chunk 1's worker claimed at t0 and died.
+    const claim = { claimedAt: at(0), dequeueCount: 1 };
+    await p.store.claimChunk('beat-job', 0, 1, { ...claim, claimedBy: 'alive', beatAt: at(0) });
+    await p.store.claimChunk('beat-job', 1, 1, { ...claim, claimedBy: 'dead', beatAt: at(0) });
+    for (let s = 5; s <= 200; s += 5) {
+      await p.store.beatClaim('beat-job', 0, 1, { ...claim, beatAt: at(s) });
+      if (s === 15) assert.equal((await check(s + 4)).late, 0, 'both silent for less than 20 s');
+    }
+    const beats = (await p.store.listJob('beat-job')).claims.find((c) => c.chunk === 0);
+    assert.equal(beats?.beatAt, at(200), 'the listing sees the latest beat');
+    assert.equal(beats?.claimedAt, at(0), 'a beat keeps the claim time');
+    assert.equal((await check(204)).late, 1, 'only the silent chunk 1, though both were claimed 204 s ago');
+    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 2, itemCount: 4, at: at(204) }), { redispatched: 1, expired: 0, highestDispatch: 2 });
+    assert.deepEqual((await p.drainMessages()).map((m) => [(decodeQueueMessage(m.messageText) as WorkItemMessage).chunk, (decodeQueueMessage(m.messageText) as WorkItemMessage).dispatch]), [[1, 2]]);
+    // Chunk 0's beats stop at 200 s: late at 220 s, still far inside its 600 s deadline.
+    assert.equal((await check(219)).late, 0);
+    assert.equal((await check(220)).late, 1);
+  });
+
+  it('a worker beats on its claim while it processes a chunk', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const held: WorkType<SumPartial, Json> = { ...sumWorkType, name: 'held', process: async (item, ctx) => (await gate, sumWorkType.process(item, ctx)) };
+    const p = await jobPipeline('live-beats', builtInWorkTypes().register(held));
+    const run = jobRun('live-beat-job', 'held', { kind: 'inline', items: [1, 2] }, { chunkSize: 2 });
+    await p.activities.plan(run);
+    const [message] = await p.drainMessages();
+    const delivered = p.deliver(message ?? assert.fail('no message'));
+    const first = await eventuallyClaim(p, 'live-beat-job');
+    // Two beats (5 s apart) while the chunk is held.
+    await new Promise((r) => setTimeout(r, 11_000));
+    const later = (await p.store.listJob('live-beat-job')).claims[0];
+    assert.ok(Date.parse(later?.beatAt ?? '') - Date.parse(first.beatAt ?? '') >= 9_000, `${first.beatAt} -> ${later?.beatAt}`);
+    release();
+    assert.equal(await delivered, 'written');
   });
 
   it('counts a re-dispatched chunk once when its late original finishes first', async () => {
@@ -274,3 +322,12 @@ describe('job activities (Azurite)', () => {
     assert.equal((summary.result as { distinctWords: number }).distinctWords, 1_500);
   });
 });
+
+async function eventuallyClaim(p: Awaited<ReturnType<typeof jobPipeline>>, jobId: string): Promise<{ beatAt?: string }> {
+  for (let i = 0; i < 100; i++) {
+    const claim = (await p.store.listJob(jobId)).claims[0];
+    if (claim?.beatAt !== undefined) return claim;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return assert.fail('no claim with a heartbeat');
+}
