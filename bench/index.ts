@@ -5,6 +5,7 @@
  */
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
+import { smallJobLatencyBench } from './smallJobLatency';
 
 export interface BenchContext {
   readonly connectionString: string;
@@ -27,4 +28,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench];

@@ -48,7 +48,7 @@ interface Counter {
 }
 
 /** A counting HTTP proxy per storage service. */
-async function countingProxy(target: { blob: number; queue: number; table: number }, taskHub: () => string): Promise<{ ports: { blob: number; queue: number; table: number }; counter: Counter; reset(): void; close(): Promise<void> }> {
+export async function countingProxy(target: { blob: number; queue: number; table: number }, taskHub: () => string): Promise<{ ports: { blob: number; queue: number; table: number }; counter: Counter; reset(): void; close(): Promise<void> }> {
   const counter: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0 };
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const servers: Server[] = [];
@@ -103,7 +103,7 @@ export interface JobsThroughputFigures {
 }
 
 /** The service ports of an Azurite connection string (`...Endpoint=http://127.0.0.1:<port>/...`). */
-function endpointPorts(connectionString: string): { blob: number; queue: number; table: number } {
+export function endpointPorts(connectionString: string): { blob: number; queue: number; table: number } {
   const port = (name: string): number => {
     const match = new RegExp(`${name}Endpoint=https?://[^:/;]+:(\\d+)`, 'i').exec(connectionString);
     if (match?.[1] === undefined) throw new Error(`The connection string has no ${name}Endpoint with a port.`);

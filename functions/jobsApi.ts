@@ -13,6 +13,7 @@ import * as df from 'durable-functions';
 import { jobComponents } from '../shared/jobs/jobComponents';
 import { JobError } from '../shared/jobs/JobError';
 import { durableJobOrchestrations, type JobOrchestrations } from '../shared/jobs/JobOrchestrations';
+import { nudgeProcessRuntime } from '../shared/leader/CoordinatorRuntime';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 import { offerDurableClient } from './coordinationPass';
 
@@ -46,6 +47,8 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 
 export const submitJob = guarded(async (request, context) => {
   const submitted = await jobComponents().service.submit(new Uint8Array(await request.arrayBuffer()), orchestrations(context));
+  // When this instance leads, its intake takes the submission now rather than at its next pass.
+  if (submitted.enqueued) nudgeProcessRuntime();
   const location = new URL(submitted.location, request.url).href;
   return { status: 202, headers: { Location: location }, jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued } };
 });

@@ -49,7 +49,7 @@ export interface PollPolicy {
 
 /** The polling every job uses; a state may carry another (tests of continue-as-new on a real backend). */
 export const POLL: PollPolicy = {
-  initialMs: 1_000,
+  initialMs: 500,
   maxMs: 15_000,
   factor: 1.5,
   pollsPerGeneration: 20,

@@ -187,14 +187,33 @@ export class CoordinatorRuntime<S> {
     this.signalHandlers = [];
   }
 
+  /**
+   * Asks for a pass now instead of at the end of the interval (a submission just arrived): wakes a
+   * sleeping leader at once, or runs one more pass right after the one in flight (which may have
+   * read the queue before the submission landed). A no-op while this instance does not lead.
+   */
+  nudge(): void {
+    if (this.leadership === undefined) return;
+    this.nudged = true;
+    this.wake?.abort();
+  }
+
+  private nudged = false;
+  private wake: AbortController | undefined;
+
   private async lead(leadership: Leadership): Promise<void> {
     this.leadership = leadership;
     try {
       while (!leadership.signal.aborted) {
         // Idle leadership is healthy; only a pass that hangs starves the watchdog.
         leadership.progress();
+        this.nudged = false;
         if (this.services !== undefined) await this.runPass(leadership);
-        await this.clock.sleep(this.passIntervalMs, leadership.signal);
+        if (this.nudged || leadership.signal.aborted) continue;
+        const wake = new AbortController();
+        this.wake = wake;
+        await this.clock.sleep(this.passIntervalMs, AbortSignal.any([leadership.signal, wake.signal]));
+        this.wake = undefined;
       }
     } finally {
       if (this.leadership === leadership) this.leadership = undefined;
@@ -266,6 +285,11 @@ export function processCoordinatorRuntime<S>(settings: Settings, pass: Coordinat
  */
 export function offerToProcessRuntime<S>(services: S): void {
   (processRuntime as CoordinatorRuntime<S> | undefined)?.offer(services);
+}
+
+/** Nudges this process's runtime (CoordinatorRuntime.nudge); a no-op when there is none or it follows. */
+export function nudgeProcessRuntime(): void {
+  processRuntime?.nudge();
 }
 
 function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {

@@ -109,6 +109,39 @@ describe('CoordinatorRuntime', () => {
     assert.equal(names.at(-1), 'b');
   });
 
+  it('runs a pass at once when nudged while it sleeps, and once more after a pass the nudge found running; a follower ignores it', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const times: number[] = [];
+    let release: (() => void) | undefined;
+    const rt = runtime(clock, store, () => {
+      times.push(clock.now());
+      // The third pass hangs until released: a nudge during it must bring one more pass after it.
+      if (times.length === 3) return new Promise<void>((resolve) => (release = resolve));
+      return Promise.resolve();
+    });
+    const ticked = rt.tick({ name: 'a' });
+    await clock.advance(0);
+    await ticked;
+    assert.deepEqual(times, [0]);
+    await clock.advance(1_000);
+    rt.nudge();
+    await clock.advance(0);
+    assert.deepEqual(times, [0, 1_000], 'the nudge woke the sleeping leader 4 s early');
+    await clock.advance(5_000);
+    assert.deepEqual(times, [0, 1_000, 6_000], 'then its interval runs from the nudged pass');
+    rt.nudge();
+    release?.();
+    await clock.advance(0);
+    assert.deepEqual(times, [0, 1_000, 6_000, 6_000], 'one more pass right after the one the nudge found running');
+
+    const follower = runtime(clock, store, () => Promise.reject(new Error('a follower never passes')), 'f');
+    follower.nudge();
+    await clock.advance(0);
+    assert.equal(follower.state().role === 'leader', false);
+    await rt.stop();
+  });
+
   it('never runs two passes at once, however ticks and the interval coincide', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
