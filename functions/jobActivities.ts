@@ -4,13 +4,13 @@
  */
 import * as df from 'durable-functions';
 
-import { type AggregateInput, type ProgressInput, type RedispatchInput } from '../shared/jobs/JobActivities';
+import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
+import { type AggregateInput, type PlanInput } from '../shared/jobs/JobActivities';
 import { jobComponents } from '../shared/jobs/jobComponents';
 import { JOB_ACTIVITIES } from '../shared/jobs/jobOrchestration';
-import { type JobRun, type JobSummary } from '../shared/jobs/JobRun';
+import { type JobSummary } from '../shared/jobs/JobRun';
 
-df.app.activity(JOB_ACTIVITIES.plan, { handler: (run: JobRun) => jobComponents().activities.plan(run) });
-df.app.activity(JOB_ACTIVITIES.progress, { handler: (input: ProgressInput) => jobComponents().activities.progress(input) });
-df.app.activity(JOB_ACTIVITIES.redispatch, { handler: (input: RedispatchInput) => jobComponents().activities.redispatch(input) });
+df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => jobComponents().activities.plan(input) });
+df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => jobComponents().activities.step(input) });
 df.app.activity(JOB_ACTIVITIES.aggregate, { handler: (input: AggregateInput) => jobComponents().activities.aggregate(input) });
 df.app.activity(JOB_ACTIVITIES.finish, { handler: (summary: JobSummary) => jobComponents().activities.finish(summary) });

@@ -36,6 +36,7 @@ export const SETTING_NAMES = {
   resultsContainer: 'JOB_RESULTS_CONTAINER',
   inputContainers: 'JOB_INPUT_CONTAINERS',
   retentionDays: 'JOB_RETENTION_DAYS',
+  dispatchWindow: 'JOB_DISPATCH_WINDOW',
   taskHubName: 'TASK_HUB_NAME',
 } as const;
 
@@ -59,6 +60,12 @@ export const DEFAULTS = {
   passIntervalSeconds: 5,
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
+  /**
+   * Chunks of one job queued or running at once: enough to keep a few instances busy (each runs up to
+   * 12 at a time with host.json's batchSize 8 + newBatchThreshold 4), few enough that other jobs'
+   * chunks get through between a big job's.
+   */
+  dispatchWindow: 64,
   /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */
   timerSchedule: '*/5 * * * * *',
   jobsQueue: 'jobs',
@@ -111,6 +118,8 @@ export interface JobSettings {
   readonly inputContainers: readonly string[];
   /** Days a finished job is kept before the leader purges it; 0: never. */
   readonly retentionDays: number;
+  /** Chunks of one job in flight at most. */
+  readonly dispatchWindow: number;
   readonly taskHubName: string;
 }
 
@@ -192,6 +201,7 @@ export function loadSettings(env: Env = process.env): Settings {
       resultsContainer,
       inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
       retentionDays: readNumber(env, SETTING_NAMES.retentionDays, DEFAULTS.retentionDays, { min: 0, max: 3650, integer: true, hint: '0 keeps finished jobs forever' }),
+      dispatchWindow: readNumber(env, SETTING_NAMES.dispatchWindow, DEFAULTS.dispatchWindow, { min: 1, max: 1000, integer: true, hint: 'chunks of one job in flight' }),
       taskHubName,
     },
   };

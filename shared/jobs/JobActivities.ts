@@ -1,96 +1,53 @@
 /**
- * The orchestration's activities: plan (read the items, put one message per chunk on the
- * work-items queue), measure progress (one listing), re-dispatch or expire chunks past their
- * deadline, and aggregate (combine every chunk's partial once, store the full result).
+ * The orchestration's activities: plan (fence the run, stage the job's items, send the first
+ * window), step (count landed results, send chunks again or expire them, top the window up: see
+ * dispatch/), aggregate (combine every chunk's partial once, store the full result) and finish.
  *
- * A chunk is late when it has no result and a worker claimed its latest dispatch (the claim a
- * worker writes on each delivery) at least `deadlineSeconds` before the orchestration's `at`. A
- * chunk nobody has claimed yet (waiting in the queue behind a backlog) is never late: the queue
- * delivers it eventually, and a worker that dies mid-chunk leaves its claim, so it is still
- * caught. A late chunk is sent again as dispatch d+1 while d < `attempts`, else recorded failed
- * (`DEADLINE_EXCEEDED`). After a re-dispatch the chunk is not late again until a worker claims the
- * new message and goes silent past the deadline too.
- *
- * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): the
- * planner's messages are idempotent at the worker (a chunk's result is created once), expiring a
- * chunk is the same conditional create, and aggregation reads the same results and rewrites the
- * same result blob. Chunking is deterministic (chunk n holds items [n*size, (n+1)*size)), so a
- * re-dispatch rebuilds exactly the chunk that went missing. Aggregation folds partials in chunk
- * order, counting each chunk's single result once.
+ * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): staging
+ * rewrites the same segments, a step sends the same chunks again (workers skip or discard them:
+ * a chunk's result is created once), aggregation reads the same results and rewrites the same result
+ * blob. Chunking is deterministic (chunk n holds items [n*size, (n+1)*size)) and the items are read
+ * from the staged copy, so a re-sent chunk is exactly the one that went missing even if the user's
+ * itemsBlob changed since. Aggregation folds partials in chunk order, counting each chunk's single
+ * result once.
  * The plan step is the orchestration's fence (see JobIntake): it does nothing for a job that already
  * has a final summary (it returns that summary), nor for a run whose start the job's start record no
  * longer names, nor for a run whose leader epoch is older than the lease's current one; the run then
  * stands down. `finish` records the job's final summary once, whichever run finishes first.
- * Not guaranteed: that a slow first delivery and its re-dispatch do not both do the work (they do;
- * only one result is kept).
  */
-import { type QueueClient } from '@azure/storage-queue';
-
 import { type Logger } from '../observability/log';
-import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type ChunkDispatcher, type DispatchJob, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
+import { type DispatchLedger, emptyLedger } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
-import { JOB_LIMITS } from './jobLimits';
-import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary, type WorkItemMessage } from './JobRun';
-import { type ChunkResult, type ChunkResultEntry, isStatus, type ItemError, type JobListing, type JobStore } from './JobStore';
-import { assertChunkCount, encodeQueueMessage, MAX_NESTING_DEPTH, nestingDepthExceeds } from './JobSubmission';
-import { onceUntilSuccess } from './onceUntilSuccess';
+import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary } from './JobRun';
+import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from './JobStore';
 import { mapLimit } from './pool';
+
+/** Reads, checks and stores a job's items where the dispatcher reads them (input/InputStager.ts). */
+export type StageInput = (run: JobRun, signal?: AbortSignal) => Promise<{ readonly itemCount: number; readonly chunkCount: number }>;
 
 export interface JobPipelineDeps {
   readonly store: JobStore;
-  readonly workItems: QueueClient;
+  readonly dispatcher: ChunkDispatcher;
+  readonly stage: StageInput;
   readonly registry: WorkTypeRegistry;
   readonly logger: Logger;
-  /** This process (recorded as the writer of expired chunk results). */
-  readonly instanceId: string;
   /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
   readonly leaseEpoch?: () => Promise<number | undefined>;
   readonly now?: () => Date;
 }
 
 export type PlanOutcome =
-  | { readonly ok: true; readonly cancelled: boolean; readonly chunkCount: number; readonly itemCount: number }
+  | { readonly ok: true; readonly cancelled: boolean; readonly chunkCount: number; readonly itemCount: number; readonly ledger: DispatchLedger }
   | { readonly ok: false; readonly error: JobErrorInfo }
   /** This run must not do the job: `summary` is the job's recorded final summary, or a superseded marker. */
   | { readonly ok: false; readonly standDown: JobSummary };
 
-export interface ProgressInput {
-  readonly jobId: string;
-  readonly chunkCount: number;
-  readonly itemCount: number;
-  /** The orchestration's time (ISO): lateness is measured against it, not the activity's clock. */
-  readonly at: string;
-  readonly deadlineSeconds: number;
-}
-
-export interface ProgressOutcome extends JobProgress {
-  readonly cancelled: boolean;
-  /** Chunks without a result whose latest dispatch was claimed at least the deadline before `at`. */
-  readonly late: number;
-}
-
-export interface RedispatchInput {
+export interface PlanInput {
   readonly run: JobRun;
-  readonly chunkCount: number;
-  readonly itemCount: number;
-  /** The orchestration's time (ISO) the late chunks are measured against. */
+  /** The orchestration's time (ISO) the first window is sent at. */
   readonly at: string;
-}
-
-export interface RedispatchOutcome {
-  /** Late chunks sent again. */
-  readonly redispatched: number;
-  /** Late chunks out of attempts, recorded failed with DEADLINE_EXCEEDED. */
-  readonly expired: number;
-  /** The highest dispatch round any chunk of the job has now reached (1: none re-sent). */
-  readonly highestDispatch: number;
-}
-
-/** A late chunk and the dispatch round its silent claim belongs to. */
-export interface LateChunk {
-  readonly chunk: number;
-  readonly dispatch: number;
 }
 
 export interface AggregateInput {
@@ -100,13 +57,17 @@ export interface AggregateInput {
   readonly cancelled: boolean;
 }
 
-const SEND_CONCURRENCY = 16;
 const READ_CONCURRENCY = 16;
 /** The result blob keeps this many chunk and item errors; the summary the first few. */
 const MAX_RECORDED_ERRORS = 100;
 const SUMMARY_ERRORS = 5;
 /** Aggregation yields to the event loop after this many chunks, so a 10,000-chunk fold does not stall the process (leader renewals run in it). */
 const AGGREGATE_YIELD_EVERY = 50;
+
+/** The part of a run a step needs: never its inline items, which would ride in every step's history. */
+export function dispatchJobOf(run: JobRun): DispatchJob {
+  return { jobId: run.jobId, workType: run.workType, epoch: run.epoch, options: run.options };
+}
 
 export class JobActivities {
 
@@ -116,57 +77,8 @@ export class JobActivities {
     return this.deps.now?.() ?? new Date();
   }
 
-  private readonly ensureQueue = onceUntilSuccess(() => this.deps.workItems.createIfNotExists());
-
-  /** The job's items, checked: a blob must exist, hold a JSON array, and every item must be valid. */
-  async loadItems(run: JobRun): Promise<Json[]> {
-    const type = this.deps.registry.get(run.workType);
-    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
-    let items: Json[];
-    if (run.source.kind === 'inline') {
-      items = run.source.items;
-    } else {
-      const { container, blob } = run.source;
-      const client = this.deps.store.blobs.getContainerClient(container).getBlobClient(blob);
-      let text: string;
-      try {
-        const props = await client.getProperties();
-        if ((props.contentLength ?? 0) > JOB_LIMITS.maxItemsBlobBytes) {
-          throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is ${props.contentLength} bytes; the limit is ${JOB_LIMITS.maxItemsBlobBytes}.`);
-        }
-        text = (await client.downloadToBuffer()).toString('utf8');
-      } catch (err) {
-        if (isStatus(err, 404)) throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${container}/${blob} does not exist.`);
-        throw err;
-      }
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch (err) {
-        // JSON.parse itself gives up on extreme nesting with a RangeError (its own stack).
-        if (err instanceof RangeError) throw tooDeep(container, blob);
-        throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is not JSON.`);
-      }
-      if (!Array.isArray(parsed)) throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} must hold a JSON array of items.`);
-      // The rule for inline items, which sit one level deeper (inside the submission): before any recursive code sees them.
-      if (nestingDepthExceeds(parsed, MAX_NESTING_DEPTH - 1)) throw tooDeep(container, blob);
-      if (parsed.length === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${container}/${blob} holds an empty array.`);
-      items = parsed as Json[];
-      const problems: string[] = [];
-      let rejected = 0;
-      items.forEach((item, index) => {
-        const reason = type.validateItem(item);
-        if (reason === undefined) return;
-        rejected += 1;
-        if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
-      });
-      if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}.`);
-    }
-    assertChunkCount(items.length, run.options.chunkSize);
-    return items;
-  }
-
-  async plan(run: JobRun): Promise<PlanOutcome> {
+  async plan(input: PlanInput): Promise<PlanOutcome> {
+    const { run } = input;
     const fenced = await this.fence(run);
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';
@@ -181,20 +93,27 @@ export class JobActivities {
       );
       return { ok: false, error: error.toJSON() };
     }
-    if (await this.deps.store.isCancelled(run.jobId)) return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0 };
-    let items: Json[];
+    if (await this.deps.store.isCancelled(run.jobId)) return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: emptyLedger(0, 0) };
+    if (this.deps.registry.get(run.workType) === undefined) {
+      return { ok: false, error: new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`).toJSON() };
+    }
+    let staged: { readonly itemCount: number; readonly chunkCount: number };
     try {
-      items = await this.loadItems(run);
+      staged = await this.deps.stage(run);
     } catch (err) {
       // Bad input is an outcome the job reports; anything else (storage down) is retried by Durable.
       if (err instanceof JobError && err.isUserError) return { ok: false, error: err.toJSON() };
       throw err;
     }
-    const chunkCount = Math.ceil(items.length / run.options.chunkSize);
-    await this.dispatch(run, items, range(chunkCount), 1);
-    const planned = { jobId: run.jobId, items: items.length, chunks: chunkCount, epoch: run.epoch, startId: run.startId };
-    this.deps.logger.info('job.planned', planned);
-    return { ok: true, cancelled: false, chunkCount, itemCount: items.length };
+    const { chunkCount, itemCount } = staged;
+    const first = await this.step({ job: dispatchJobOf(run), chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
+    this.deps.logger.info('job.planned', { jobId: run.jobId, items: itemCount, chunks: chunkCount, sent: first.sent, epoch: run.epoch, startId: run.startId });
+    return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
+  }
+
+  /** Counts the results that landed, sends chunks again or expires them, and tops the window up. */
+  async step(input: StepInput): Promise<StepOutcome> {
+    return this.deps.dispatcher.step(input);
   }
 
   /**
@@ -231,79 +150,6 @@ export class JobActivities {
   /** Records the job's final summary once and answers the stored one (a run that finished first wins). */
   async finish(summary: JobSummary): Promise<JobSummary> {
     return this.deps.store.writeFinal(summary);
-  }
-
-  /** One message per chunk; a chunk too big for a message travels as a blob it references. */
-  async dispatch(run: JobRun, items: readonly Json[], chunks: readonly number[], dispatch: number): Promise<void> {
-    await this.ensureQueue();
-    const size = run.options.chunkSize;
-    await mapLimit(chunks, SEND_CONCURRENCY, async (chunk) => {
-      const chunkItems = items.slice(chunk * size, (chunk + 1) * size);
-      const base = { v: 1 as const, jobId: run.jobId, chunk, workType: run.workType, firstIndex: chunk * size, itemCount: chunkItems.length, attempts: run.options.attempts, epoch: run.epoch, dispatch };
-      let message: WorkItemMessage = { ...base, items: chunkItems };
-      if (Buffer.byteLength(JSON.stringify(message), 'utf8') > JOB_LIMITS.maxMessageJsonBytes) {
-        const itemsRef = await this.deps.store.writeChunkItems(run.jobId, chunk, chunkItems);
-        message = { ...base, itemsRef };
-      }
-      await this.deps.workItems.sendMessage(encodeQueueMessage(message));
-    });
-  }
-
-  async progress(input: ProgressInput): Promise<ProgressOutcome> {
-    const listing = await this.deps.store.listJob(input.jobId);
-    const late = lateChunks(listing, input.chunkCount, Date.parse(input.at), input.deadlineSeconds);
-    return { cancelled: listing.cancelled, late: late.length, ...countProgress(listing.results, input.chunkCount, input.itemCount) };
-  }
-
-  /** Re-sends every late chunk (see the module comment), or records it failed once out of attempts. */
-  async redispatch(input: RedispatchInput): Promise<RedispatchOutcome> {
-    const { run } = input;
-    const listing = await this.deps.store.listJob(run.jobId);
-    const late = lateChunks(listing, input.chunkCount, Date.parse(input.at), run.options.deadlineSeconds);
-    const highest = (): number => highestDispatch(listing);
-    if (late.length === 0 || listing.cancelled) return { redispatched: 0, expired: 0, highestDispatch: highest() };
-    const expire = late.filter((c) => c.dispatch >= run.options.attempts);
-    const resend = late.filter((c) => c.dispatch < run.options.attempts);
-    if (expire.length > 0) {
-      const size = run.options.chunkSize;
-      await mapLimit(expire, SEND_CONCURRENCY, async ({ chunk, dispatch }) => {
-        const itemCount = Math.min(size, input.itemCount - chunk * size);
-        const result: ChunkResult = {
-          jobId: run.jobId,
-          chunk,
-          status: 'failed',
-          itemCount,
-          itemsFailed: itemCount,
-          partial: null,
-          itemErrors: [],
-          error: {
-            code: 'DEADLINE_EXCEEDED',
-            message: `No result on each of ${dispatch} dispatches: the worker that claimed it went silent (no heartbeat for ${CLAIM_LIVENESS.silenceSeconds} s) or took over ${run.options.deadlineSeconds} s.`,
-          },
-          attempt: dispatch,
-          dispatch,
-          writtenBy: `orchestration@${this.deps.instanceId}`,
-          writtenAt: this.now().toISOString(),
-        };
-        // If a worker's result lands first, the conditional create keeps the worker's.
-        await this.deps.store.writeChunkResult(result);
-      });
-      this.deps.logger.warn('job.chunks_expired', { jobId: run.jobId, chunks: expire.length, epoch: run.epoch });
-    }
-    let highestSent = 0;
-    if (resend.length > 0) {
-      const items = await this.loadItems(run);
-      // Grouped by round: a message carries its dispatch number. Sent before marked, so a retry after
-      // a failure in between sends again (harmless: results are created once) rather than never.
-      for (const dispatch of [...new Set(resend.map((c) => c.dispatch + 1))].sort((a, b) => a - b)) {
-        const chunks = resend.filter((c) => c.dispatch + 1 === dispatch).map((c) => c.chunk);
-        await this.dispatch(run, items, chunks, dispatch);
-        await mapLimit(chunks, SEND_CONCURRENCY, (chunk) => this.deps.store.markRedispatched(run.jobId, chunk, dispatch, input.at));
-        highestSent = dispatch;
-      }
-      this.deps.logger.warn('job.chunks_redispatched', { jobId: run.jobId, chunks: resend.length, dispatch: highestSent, epoch: run.epoch });
-    }
-    return { redispatched: resend.length, expired: expire.length, highestDispatch: Math.max(highest(), highestSent) };
   }
 
   async aggregate(input: AggregateInput): Promise<JobSummary> {
@@ -386,57 +232,4 @@ export function countProgress(entries: readonly ChunkResultEntry[], chunkCount: 
     chunks: { total: chunkCount, done: chunksDone, failed: chunksFailed },
     items: { total: itemCount, done: itemsDone, failed: itemsFailed },
   };
-}
-
-/** Each chunk's latest dispatch round: its re-dispatch mark, or a later round a worker already claimed, else 1. */
-function latestDispatches(listing: JobListing): Map<number, number> {
-  const latest = new Map<number, number>();
-  for (const r of listing.redispatched) latest.set(r.chunk, Math.max(latest.get(r.chunk) ?? 1, r.dispatch));
-  for (const c of listing.claims) latest.set(c.chunk, Math.max(latest.get(c.chunk) ?? 1, c.dispatch));
-  return latest;
-}
-
-function highestDispatch(listing: JobListing): number {
-  let highest = 1;
-  for (const d of latestDispatches(listing).values()) highest = Math.max(highest, d);
-  return highest;
-}
-
-/**
- * A worker beats on its claim every `heartbeatSeconds` while it processes the chunk; a claim whose
- * last beat is `silenceSeconds` old belongs to a worker that died or hung (its process killed, its
- * event loop blocked for that long), and the chunk is late at once instead of after the deadline.
- * The silence is measured with the worker's clock against the orchestration's, so it allows a few
- * seconds of skew; a false alarm costs a duplicate run whose result is discarded (create-once).
- */
-export const CLAIM_LIVENESS = { heartbeatSeconds: 5, silenceSeconds: 20 } as const;
-
-/**
- * The chunks without a result whose latest dispatch a worker claimed at least `deadlineSeconds`
- * before `at`, or whose claiming worker's heartbeat has been silent for
- * `CLAIM_LIVENESS.silenceSeconds`. Unclaimed chunks are never late; neither is a chunk whose latest
- * dispatch is unclaimed (it was re-sent and waits in the queue), whatever older dispatches' claims say.
- */
-export function lateChunks(listing: JobListing, chunkCount: number, at: number, deadlineSeconds: number): LateChunk[] {
-  const done = new Set(listing.results.map((r) => r.chunk));
-  const latest = latestDispatches(listing);
-  const late: LateChunk[] = [];
-  for (const c of listing.claims) {
-    if (c.chunk >= chunkCount || done.has(c.chunk) || c.dispatch !== (latest.get(c.chunk) ?? 1)) continue;
-    const claimedAt = Date.parse(c.claimedAt);
-    const beatAt = c.beatAt === undefined ? NaN : Date.parse(c.beatAt);
-    // A claim without a readable time is treated as just made: never late on a guess.
-    const pastDeadline = Number.isFinite(claimedAt) && at - claimedAt >= deadlineSeconds * 1000;
-    const silent = Number.isFinite(beatAt) && at - beatAt >= CLAIM_LIVENESS.silenceSeconds * 1000;
-    if (pastDeadline || silent) late.push({ chunk: c.chunk, dispatch: c.dispatch });
-  }
-  return late.sort((a, b) => a.chunk - b.chunk);
-}
-
-function range(n: number): number[] {
-  return Array.from({ length: n }, (_, i) => i);
-}
-
-function tooDeep(container: string, blob: string): JobError {
-  return new JobError('NESTING_TOO_DEEP', `itemsBlob ${container}/${blob} nests arrays or objects more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items).`);
 }

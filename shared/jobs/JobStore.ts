@@ -9,8 +9,8 @@
  *   jobs/<jobId>/claims/<n>-<d>.json  a worker's claim on chunk n's dispatch-d message, overwritten
  *                                     by each delivery of it (claim time in metadata): the chunk's
  *                                     deadline runs from its latest claim, not from its enqueue
- *   jobs/<jobId>/redispatched/<n>.json the latest dispatch round the orchestration sent chunk n in
- *                                     (absent: only the planner's round 1)
+ *   jobs/<jobId>/input/...            the job's staged items (segments and their manifest, see
+ *                                     input/InputStore.ts), written once by the plan step
  *   jobs/<jobId>/result.json          the job's full result
  *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
  *                                     may run the job; created once, then changed only with If-Match
@@ -35,6 +35,8 @@ import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/
 
 import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
+import { type ChunkObservation } from './dispatch/DispatchLedger';
+import { type ChunkStore } from './dispatch/PipelineStore';
 import { type JobErrorInfo } from './JobError';
 import { type JobRun, type JobSummary } from './JobRun';
 import { isValidJobId } from './JobSubmission';
@@ -140,17 +142,10 @@ export interface ChunkClaimEntry {
   readonly beatAt?: string;
 }
 
-/** The latest round the orchestration re-sent a chunk in. */
-export interface RedispatchEntry {
-  readonly chunk: number;
-  readonly dispatch: number;
-}
-
 export interface JobListing {
   readonly cancelled: boolean;
   readonly results: ChunkResultEntry[];
   readonly claims: ChunkClaimEntry[];
-  readonly redispatched: RedispatchEntry[];
 }
 
 /** Partials up to this size ride in metadata (Azure allows 8 KiB of metadata per blob). */
@@ -171,7 +166,7 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
   return err instanceof RestError && err.statusCode !== undefined && codes.includes(err.statusCode);
 }
 
-export class JobStore {
+export class JobStore implements ChunkStore {
   readonly container: ContainerClient;
 
   constructor(
@@ -195,9 +190,6 @@ export class JobStore {
   }
   static chunkClaimBlob(jobId: string, chunk: number, dispatch: number): string {
     return `jobs/${checkJobId(jobId)}/claims/${pad(chunk)}-${dispatch}.json`;
-  }
-  static redispatchBlob(jobId: string, chunk: number): string {
-    return `jobs/${checkJobId(jobId)}/redispatched/${pad(chunk)}.json`;
   }
   static jobBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/job.json`;
@@ -495,17 +487,12 @@ export class JobStore {
     await this.container.getBlockBlobClient(JobStore.chunkClaimBlob(jobId, chunk, dispatch)).setMetadata(claimMetadata(claim), { abortSignal: signal });
   }
 
-  /** Records the round the orchestration just re-sent the chunk in. */
-  async markRedispatched(jobId: string, chunk: number, dispatch: number, at: string, signal?: AbortSignal): Promise<void> {
-    await this.putJson(JobStore.redispatchBlob(jobId, chunk), { jobId, chunk, dispatch, at }, { metadata: { dispatch: String(dispatch) }, signal });
-  }
 
-  /** The job's chunk results (from metadata), claims, re-dispatch marks and its cancel marker, in one listing. */
+  /** The job's chunk results (from metadata), claims and its cancel marker, in one listing. */
   async listJob(jobId: string, signal?: AbortSignal): Promise<JobListing> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const results: ChunkResultEntry[] = [];
     const claims: ChunkClaimEntry[] = [];
-    const redispatched: RedispatchEntry[] = [];
     let cancelled = false;
     try {
       for await (const blob of this.container.listBlobsFlat({ prefix, includeMetadata: true, abortSignal: signal })) {
@@ -515,31 +502,46 @@ export class JobStore {
           continue;
         }
         const meta = blob.metadata ?? {};
-        const claim = /^claims\/(\d+)-(\d+)\.json$/.exec(rest);
-        if (claim?.[1] !== undefined && claim[2] !== undefined) {
-          claims.push({ chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '', ...(meta.beat === undefined ? {} : { beatAt: meta.beat }) });
-          continue;
-        }
-        const mark = /^redispatched\/(\d+)\.json$/.exec(rest);
-        if (mark?.[1] !== undefined) {
-          redispatched.push({ chunk: Number(mark[1]), dispatch: Number(meta.dispatch ?? 1) });
-          continue;
-        }
-        const match = /^results\/(\d+)\.json$/.exec(rest);
-        if (match?.[1] === undefined) continue;
-        results.push({
-          chunk: Number(match[1]),
-          status: meta.status === 'failed' ? 'failed' : 'ok',
-          itemCount: Number(meta.items ?? 0),
-          itemsFailed: Number(meta.itemsfailed ?? 0),
-          ...(meta.partial === undefined ? {} : { partial: JSON.parse(Buffer.from(meta.partial, 'base64url').toString('utf8')) as Json }),
-          ...(meta.errorcode === undefined ? {} : { errorCode: meta.errorcode }),
-        });
+        const claim = claimEntry(rest, meta);
+        if (claim !== undefined) claims.push(claim);
+        const result = resultEntry(rest, meta);
+        if (result !== undefined) results.push(result);
       }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
     }
-    return { cancelled, results, claims, redispatched };
+    return { cancelled, results, claims };
+  }
+
+  /**
+   * The results and claims of the named chunks (and of their neighbours: one listing of results and
+   * one of claims per group of 100 chunk numbers), and the cancel marker. The dispatcher's view of a
+   * window, at a cost that does not grow with the job.
+   */
+  async observeChunks(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<ChunkObservation> {
+    const prefix = `jobs/${checkJobId(jobId)}/`;
+    const groups = [...new Set(chunks.map((c) => pad(c).slice(0, CHUNK_DIGITS - 2)))];
+    const results: ChunkResultEntry[] = [];
+    const claims: ChunkClaimEntry[] = [];
+    const list = async (sub: string): Promise<void> => {
+      try {
+        for await (const blob of this.container.listBlobsFlat({ prefix: `${prefix}${sub}`, includeMetadata: true, abortSignal: signal })) {
+          const rest = blob.name.slice(prefix.length);
+          const meta = blob.metadata ?? {};
+          const claim = claimEntry(rest, meta);
+          if (claim !== undefined) claims.push(claim);
+          const result = resultEntry(rest, meta);
+          if (result !== undefined) results.push(result);
+        }
+      } catch (err) {
+        if (!isStatus(err, 404)) throw err;
+      }
+    };
+    const [cancelled] = await Promise.all([
+      this.isCancelled(jobId, signal),
+      ...groups.flatMap((g) => [list(`results/${g}`), list(`claims/${g}`)]),
+    ]);
+    return { cancelled, results, claims };
   }
 
   // --- the job's result ---
@@ -579,6 +581,25 @@ function recordMetadata(record: JobRecord): Record<string, string> {
     ...(record.error === undefined ? {} : { code: record.error.code }),
     // Metadata values are HTTP header text: a work type name is letters, digits, '-' and '_' (WorkTypeRegistry).
     ...(record.workType === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(record.workType) ? {} : { worktype: record.workType }),
+  };
+}
+
+function claimEntry(rest: string, meta: Record<string, string>): ChunkClaimEntry | undefined {
+  const claim = /^claims\/(\d+)-(\d+)\.json$/.exec(rest);
+  if (claim?.[1] === undefined || claim[2] === undefined) return undefined;
+  return { chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '', ...(meta.beat === undefined ? {} : { beatAt: meta.beat }) };
+}
+
+function resultEntry(rest: string, meta: Record<string, string>): ChunkResultEntry | undefined {
+  const match = /^results\/(\d+)\.json$/.exec(rest);
+  if (match?.[1] === undefined) return undefined;
+  return {
+    chunk: Number(match[1]),
+    status: meta.status === 'failed' ? 'failed' : 'ok',
+    itemCount: Number(meta.items ?? 0),
+    itemsFailed: Number(meta.itemsfailed ?? 0),
+    ...(meta.partial === undefined ? {} : { partial: JSON.parse(Buffer.from(meta.partial, 'base64url').toString('utf8')) as Json }),
+    ...(meta.errorcode === undefined ? {} : { errorCode: meta.errorcode }),
   };
 }
 

@@ -16,14 +16,15 @@ import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputBlobs } from './InputContainers';
-import { CLAIM_LIVENESS } from './JobActivities';
+import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
+import { type ChunkStore } from './dispatch/PipelineStore';
 import { JobError } from './JobError';
 import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
-import { type ChunkResult, type ItemError as RecordedItemError, type JobStore } from './JobStore';
+import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';
 import { mapLimit } from './pool';
 
 export interface WorkerDeps {
-  readonly store: JobStore;
+  readonly store: ChunkStore;
   /** The blobs work types may read (the job input containers only). */
   readonly inputs: InputBlobs;
   readonly registry: WorkTypeRegistry;
@@ -66,7 +67,7 @@ export class WorkItemProcessor {
     // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
     const claimedAt = this.now();
     await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt }, signal);
-    // Heartbeats while it works: a claim that goes silent is re-dispatched in seconds (JobActivities.lateChunks).
+    // Heartbeats while it works: a claim that goes silent is sent again in seconds (dispatch/DispatchLedger.ts).
     const heartbeat = setInterval(() => {
       const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now() };
       store.beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal).catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));

@@ -8,6 +8,11 @@ import { parseRecord } from '../leader/LeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
+import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
+import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
+import { ChunkItemsReader } from './input/ChunkItemsReader';
+import { stageInput } from './input/InputStager';
+import { BlobInputStore } from './input/InputStore';
 import { inputBlobs, InputContainers, reservedContainers } from './InputContainers';
 import { JobActivities } from './JobActivities';
 import { JobIntake } from './JobIntake';
@@ -53,16 +58,25 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
       throw err;
     }
   };
+  const inputs = new BlobInputStore(blobs, settings.jobs.resultsContainer);
+  const dispatcher = new ChunkDispatcher({
+    chunks: store,
+    queue: new QueueWorkQueue(queues.getQueueClient(settings.jobs.workItemsQueue)),
+    items: new ChunkItemsReader(inputs),
+    policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
+    logger: logger.child('dispatch'),
+    instanceId: settings.instanceId,
+  });
   return {
     settings,
     store,
     logger,
     activities: new JobActivities({
       store,
-      workItems: queues.getQueueClient(settings.jobs.workItemsQueue),
+      dispatcher,
+      stage: (run, signal) => stageInput({ store: inputs, registry }, run, signal),
       registry,
       logger: logger.child('activities'),
-      instanceId: settings.instanceId,
       leaseEpoch,
     }),
     worker: new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger: logger.child('worker'), instanceId: settings.instanceId }),

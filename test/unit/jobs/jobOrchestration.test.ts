@@ -9,7 +9,9 @@ import { describe, it } from 'node:test';
 
 import { type ActivityCall, type ActivityScript, type OrchestrationRun, type RaisedEvent, runOrchestration } from 'devhost/testing';
 
-import { type AggregateInput, type PlanOutcome, type ProgressInput, type ProgressOutcome, type RedispatchInput, type RedispatchOutcome } from '../../../shared/jobs/JobActivities';
+import { type StepInput, type StepOutcome } from '../../../shared/jobs/dispatch/ChunkDispatcher';
+import { type DispatchLedger } from '../../../shared/jobs/dispatch/DispatchLedger';
+import { type AggregateInput, type PlanInput, type PlanOutcome } from '../../../shared/jobs/JobActivities';
 import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, jobOrchestration, type OrchestrationState, POLL } from '../../../shared/jobs/jobOrchestration';
 import { type JobCustomStatus, type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
 
@@ -29,12 +31,25 @@ function run(options: Partial<JobRun['options']> = {}): JobRun {
   };
 }
 
-function progress(chunkCount: number, done: number, failed = 0, cancelled = false, late = 0): ProgressOutcome {
+/** A ledger with `done` chunks finished (10 items each) and the rest of the first `inFlight` in flight. */
+function ledger(chunkCount: number, done: number, failed = 0, highestDispatch = 1): DispatchLedger {
+  const next = Math.min(chunkCount, done + failed + 4);
   return {
-    cancelled,
-    late,
-    chunks: { total: chunkCount, done, failed },
-    items: { total: chunkCount * 10, done: done * 10, failed: failed * 10 },
+    next,
+    inFlight: Array.from({ length: next - done - failed }, (_, i) => ({ chunk: done + failed + i, dispatch: 1, sentAt: START.getTime(), resends: 0 })),
+    progress: { chunks: { total: chunkCount, done, failed }, items: { total: chunkCount * 10, done: done * 10, failed: failed * 10 } },
+    highestDispatch,
+  };
+}
+
+function stepped(chunkCount: number, done: number, options: { failed?: number; cancelled?: boolean; changed?: boolean; highestDispatch?: number } = {}): StepOutcome {
+  return {
+    ledger: ledger(chunkCount, done, options.failed ?? 0, options.highestDispatch ?? 1),
+    cancelled: options.cancelled ?? false,
+    sent: 0,
+    resent: 0,
+    expired: 0,
+    finished: options.changed === false ? 0 : 1,
   };
 }
 
@@ -54,7 +69,8 @@ const aggregate: ActivityScript = (input) => {
   return summary;
 };
 
-const planned = (chunkCount: number): ActivityScript => () => ({ ok: true, cancelled: false, chunkCount, itemCount: chunkCount * 10 }) satisfies PlanOutcome;
+const planned = (chunkCount: number): ActivityScript => () =>
+  ({ ok: true, cancelled: false, chunkCount, itemCount: chunkCount * 10, ledger: ledger(chunkCount, 0) }) satisfies PlanOutcome;
 
 function callsOf(calls: readonly ActivityCall[], name: string): ActivityCall[] {
   return calls.filter((c) => c.name === name);
@@ -83,29 +99,29 @@ function lastStatus(result: OrchestrationRun): JobCustomStatus {
 }
 
 describe('job orchestration (replayed by the durable-functions SDK)', () => {
-  it('plans, polls with growing durable timers, and aggregates once every chunk has a result', async () => {
-    let polls = 0;
+  it('plans (sending the first window), steps on durable timers, and aggregates once every chunk has a result', async () => {
+    let steps = 0;
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: () => progress(4, [0, 2, 4][polls++] ?? 4),
+      [JOB_ACTIVITIES.step]: () => stepped(4, [0, 2, 4][steps++] ?? 4, { changed: steps !== 1 }),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
     const output = result.output as JobSummary;
     assert.equal(output.status, 'completed');
     assert.deepEqual(output.result, { count: 40 });
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.plan).length, 1);
-    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 3);
+    assert.equal((callsOf(result.calls, JOB_ACTIVITIES.plan)[0]?.input as PlanInput).at, START.toISOString());
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 3);
     const agg = callsOf(result.calls, JOB_ACTIVITIES.aggregate);
     assert.equal(agg.length, 1);
     assert.deepEqual({ ...(agg[0]?.input as AggregateInput), run: undefined }, { run: undefined, chunkCount: 4, itemCount: 40, cancelled: false });
-    // Two waits between three polls: 1 s, then 1.5 s.
+    // The first wait is short; a step that changed nothing makes the next one longer; one that did resets it.
     assert.deepEqual(
       result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime()),
-      [POLL.initialMs, POLL.initialMs * POLL.factor],
+      [POLL.initialMs, POLL.initialMs * POLL.factor, POLL.initialMs],
     );
     assert.equal(lastStatus(result).phase, 'done');
     assert.equal(lastStatus(result).epoch, 7);
-    // While running, the custom status carried the progress the poll saw.
     const running = result.episodes.map((e) => e.customStatus as JobCustomStatus | undefined).filter((s) => s?.phase === 'running');
     const seen = running.map((s) => s?.progress.chunks.done).filter((v, i, all) => i === 0 || v !== all[i - 1]);
     assert.deepEqual(seen, [0, 2]);
@@ -114,13 +130,33 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.equal(result.generations.length, 1);
   });
 
+  it('hands each step the ledger the previous one answered, the job without its items, and the orchestration\'s time', async () => {
+    const inputs: StepInput[] = [];
+    let steps = 0;
+    const inline = { ...run(), source: { kind: 'inline' as const, items: Array.from({ length: 100 }, (_, i) => i) } };
+    await runJob(initialState(inline), {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.step]: (input, call) => {
+        inputs.push(input as StepInput);
+        assert.equal((input as StepInput).at, call.at.toISOString());
+        return stepped(4, ++steps >= 3 ? 4 : steps);
+      },
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    assert.deepEqual(inputs.map((i) => i.ledger.progress.chunks.done), [0, 1, 2]);
+    for (const i of inputs) {
+      assert.deepEqual(i.job, { jobId: 'job1', workType: 'sum', epoch: 7, options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 } });
+      assert.equal(JSON.stringify(i).includes('"source"'), false, 'no items ride in a step\'s input');
+    }
+  });
+
   it('keeps its history the same size whatever the number of chunks and items', async () => {
     const lengths: number[] = [];
     for (const chunkCount of [3, 10_000]) {
-      let polls = 0;
+      let steps = 0;
       const result = await runJob(initialState(run()), {
         [JOB_ACTIVITIES.plan]: planned(chunkCount),
-        [JOB_ACTIVITIES.progress]: () => progress(chunkCount, polls++ < 3 ? 0 : chunkCount),
+        [JOB_ACTIVITIES.step]: () => stepped(chunkCount, steps++ < 3 ? 0 : chunkCount),
         [JOB_ACTIVITIES.aggregate]: aggregate,
       });
       assert.equal((result.output as JobSummary).status, 'completed');
@@ -130,15 +166,15 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('finishes when chunks failed instead of waiting for them', async () => {
-    let polls = 0;
+    let steps = 0;
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: () => (polls++ === 0 ? progress(4, 1) : progress(4, 3, 1)),
+      [JOB_ACTIVITIES.step]: () => (steps++ === 0 ? stepped(4, 1) : stepped(4, 3, { failed: 1 })),
       [JOB_ACTIVITIES.aggregate]: (input) => ({ ...(aggregate(input, undefined as never) as JobSummary), status: 'completed_with_errors' }),
     });
     assert.equal((result.output as JobSummary).status, 'completed_with_errors');
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.aggregate).length, 1);
-    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 2);
   });
 
   it('reports a plan that refused the input as a failed job with its code, without dispatching', async () => {
@@ -173,12 +209,12 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   });
 
   it('answers the summary the finish step recorded, when an earlier run finished the job first', async () => {
-    let polls = 0;
+    let steps = 0;
     const input: AggregateInput = { run: run(), chunkCount: 2, itemCount: 20, cancelled: false };
     const earlier: JobSummary = { ...(aggregate(input, undefined as never) as JobSummary), epoch: 5 };
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(2),
-      [JOB_ACTIVITIES.progress]: () => progress(2, polls++ === 0 ? 0 : 2),
+      [JOB_ACTIVITIES.step]: () => stepped(2, steps++ === 0 ? 0 : 2),
       [JOB_ACTIVITIES.aggregate]: aggregate,
       [JOB_ACTIVITIES.finish]: () => earlier,
     });
@@ -191,7 +227,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
   it('fails the job visibly when an activity keeps throwing after its retries', async () => {
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(2),
-      [JOB_ACTIVITIES.progress]: () => {
+      [JOB_ACTIVITIES.step]: () => {
         throw new Error('storage unreachable');
       },
     });
@@ -201,99 +237,62 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.match(output.error?.message ?? '', /storage unreachable/);
     // A job's recorded error is public: no stack frame, no server path.
     assert.doesNotMatch(output.error?.message ?? '', /Stack|\bat\s|\.js\b|\/dist\//);
-    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 4, 'tried as often as the retry policy allows');
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 4, 'tried as often as the retry policy allows');
   });
 
-  it('never re-dispatches while its polls report no late chunk, however long the job runs past the deadline', async () => {
-    // A backlog: chunks wait unclaimed in the queue for minutes; the deadline (5 s) does not apply to them.
-    let polls = 0;
-    const inputs: ProgressInput[] = [];
-    const result = await runJob(initialState(run({ deadlineSeconds: 5, attempts: 1 })), {
-      [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: (input, call) => {
-        inputs.push(input as ProgressInput);
-        assert.equal((input as ProgressInput).at, call.at.toISOString(), 'lateness is measured at the orchestration\'s time');
-        return progress(4, ++polls >= 30 ? 4 : 1);
-      },
-      [JOB_ACTIVITIES.redispatch]: () => assert.fail('nothing was late'),
-      [JOB_ACTIVITIES.aggregate]: aggregate,
-    });
-    assert.equal((result.output as JobSummary).status, 'completed');
-    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.redispatch).length, 0);
-    const span = (callsOf(result.calls, JOB_ACTIVITIES.progress).at(-1)?.at.getTime() ?? 0) - START.getTime();
-    assert.ok(span > 60_000, `the job ran ${span} ms, far past its 5 s deadline`);
-    assert.ok(inputs.every((i) => i.deadlineSeconds === 5));
-    assert.equal(lastStatus(result).dispatch, 1);
-  });
-
-  it('re-dispatches when a poll reports late chunks, at the orchestration\'s time, and polls again soon', async () => {
-    const redispatches: Array<{ input: RedispatchInput; at: Date }> = [];
-    let polls = 0;
-    const result = await runJob(initialState(run({ deadlineSeconds: 5, attempts: 2 })), {
-      [JOB_ACTIVITIES.plan]: planned(4),
-      // Polls 5 and 8 find claimed chunks silent past the deadline; the job ends at poll 11.
-      [JOB_ACTIVITIES.progress]: () => {
-        polls += 1;
-        return polls >= 11 ? progress(4, 3, 1) : progress(4, 1, 0, false, polls === 5 ? 2 : polls === 8 ? 1 : 0);
-      },
-      [JOB_ACTIVITIES.redispatch]: (input, call) => {
-        redispatches.push({ input: input as RedispatchInput, at: call.at });
-        return (redispatches.length === 1 ? { redispatched: 2, expired: 0, highestDispatch: 2 } : { redispatched: 0, expired: 1, highestDispatch: 2 }) satisfies RedispatchOutcome;
-      },
-      [JOB_ACTIVITIES.aggregate]: aggregate,
-    });
-    assert.equal((result.output as JobSummary).status, 'completed');
-    assert.equal(redispatches.length, 2, 'once per poll that reported late chunks');
-    for (const r of redispatches) {
-      assert.equal(r.input.at, r.at.toISOString());
-      assert.deepEqual([r.input.chunkCount, r.input.itemCount, r.input.run.jobId], [4, 40, 'job1']);
-    }
-    // Each re-dispatch directly follows the progress poll that saw the late chunks.
-    const names = result.calls.map((c) => c.name);
-    const progressIndexes = names.flatMap((n, i) => (n === JOB_ACTIVITIES.progress ? [i] : []));
-    assert.deepEqual(
-      names.flatMap((n, i) => (n === JOB_ACTIVITIES.redispatch ? [i - 1] : [])),
-      [progressIndexes[4], progressIndexes[7]],
-    );
-    // After a re-dispatch the poll interval starts again from the initial one.
-    const waits = result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime());
-    assert.equal(waits[4], POLL.initialMs);
-    assert.ok((waits[3] ?? 0) > POLL.initialMs);
-    assert.equal(lastStatus(result).dispatch, 2, 'the custom status carries the highest dispatch round');
-  });
-
-  it('ends as cancelled when the cancel event arrives while it waits', async () => {
+  it('publishes the highest dispatch round a step reached', async () => {
+    let steps = 0;
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: () => progress(4, 1),
+      [JOB_ACTIVITIES.step]: () => (++steps < 3 ? stepped(4, 1, { highestDispatch: 2 }) : stepped(4, 4, { highestDispatch: 2 })),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    assert.equal(lastStatus(result).dispatch, 2);
+  });
+
+  it('ends as cancelled when the cancel event arrives while it waits, without another step', async () => {
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.step]: () => stepped(4, 1, { changed: false }),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     }, [{ at: new Date(START.getTime() + 1_200), name: CANCEL_EVENT, input: { reason: 'test' } }]);
     const output = result.output as JobSummary;
     assert.equal(output.status, 'cancelled');
     const agg = callsOf(result.calls, JOB_ACTIVITIES.aggregate);
     assert.equal((agg[0]?.input as AggregateInput).cancelled, true);
-    assert.ok((agg[0]?.at.getTime() ?? 0) - START.getTime() < 2_500, 'cancel wakes the orchestration before its next poll');
+    assert.equal(agg[0]?.at.getTime(), START.getTime() + 1_200, 'cancel wakes the orchestration at once');
+    assert.ok(callsOf(result.calls, JOB_ACTIVITIES.step).every((c) => c.at.getTime() < START.getTime() + 1_200), 'no step after the cancel');
   });
 
-  it('ends as cancelled when a progress poll sees the cancel marker', async () => {
+  it('ends as cancelled when a step sees the cancel marker', async () => {
     const result = await runJob(initialState(run()), {
       [JOB_ACTIVITIES.plan]: planned(4),
-      [JOB_ACTIVITIES.progress]: (_input, call) => progress(4, 1, 0, call.at.getTime() > START.getTime()),
+      [JOB_ACTIVITIES.step]: (_input, call) => stepped(4, 1, { cancelled: call.at.getTime() > START.getTime() + POLL.initialMs }),
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
     assert.equal((result.output as JobSummary).status, 'cancelled');
-    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.progress).length, 2);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 2);
   });
 
-  it('continues as new every few polls, carrying its state, with the poll interval bounded', async () => {
+  it('ends as cancelled, sending nothing, when the plan step finds the job already cancelled', async () => {
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: () => ({ ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: ledger(0, 0) }) satisfies PlanOutcome,
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    });
+    assert.equal((result.output as JobSummary).status, 'cancelled');
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 0);
+  });
+
+  it('continues as new every few steps, carrying its ledger, with the wait bounded', async () => {
     const completeAt = POLL.pollsPerGeneration * 2 + 5;
-    let polls = 0;
+    let steps = 0;
     const result = await runJob(initialState(run({ deadlineSeconds: 86_400 })), {
       [JOB_ACTIVITIES.plan]: planned(8),
-      [JOB_ACTIVITIES.progress]: (input) => {
-        polls += 1;
-        assert.equal((input as ProgressInput).chunkCount, 8);
-        return progress(8, polls >= completeAt ? 8 : Math.min(7, Math.floor(polls / 10)));
+      [JOB_ACTIVITIES.step]: (input) => {
+        steps += 1;
+        assert.equal((input as StepInput).chunkCount, 8);
+        const done = steps >= completeAt ? 8 : Math.min(7, Math.floor(steps / 10));
+        return stepped(8, done, { changed: steps % 10 === 0 });
       },
       [JOB_ACTIVITIES.aggregate]: aggregate,
     });
@@ -303,9 +302,9 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     const second = result.generations[1]?.input as OrchestrationState;
     assert.equal(second.generation, 2);
     assert.deepEqual(second.plan, { chunkCount: 8, itemCount: 80 });
-    assert.equal(second.dispatch, 1);
+    assert.equal(second.ledger?.progress.chunks.done, Math.floor(POLL.pollsPerGeneration / 10), 'the ledger the last step of generation 1 answered');
     assert.equal(second.run.epoch, 7);
-        // Per poll: an activity (scheduled, completed), a timer (created, fired), two episodes (started, completed).
+    // Per step: an activity (scheduled, completed), a timer (created, fired), two episodes (started, completed).
     for (const { historyLength: length } of result.generations) assert.ok(length <= POLL.pollsPerGeneration * 8 + 10, `history of ${length} events`);
     const waits = result.timers.map((t) => t.fireAt.getTime() - t.createdAt.getTime());
     assert.equal(Math.max(...waits), POLL.maxMs);

@@ -1,0 +1,153 @@
+/**
+ * One dispatch step of a job (the `jobStep` activity, and the plan's first step): observe the chunks
+ * in flight, decide with `decideStep`, record out-of-attempts chunks as failed, and send what goes out.
+ *
+ * Guarantees: safe to run again with the same input (Durable may retry an activity): it sends the
+ * same chunks again, which workers skip or discard (results are created once). Messages are sent
+ * before the step answers, so a ledger never names a chunk as in flight that was not sent, unless
+ * the send failed and the activity failed with it. Costs per step: one listing of results and one of
+ * claims per 100-chunk group in flight, one cancel check, and one message per chunk sent.
+ */
+import { type Logger } from '../../observability/log';
+import { type Json } from '../../worktypes/WorkType';
+import { JOB_LIMITS, type JobOptions } from '../jobLimits';
+import { type WorkItemMessage } from '../JobRun';
+import { type ChunkResult } from '../JobStore';
+import { mapLimit } from '../pool';
+import { decideStep, type DispatchLedger, type DispatchPolicy, type SendReason } from './DispatchLedger';
+import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
+
+/** What a step needs of the job (no items: those come from the staged input). */
+export interface DispatchJob {
+  readonly jobId: string;
+  readonly workType: string;
+  readonly epoch: number;
+  readonly options: JobOptions;
+}
+
+export interface StepInput {
+  readonly job: DispatchJob;
+  readonly chunkCount: number;
+  readonly itemCount: number;
+  readonly ledger: DispatchLedger;
+  /** The orchestration's time (ISO): every age is measured against it. */
+  readonly at: string;
+}
+
+export interface StepOutcome {
+  readonly ledger: DispatchLedger;
+  readonly cancelled: boolean;
+  /** Chunks put on the queue for the first time, sent again, and recorded failed by this step. */
+  readonly sent: number;
+  readonly resent: number;
+  readonly expired: number;
+  /** Results this step counted. */
+  readonly finished: number;
+}
+
+/**
+ * Worker liveness: a worker beats on its claim every `heartbeatSeconds` while it processes; a claim
+ * silent for `silenceSeconds` belongs to a worker that died or hung. The silence is measured with
+ * the worker's clock against the orchestration's, so it allows a few seconds of skew.
+ */
+export const CLAIM_LIVENESS = { heartbeatSeconds: 5, silenceSeconds: 20 } as const;
+
+export const DISPATCH_DEFAULTS: DispatchPolicy = {
+  window: 64,
+  silenceSeconds: CLAIM_LIVENESS.silenceSeconds,
+  unclaimedSeconds: 15,
+  overtakenSeconds: 10,
+};
+
+const SEND_CONCURRENCY = 16;
+
+export interface DispatcherDeps {
+  readonly chunks: ChunkStore;
+  readonly queue: WorkQueue;
+  readonly items: ChunkItemsSource;
+  readonly policy: DispatchPolicy;
+  readonly logger: Logger;
+  /** Recorded as the writer of expired chunks' results. */
+  readonly instanceId: string;
+  readonly now?: () => Date;
+}
+
+export class ChunkDispatcher {
+  constructor(private readonly deps: DispatcherDeps) {}
+
+  async step(input: StepInput, signal?: AbortSignal): Promise<StepOutcome> {
+    const { job } = input;
+    const inFlight = input.ledger.inFlight.map((c) => c.chunk);
+    const seen = await this.deps.chunks.observeChunks(job.jobId, inFlight, signal);
+    const at = Date.parse(input.at);
+    const decision = decideStep(input.ledger, seen, at, { chunkCount: input.chunkCount, ...job.options }, this.deps.policy);
+    if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
+
+    await mapLimit(decision.expire, SEND_CONCURRENCY, ({ chunk, dispatch }) => this.expire(job, input.itemCount, chunk, dispatch, signal));
+    const items = decision.send.length === 0 ? new Map<number, Json[]>() : await this.deps.items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
+    await mapLimit(decision.send, SEND_CONCURRENCY, async ({ chunk, dispatch }) => {
+      const chunkItems = items.get(chunk);
+      if (chunkItems === undefined) throw new Error(`The staged input of job ${job.jobId} has no items for chunk ${chunk}`);
+      await this.deps.queue.send(await this.message(job, chunk, dispatch, chunkItems, signal), signal);
+    });
+
+    const resent = decision.send.filter((s) => s.reason !== 'first');
+    if (resent.length > 0 || decision.expire.length > 0) {
+      const reasons: Partial<Record<SendReason, number>> = {};
+      for (const s of resent) reasons[s.reason] = (reasons[s.reason] ?? 0) + 1;
+      this.deps.logger.warn('job.chunks_resent', { jobId: job.jobId, epoch: job.epoch, resent: resent.length, expired: decision.expire.length, ...reasons });
+    }
+    return {
+      ledger: decision.ledger,
+      cancelled: false,
+      sent: decision.send.length - resent.length,
+      resent: resent.length,
+      expired: decision.expire.length,
+      finished: decision.finished,
+    };
+  }
+
+  /** A chunk's message: its items inline, or in a blob the message names when they are too big for it. */
+  private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<WorkItemMessage> {
+    const size = job.options.chunkSize;
+    const base = {
+      v: 1 as const,
+      jobId: job.jobId,
+      chunk,
+      workType: job.workType,
+      firstIndex: chunk * size,
+      itemCount: items.length,
+      attempts: job.options.attempts,
+      epoch: job.epoch,
+      dispatch,
+    };
+    const inline: WorkItemMessage = { ...base, items };
+    if (Buffer.byteLength(JSON.stringify(inline), 'utf8') <= JOB_LIMITS.maxMessageJsonBytes) return inline;
+    return { ...base, itemsRef: await this.deps.chunks.writeChunkItems(job.jobId, chunk, items, signal) };
+  }
+
+  private async expire(job: DispatchJob, itemCount: number, chunk: number, dispatch: number, signal?: AbortSignal): Promise<void> {
+    const count = Math.min(job.options.chunkSize, itemCount - chunk * job.options.chunkSize);
+    const result: ChunkResult = {
+      jobId: job.jobId,
+      chunk,
+      status: 'failed',
+      itemCount: count,
+      itemsFailed: count,
+      partial: null,
+      itemErrors: [],
+      error: {
+        code: 'DEADLINE_EXCEEDED',
+        message:
+          `No result on each of ${dispatch} dispatches: the worker that claimed it went silent ` +
+          `(no heartbeat for ${this.deps.policy.silenceSeconds} s) or took over ${job.options.deadlineSeconds} s.`,
+      },
+      attempt: dispatch,
+      dispatch,
+      writtenBy: `orchestration@${this.deps.instanceId}`,
+      writtenAt: (this.deps.now?.() ?? new Date()).toISOString(),
+    };
+    // If a worker's result lands first, the conditional create keeps the worker's.
+    await this.deps.chunks.writeChunkResult(result, signal);
+  }
+}

@@ -1,0 +1,167 @@
+/**
+ * The job's dispatch ledger and the rules of one dispatch step, as a pure function of the ledger, what
+ * storage shows of the chunks in flight, and the orchestration's time.
+ *
+ * Guarantees: at most `window` chunks are in flight (sent, not yet finished); a chunk is counted
+ * once, when the step that first sees its result removes it from the ledger; chunks are first sent
+ * in order, so a job's window moves through it. A chunk is sent again when
+ * - its worker went quiet: the claim on its latest round is `silenceSeconds` without a heartbeat, or
+ *   older than the job's deadline (a new round, up to `attempts` rounds, then it is expired as failed);
+ * - nobody claimed it: `unclaimedSeconds` after its send (doubling with each such re-send), or sooner
+ *   when a chunk sent in a later step was claimed `overtakenSeconds` ago (the queue hands messages out
+ *   roughly in order, so an earlier unclaimed one sits invisible with a worker that died before it
+ *   could claim it). Same round: a queue wait is not an attempt.
+ * Not guaranteed: that a re-sent chunk runs once; a false alarm costs a duplicate message, and the
+ * second copy is skipped (its result exists) or its result discarded (results are created once).
+ */
+import { type JobProgress } from '../JobRun';
+
+export interface InFlightChunk {
+  readonly chunk: number;
+  /** 1 for the first send; +1 each time a claimed chunk went quiet and was sent again. */
+  readonly dispatch: number;
+  /** The orchestration time (ms since the epoch) of this chunk's latest send. */
+  readonly sentAt: number;
+  /** Re-sends of this round because nobody claimed it. */
+  readonly resends: number;
+}
+
+export interface DispatchLedger {
+  /** Chunks [0, next) were sent at least once. */
+  readonly next: number;
+  readonly inFlight: readonly InFlightChunk[];
+  /** Counts of the chunks that left the ledger with a result. */
+  readonly progress: JobProgress;
+  /** The highest round any chunk reached. */
+  readonly highestDispatch: number;
+}
+
+export interface DispatchPolicy {
+  /** Chunks of one job in flight at most. */
+  readonly window: number;
+  readonly silenceSeconds: number;
+  readonly unclaimedSeconds: number;
+  readonly overtakenSeconds: number;
+}
+
+/** What storage shows of the in-flight chunks (only those). */
+export interface ChunkObservation {
+  readonly cancelled: boolean;
+  readonly results: ReadonlyArray<{ readonly chunk: number; readonly status: 'ok' | 'failed'; readonly itemCount: number; readonly itemsFailed: number }>;
+  readonly claims: ReadonlyArray<{ readonly chunk: number; readonly dispatch: number; readonly claimedAt: string; readonly beatAt?: string }>;
+}
+
+export type SendReason = 'first' | 'silent' | 'deadline' | 'unclaimed' | 'overtaken';
+
+export interface StepDecision {
+  readonly ledger: DispatchLedger;
+  /** Chunks to put on the queue now, with their round. */
+  readonly send: ReadonlyArray<{ readonly chunk: number; readonly dispatch: number; readonly reason: SendReason }>;
+  /** Chunks out of attempts, to record as failed (DEADLINE_EXCEEDED). */
+  readonly expire: ReadonlyArray<{ readonly chunk: number; readonly dispatch: number }>;
+  /** Chunks whose results this step counted. */
+  readonly finished: number;
+}
+
+export function emptyLedger(chunkCount: number, itemCount: number): DispatchLedger {
+  return {
+    next: 0,
+    inFlight: [],
+    progress: { chunks: { total: chunkCount, done: 0, failed: 0 }, items: { total: itemCount, done: 0, failed: 0 } },
+    highestDispatch: 1,
+  };
+}
+
+export function isLedgerDone(ledger: DispatchLedger): boolean {
+  return ledger.next >= ledger.progress.chunks.total && ledger.inFlight.length === 0;
+}
+
+/**
+ * One step: count the results that landed, decide what goes out again, top the window up. With
+ * `cancelled` it sends nothing. `expire`d chunks stay in flight until their failed result is seen,
+ * so a worker's result that lands first is the one counted.
+ */
+export function decideStep(
+  ledger: DispatchLedger,
+  seen: ChunkObservation,
+  at: number,
+  job: { readonly chunkCount: number; readonly attempts: number; readonly deadlineSeconds: number },
+  policy: DispatchPolicy,
+): StepDecision {
+  const results = new Map(seen.results.map((r) => [r.chunk, r]));
+  const claimOf = (c: InFlightChunk) => seen.claims.find((k) => k.chunk === c.chunk && k.dispatch === c.dispatch);
+  let { chunks, items } = ledger.progress;
+  const waiting: InFlightChunk[] = [];
+  for (const c of ledger.inFlight) {
+    const r = results.get(c.chunk);
+    if (r === undefined) {
+      waiting.push(c);
+      continue;
+    }
+    chunks = { ...chunks, done: chunks.done + (r.status === 'ok' ? 1 : 0), failed: chunks.failed + (r.status === 'ok' ? 0 : 1) };
+    items = { ...items, done: items.done + r.itemCount - r.itemsFailed, failed: items.failed + r.itemsFailed };
+  }
+  const finished = ledger.inFlight.length - waiting.length;
+  const progress = { chunks, items };
+  if (seen.cancelled) return { ledger: { ...ledger, inFlight: waiting, progress }, send: [], expire: [], finished };
+
+  // The latest send that a worker has already claimed for a while: earlier unclaimed sends were overtaken.
+  let overtakenBefore = -Infinity;
+  for (const c of ledger.inFlight) {
+    const claimedAt = Date.parse(claimOf(c)?.claimedAt ?? '');
+    if (Number.isFinite(claimedAt) && at - claimedAt >= policy.overtakenSeconds * 1000) overtakenBefore = Math.max(overtakenBefore, c.sentAt);
+  }
+
+  const send: Array<StepDecision['send'][number]> = [];
+  const expire: Array<StepDecision['expire'][number]> = [];
+  const inFlight: InFlightChunk[] = [];
+  let highestDispatch = ledger.highestDispatch;
+  for (const c of waiting) {
+    const claim = claimOf(c);
+    if (claim !== undefined) {
+      const reason = quietReason(claim, at, job.deadlineSeconds, policy);
+      if (reason === undefined) {
+        inFlight.push(c);
+      } else if (c.dispatch >= job.attempts) {
+        expire.push({ chunk: c.chunk, dispatch: c.dispatch });
+        inFlight.push(c);
+      } else {
+        const next = { chunk: c.chunk, dispatch: c.dispatch + 1, sentAt: at, resends: 0 };
+        highestDispatch = Math.max(highestDispatch, next.dispatch);
+        send.push({ chunk: c.chunk, dispatch: next.dispatch, reason });
+        inFlight.push(next);
+      }
+      continue;
+    }
+    const aged = at - c.sentAt >= policy.unclaimedSeconds * 1000 * 2 ** c.resends;
+    const overtaken = c.sentAt < overtakenBefore;
+    if (aged || overtaken) {
+      send.push({ chunk: c.chunk, dispatch: c.dispatch, reason: aged ? 'unclaimed' : 'overtaken' });
+      inFlight.push({ ...c, sentAt: at, resends: c.resends + 1 });
+    } else {
+      inFlight.push(c);
+    }
+  }
+
+  let next = ledger.next;
+  while (inFlight.length < policy.window && next < job.chunkCount) {
+    inFlight.push({ chunk: next, dispatch: 1, sentAt: at, resends: 0 });
+    send.push({ chunk: next, dispatch: 1, reason: 'first' });
+    next += 1;
+  }
+  return { ledger: { next, inFlight, progress, highestDispatch }, send, expire, finished };
+}
+
+function quietReason(
+  claim: ChunkObservation['claims'][number],
+  at: number,
+  deadlineSeconds: number,
+  policy: DispatchPolicy,
+): 'silent' | 'deadline' | undefined {
+  const claimedAt = Date.parse(claim.claimedAt);
+  const beatAt = claim.beatAt === undefined ? NaN : Date.parse(claim.beatAt);
+  // A claim without a readable time is treated as just made: never late on a guess.
+  if (Number.isFinite(claimedAt) && at - claimedAt >= deadlineSeconds * 1000) return 'deadline';
+  if (Number.isFinite(beatAt) && at - beatAt >= policy.silenceSeconds * 1000) return 'silent';
+  return undefined;
+}

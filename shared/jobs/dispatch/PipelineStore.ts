@@ -1,0 +1,50 @@
+/**
+ * The narrow storage interface of the chunk pipeline, as `LeaseStore` is the elector's: what the
+ * dispatcher and the workers read and write about chunks (results, claims, the cancel marker, chunk
+ * items), the work queue, and the staged input. `JobStore` and `QueueWorkQueue` are the Azure Storage
+ * implementations; test/unit/jobs/support/MemoryPipeline.ts is the in-memory twin that the clock-driven
+ * dispatch, recovery, fairness and cancel tests run on.
+ *
+ * Contracts every implementation keeps: `writeChunkResult` creates once ('exists' when another writer
+ * won); `observeChunks` answers the results and claims of the named chunks (it may answer more);
+ * a claim is overwritten by each delivery of the same round, and `beatClaim` changes only its beat.
+ */
+import { type Json } from '../../worktypes/WorkType';
+import { type WorkItemMessage } from '../JobRun';
+import { type ChunkResult } from '../JobStore';
+import { type ChunkObservation } from './DispatchLedger';
+
+export interface ChunkClaim {
+  readonly claimedAt: string;
+  readonly claimedBy: string;
+  readonly dequeueCount: number;
+  readonly beatAt?: string;
+}
+
+export interface ChunkStore {
+  chunkResultExists(jobId: string, chunk: number, signal?: AbortSignal): Promise<boolean>;
+  writeChunkResult(result: ChunkResult, signal?: AbortSignal): Promise<'written' | 'exists'>;
+  isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean>;
+  claimChunk(jobId: string, chunk: number, dispatch: number, claim: ChunkClaim, signal?: AbortSignal): Promise<void>;
+  beatClaim(
+    jobId: string,
+    chunk: number,
+    dispatch: number,
+    beat: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt: string },
+    signal?: AbortSignal,
+  ): Promise<void>;
+  /** Stores a chunk's items that do not fit a queue message; answers the name its message carries. */
+  writeChunkItems(jobId: string, chunk: number, items: readonly Json[], signal?: AbortSignal): Promise<string>;
+  readChunkItems(name: string, signal?: AbortSignal): Promise<Json[] | undefined>;
+  observeChunks(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<ChunkObservation>;
+}
+
+/** Where chunk messages go. */
+export interface WorkQueue {
+  send(message: WorkItemMessage, signal?: AbortSignal): Promise<void>;
+}
+
+/** A staged job's items, a few chunks at a time. */
+export interface ChunkItemsSource {
+  items(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<Map<number, Json[]>>;
+}

@@ -1,0 +1,18 @@
+/** The work queue on Azure Storage: base64 JSON messages, as the Functions host decodes them by default. */
+import { type QueueClient } from '@azure/storage-queue';
+
+import { type WorkItemMessage } from '../JobRun';
+import { encodeQueueMessage } from '../JobSubmission';
+import { onceUntilSuccess } from '../onceUntilSuccess';
+import { type WorkQueue } from './PipelineStore';
+
+export class QueueWorkQueue implements WorkQueue {
+  constructor(private readonly queue: QueueClient) {}
+
+  private readonly ensureQueue = onceUntilSuccess((signal) => this.queue.createIfNotExists({ abortSignal: signal }));
+
+  async send(message: WorkItemMessage, signal?: AbortSignal): Promise<void> {
+    await this.ensureQueue(signal);
+    await this.queue.sendMessage(encodeQueueMessage(message), { abortSignal: signal });
+  }
+}

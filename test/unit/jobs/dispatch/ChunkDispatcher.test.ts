@@ -1,0 +1,182 @@
+/**
+ * The dispatcher on the in-memory pipeline and a virtual clock: the window, fair share between jobs,
+ * cancel, and recovery from workers killed before or after claiming, with the queue's 10-minute
+ * receive visibility of the real host.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { DISPATCH_DEFAULTS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { type DispatchPolicy } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
+import { SimCluster } from '../support/SimCluster';
+
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
+const sumTo = (n: number): number => (n * (n + 1)) / 2;
+/** The shipped lease duration: the issue's bar is completion within L + 30 s of a kill. */
+const L_MS = 15_000;
+
+function cluster(policy: Partial<DispatchPolicy> = {}): SimCluster {
+  return new SimCluster({ ...DISPATCH_DEFAULTS, ...policy });
+}
+
+describe('ChunkDispatcher: the window', () => {
+  it('puts the first window on the queue at the plan step and never more than the window of one job in flight', async () => {
+    const sim = cluster({ window: 16 });
+    sim.addWorker('w1', 8, () => 200);
+    sim.addWorker('w2', 8, () => 300);
+    const job = await sim.submit('big', range(10_000), 10);
+    assert.equal(sim.store.depth('big'), 16, 'the first window is queued by the plan step itself');
+    let maxDepth = 0;
+    await sim.runUntil(600_000, () => {
+      maxDepth = Math.max(maxDepth, sim.store.depth('big'));
+      return job.doneAt !== undefined;
+    });
+    assert.ok(job.doneAt !== undefined, 'the job finished');
+    assert.ok(maxDepth <= 16, `at most the window queued (saw ${maxDepth})`);
+    assert.ok(job.maxInFlight <= 16);
+    assert.equal(sim.exactSum('big'), sumTo(10_000));
+    assert.equal(job.ledger.progress.chunks.done, 1000);
+    assert.equal(sim.store.results.size, 1000);
+  });
+
+  it('shows progress from the first result, long before the job ends', async () => {
+    const sim = cluster({ window: 8 });
+    sim.addWorker('w1', 8, () => 1000);
+    const job = await sim.submit('j', range(400), 10);
+    await sim.runUntil(3_000, () => job.ledger.progress.chunks.done > 0);
+    assert.ok(job.ledger.progress.chunks.done > 0 && sim.t <= 2_000, `first result counted at ${sim.t} ms`);
+    assert.equal(job.doneAt, undefined);
+  });
+
+  it('a chunk too big for a queue message travels as a blob its message names', async () => {
+    const sim = cluster({ window: 2 });
+    sim.addWorker('w1', 8, () => 10);
+    const big = 'x'.repeat(JOB_LIMITS.maxMessageJsonBytes);
+    sim.store.stage('blobby', [big], 1);
+    const step = await sim.dispatcher.step({
+      job: { jobId: 'blobby', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } },
+      chunkCount: 1, itemCount: 1, ledger: { next: 0, inFlight: [], progress: { chunks: { total: 1, done: 0, failed: 0 }, items: { total: 1, done: 0, failed: 0 } }, highestDispatch: 1 },
+      at: new Date(0).toISOString(),
+    });
+    assert.equal(step.sent, 1);
+    const message = sim.store.sent[0];
+    assert.equal(message?.items, undefined);
+    assert.deepEqual(await sim.store.readChunkItems(message?.itemsRef ?? ''), [big]);
+  });
+});
+
+describe('ChunkDispatcher: fair share and cancel', () => {
+  async function smallJobLatency(window: number, behindBig: boolean): Promise<number> {
+    const sim = cluster({ window });
+    sim.addWorker('w1', 8, () => 1000);
+    sim.addWorker('w2', 8, () => 1000);
+    if (behindBig) {
+      await sim.submit('big', range(100_000), 10);
+      await sim.runUntil(5_000, () => false);
+    }
+    const small = await sim.submit('small', range(4), 2);
+    await sim.runUntil(sim.t + 3_600_000, () => small.doneAt !== undefined);
+    assert.equal(sim.exactSum('small'), 10);
+    return (small.doneAt ?? Infinity) - small.submittedAt;
+  }
+
+  it('a small job behind a 10,000-chunk job finishes in about its time alone plus a few chunk durations', async () => {
+    const alone = await smallJobLatency(64, false);
+    const behind = await smallJobLatency(64, true);
+    // Two workers of 8 (up to 12 each) take 1 s per chunk: ahead of the small job are at most the big
+    // job's window of 64 chunks, about 3 chunk durations.
+    assert.ok(behind <= alone + 5_000, `alone ${alone} ms, behind the big job ${behind} ms`);
+    // Without a window (every chunk queued at once, as before) it waits for the whole backlog.
+    const unwindowed = await smallJobLatency(10_000, true);
+    assert.ok(unwindowed > 100_000, `without a window it waited ${unwindowed} ms`);
+  });
+
+  it('a cancel stops dispatch at the next step, and leaves at most a window of messages to skip', async () => {
+    const sim = cluster({ window: 32 });
+    sim.addWorker('w1', 8, () => 500);
+    const job = await sim.submit('c', range(100_000), 10);
+    await sim.runUntil(10_000, () => false);
+    const sentBefore = sim.store.sent.length;
+    sim.cancel('c');
+    await sim.runUntil(sim.t + 5_000, () => job.doneAt !== undefined);
+    assert.equal(job.cancelled, true);
+    assert.ok(sim.store.sent.length === sentBefore, 'nothing sent after the cancel marker');
+    assert.ok(sim.store.depth('c') <= 32, `left ${sim.store.depth('c')} messages for workers to skip`);
+  });
+});
+
+describe('ChunkDispatcher: recovery from a dead worker (the host holds a received message for 10 minutes)', () => {
+  for (const batchSize of [1, 8, 32]) {
+    it(`a worker SIGKILLed mid-chunk, batch size ${batchSize}: the job completes exactly within L + 30 s of the kill`, async () => {
+      const sim = cluster();
+      const victim = sim.addWorker('victim', batchSize, () => 2000);
+      sim.addWorker('survivor-1', batchSize, () => 2000);
+      sim.addWorker('survivor-2', batchSize, () => 2000);
+      // Work for a few rounds of the three workers, so what the kill costs is not hidden by the job's length.
+      const chunks = 6 * batchSize;
+      const job = await sim.submit('k', range(chunks * 10), 10);
+      await sim.runUntil(60_000, () => victim.held.filter((h) => h.claimedAt !== undefined).length === batchSize);
+      assert.ok(victim.held.some((h) => h.claimedAt !== undefined), 'the victim holds claimed chunks');
+      victim.alive = false;
+      const killedAt = sim.t;
+      await sim.runUntil(killedAt + 15 * 60_000);
+      assert.ok(job.doneAt !== undefined, 'the job finished');
+      const after = (job.doneAt ?? 0) - killedAt;
+      assert.ok(after <= L_MS + 30_000, `completed ${after} ms after the kill`);
+      assert.equal(sim.exactSum('k'), sumTo(chunks * 10));
+      assert.equal(job.ledger.progress.chunks.done, chunks);
+      assert.equal(job.ledger.progress.chunks.failed, 0);
+    });
+  }
+
+  it('a worker that dies after receiving, before claiming: its chunks are seen as unclaimed and sent again in seconds', async () => {
+    const sim = cluster();
+    const job = await sim.submit('u', range(200), 10);
+    const victim = sim.addWorker('victim', 32, () => 500);
+    victim.dieOnReceive = true;
+    await sim.runUntil(1_000, () => !victim.alive);
+    assert.equal(victim.alive, false);
+    sim.addWorker('late', 8, () => 500);
+    const diedAt = sim.t;
+    await sim.runUntil(diedAt + 15 * 60_000);
+    const after = (job.doneAt ?? Infinity) - diedAt;
+    assert.ok(after <= L_MS + 30_000, `completed ${after} ms after the death`);
+    assert.equal(sim.exactSum('u'), sumTo(200));
+    assert.equal(job.ledger.highestDispatch, 1, 'unclaimed re-sends are not attempts');
+  });
+
+  it('a chunk whose every worker dies is recorded failed after its attempts, and the job still ends', async () => {
+    const sim = cluster({ window: 4 });
+    // Every worker that takes chunk 3 dies holding it; the rest is quick.
+    const killers = new Set<string>();
+    const job = await sim.submit('f', range(40), 10, 2);
+    for (let i = 0; i < 4; i++) sim.addWorker(`w${i}`, 1, (_job, chunk) => (chunk === 3 ? 10 * 60_000 : 100));
+    await sim.runUntil(15 * 60_000, () => {
+      for (const w of sim.workers) {
+        if (w.alive && w.held.some((h) => h.m.message.chunk === 3 && h.claimedAt !== undefined && !killers.has(w.id))) {
+          killers.add(w.id);
+          w.alive = false;
+        }
+      }
+      return job.doneAt !== undefined;
+    });
+    assert.ok(job.doneAt !== undefined);
+    assert.deepEqual(job.ledger.progress.chunks, { total: 4, done: 3, failed: 1 });
+    assert.equal(sim.store.results.get('f/3')?.error?.code, 'DEADLINE_EXCEEDED');
+    assert.equal(killers.size, 2, 'one worker per attempt');
+  });
+
+  it('a saturated queue costs a few duplicate messages, no lost attempt and no failed chunk', async () => {
+    const sim = cluster({ window: 64 });
+    sim.addWorker('slow', 1, () => 2_000);
+    const job = await sim.submit('s', range(640), 10);
+    await sim.runUntil(30 * 60_000);
+    assert.ok(job.doneAt !== undefined);
+    assert.deepEqual(job.ledger.progress.chunks, { total: 64, done: 64, failed: 0 });
+    assert.equal(sim.exactSum('s'), sumTo(640));
+    const duplicates = sim.store.sent.length - 64;
+    // Each waiting chunk is re-sent at 15, 45, 105 s, ... of waiting: logarithmic in the wait.
+    assert.ok(duplicates <= 64 * 3, `${duplicates} duplicate messages`);
+  });
+});

@@ -1,0 +1,163 @@
+/**
+ * A clock-driven cluster for the dispatcher's tests: the real `ChunkDispatcher` steps each job on the
+ * orchestration's cadence (POLL), and simulated workers take messages from the in-memory queue as the
+ * Functions host does (a batch at a time, invisible while held, 10 minutes like the host's receive),
+ * claim, beat every 5 s, and write each chunk's result (the sum of its items) once. A worker can be
+ * killed: what it held stays invisible until the queue's visibility ends, as on Azure.
+ */
+import { ChunkDispatcher, type DispatchJob } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { POLL } from '../../../../shared/jobs/jobOrchestration';
+import { createLogger } from '../../../../shared/observability/log';
+import { MemoryPipeline, type QueuedMessage } from './MemoryPipeline';
+
+export const HOST_RECEIVE_VISIBILITY_MS = 10 * 60_000;
+const TICK_MS = 50;
+
+export interface SimJob {
+  readonly job: DispatchJob;
+  readonly chunkCount: number;
+  readonly itemCount: number;
+  ledger: DispatchLedger;
+  pollMs: number;
+  nextStepAt: number;
+  readonly submittedAt: number;
+  doneAt?: number;
+  cancelled?: boolean;
+  /** The most chunks of this job seen in flight (queued or held) at once. */
+  maxInFlight: number;
+}
+
+interface Held {
+  readonly m: QueuedMessage;
+  finishAt?: number;
+  nextBeatAt?: number;
+  claimedAt?: string;
+}
+
+export class SimWorker {
+  alive = true;
+  readonly held: Held[] = [];
+  constructor(
+    readonly id: string,
+    readonly batchSize: number,
+    /** How long a chunk takes, by job. */
+    readonly durationMs: (jobId: string, chunk: number) => number,
+    /** Dies right after its next receive, before claiming anything. */
+    public dieOnReceive = false,
+  ) {}
+}
+
+export class SimCluster {
+  t = 0;
+  readonly store = new MemoryPipeline(() => this.t);
+  readonly jobs = new Map<string, SimJob>();
+  readonly workers: SimWorker[] = [];
+  readonly dispatcher: ChunkDispatcher;
+
+  constructor(readonly policy: DispatchPolicy) {
+    this.dispatcher = new ChunkDispatcher({
+      chunks: this.store,
+      queue: this.store,
+      items: this.store,
+      policy,
+      logger: createLogger('sim', () => undefined),
+      instanceId: 'orchestration',
+      now: () => new Date(this.t),
+    });
+  }
+
+  addWorker(id: string, batchSize: number, durationMs: (jobId: string, chunk: number) => number): SimWorker {
+    const w = new SimWorker(id, batchSize, durationMs);
+    this.workers.push(w);
+    return w;
+  }
+
+  /** Stages the job and runs its plan step (the first window goes out now). */
+  async submit(jobId: string, items: readonly number[], chunkSize: number, attempts = 3, deadlineSeconds = 300): Promise<SimJob> {
+    const { itemCount, chunkCount } = this.store.stage(jobId, items, chunkSize);
+    const job: DispatchJob = { jobId, workType: 'sum', epoch: 1, options: { chunkSize, attempts, deadlineSeconds } };
+    const first = await this.dispatcher.step({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: new Date(this.t).toISOString() });
+    const sim: SimJob = { job, chunkCount, itemCount, ledger: first.ledger, pollMs: POLL.initialMs, nextStepAt: this.t + POLL.initialMs, submittedAt: this.t, maxInFlight: first.ledger.inFlight.length };
+    this.jobs.set(jobId, sim);
+    return sim;
+  }
+
+  cancel(jobId: string): void {
+    this.store.cancelled.add(jobId);
+  }
+
+  /** Runs until `until` (ms) or until every job is done. */
+  async runUntil(until: number, stopWhen: () => boolean = () => [...this.jobs.values()].every((j) => j.doneAt !== undefined)): Promise<void> {
+    while (this.t < until && !stopWhen()) {
+      this.t += TICK_MS;
+      for (const w of this.workers) await this.work(w);
+      for (const j of this.jobs.values()) await this.stepIfDue(j);
+    }
+  }
+
+  private async stepIfDue(j: SimJob): Promise<void> {
+    if (j.doneAt !== undefined || this.t < j.nextStepAt) return;
+    const out = await this.dispatcher.step({ job: j.job, chunkCount: j.chunkCount, itemCount: j.itemCount, ledger: j.ledger, at: new Date(this.t).toISOString() });
+    j.ledger = out.ledger;
+    j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
+    const changed = out.finished + out.sent + out.resent + out.expired > 0;
+    j.pollMs = changed ? POLL.initialMs : Math.min(Math.round(j.pollMs * POLL.factor), POLL.maxMs);
+    j.nextStepAt = this.t + j.pollMs;
+    if (out.cancelled) {
+      j.cancelled = true;
+      j.doneAt = this.t;
+    } else if (isLedgerDone(out.ledger)) {
+      j.doneAt = this.t;
+    }
+  }
+
+  private async work(w: SimWorker): Promise<void> {
+    if (!w.alive) return;
+    const now = new Date(this.t).toISOString();
+    for (const h of [...w.held]) {
+      const msg = h.m.message;
+      if (h.finishAt !== undefined && this.t >= h.finishAt) {
+        const items = msg.items ?? [];
+        await this.store.writeChunkResult({
+          jobId: msg.jobId, chunk: msg.chunk, status: 'ok', itemCount: items.length, itemsFailed: 0,
+          partial: (items as number[]).reduce((a, b) => a + b, 0), itemErrors: [], attempt: h.m.dequeueCount, dispatch: msg.dispatch,
+          writtenBy: w.id, writtenAt: now,
+        });
+        this.store.delete(h.m.id);
+        w.held.splice(w.held.indexOf(h), 1);
+      } else if (h.nextBeatAt !== undefined && this.t >= h.nextBeatAt && h.claimedAt !== undefined) {
+        await this.store.beatClaim(msg.jobId, msg.chunk, msg.dispatch, { claimedAt: h.claimedAt, dequeueCount: h.m.dequeueCount, beatAt: now });
+        h.nextBeatAt = this.t + 5_000;
+      }
+    }
+    // The host fetches a new batch once fewer than batchSize/2 are running (newBatchThreshold).
+    if (w.held.length > w.batchSize / 2) return;
+    const got = this.store.receive(w.batchSize, HOST_RECEIVE_VISIBILITY_MS);
+    if (w.dieOnReceive && got.length > 0) {
+      w.alive = false;
+      return;
+    }
+    for (const m of got) {
+      const msg = m.message;
+      if ((await this.store.chunkResultExists(msg.jobId, msg.chunk)) || (await this.store.isCancelled(msg.jobId))) {
+        this.store.delete(m.id);
+        continue;
+      }
+      await this.store.claimChunk(msg.jobId, msg.chunk, msg.dispatch, { claimedAt: now, claimedBy: w.id, dequeueCount: m.dequeueCount, beatAt: now });
+      w.held.push({ m, finishAt: this.t + w.durationMs(msg.jobId, msg.chunk), nextBeatAt: this.t + 5_000, claimedAt: now });
+    }
+  }
+
+  /** The worker holding a claimed, unfinished chunk of the job, if any. */
+  holderOf(jobId: string): SimWorker | undefined {
+    return this.workers.find((w) => w.alive && w.held.some((h) => h.m.message.jobId === jobId && h.claimedAt !== undefined));
+  }
+
+  /** Every chunk has exactly one result, and the results add up to the items' sum. */
+  exactSum(jobId: string): number {
+    let sum = 0;
+    for (const r of this.store.results.values()) if (r.jobId === jobId && r.status === 'ok') sum += r.partial as number;
+    return sum;
+  }
+}
