@@ -1,7 +1,7 @@
 /**
- * The orchestration's activities against Azurite: planning (one message per chunk, blob items and
- * their refusals, cancelled before planning), re-dispatch and expiry of late chunks (late: claimed
- * by a worker and silent past the deadline; never a chunk still waiting unclaimed), and aggregation
+ * The orchestration's activities against Azurite: planning (staged items, the first window of
+ * messages, blob items and their refusals, cancelled before planning), steps (re-sending and expiring
+ * chunks whose worker went silent, re-sending unclaimed ones in the same round), and aggregation
  * from metadata and from blobs; the plan step's fence (a finished job, a start the start record no
  * longer names, a newer leader epoch: the run stands down and dispatches nothing) and the final
  * summary, recorded once.
@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { JobActivities } from '../../../shared/jobs/JobActivities';
+import { type DispatchLedger } from '../../../shared/jobs/dispatch/DispatchLedger';
+import { type PlanOutcome } from '../../../shared/jobs/JobActivities';
 import { type JobRun, type JobSummary, type WorkItemMessage } from '../../../shared/jobs/JobRun';
 import { type StartRecord } from '../../../shared/jobs/JobStore';
 import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
@@ -23,8 +24,8 @@ describe('job activities (Azurite)', () => {
   it('plans one message per chunk with the chunk\'s place in the job, base64 JSON like any queue client sends', async () => {
     const p = await jobPipeline('plan');
     const items = Array.from({ length: 95 }, (_, i) => i);
-    const planned = await p.activities.plan(jobRun('plan-job', 'sum', { kind: 'inline', items }, { chunkSize: 20 }));
-    assert.deepEqual(planned, { ok: true, cancelled: false, chunkCount: 5, itemCount: 95 });
+    const planned = await p.plan(jobRun('plan-job', 'sum', { kind: 'inline', items }, { chunkSize: 20 }));
+    assert.deepEqual(counts(planned), { ok: true, cancelled: false, chunkCount: 5, itemCount: 95 });
     const messages = await p.drainMessages();
     const bodies = messages.map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage).sort((a, b) => a.chunk - b.chunk);
     assert.deepEqual(
@@ -42,14 +43,7 @@ describe('job activities (Azurite)', () => {
   it('stands a run down at its plan step, dispatching nothing, unless its start record names it and its epoch is current', async () => {
     const p = await jobPipeline('fence');
     let leaseEpoch: number | undefined = 3;
-    const activities = new JobActivities({
-      store: p.store,
-      workItems: p.workItems,
-      registry: p.registry,
-      logger: p.logger,
-      instanceId: 'test-instance',
-      leaseEpoch: () => Promise.resolve(leaseEpoch),
-    });
+    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch) });
     const items = { kind: 'inline' as const, items: [4, 5, 6] };
     const run: JobRun = { ...jobRun('fenced', 'sum', items), startId: 'start-a' };
     const record = (startId: string, epoch: number): StartRecord => {
@@ -60,7 +54,7 @@ describe('job activities (Azurite)', () => {
     const created = await p.store.createStart(record('start-b', 4));
     assert.notEqual(created, 'exists');
     const superseded = async (r: JobRun): Promise<string | undefined> => {
-      const outcome = await activities.plan(r);
+      const outcome = await activities.plan({ run: r, at: new Date().toISOString() });
       return !outcome.ok && 'standDown' in outcome ? outcome.standDown.superseded?.reason : 'planned';
     };
     assert.match((await superseded(run)) ?? '', /names start start-b of epoch 4/);
@@ -87,7 +81,7 @@ describe('job activities (Azurite)', () => {
     assert.deepEqual(await activities.finish(final), final);
     assert.deepEqual(await activities.finish({ ...final, epoch: 9, status: 'cancelled' }), final, 'the first recorded summary stays');
     for (const late of [run, { ...run, startId: 'start-z', epoch: 1 }, { ...run, startId: undefined }]) {
-      assert.deepEqual(await activities.plan(late), { ok: false, standDown: final });
+      assert.deepEqual(await activities.plan({ run: late, at: new Date().toISOString() }), { ok: false, standDown: final });
     }
     assert.equal((await p.drainMessages()).length, 0);
   });
@@ -102,9 +96,9 @@ describe('job activities (Azurite)', () => {
     await put('broken.json', '[1, 2');
     await put('floats.json', '[1, 2.5]');
     const src = (blob: string) => ({ kind: 'blob' as const, container: inputs.containerName, blob });
-    assert.deepEqual(await p.activities.plan(jobRun('b1', 'sum', src('good.json'), { chunkSize: 5 })), { ok: true, cancelled: false, chunkCount: 3, itemCount: 12 });
+    assert.deepEqual(counts(await p.plan(jobRun('b1', 'sum', src('good.json'), { chunkSize: 5 }))), { ok: true, cancelled: false, chunkCount: 3, itemCount: 12 });
     const code = async (blob: string) => {
-      const outcome = await p.activities.plan(jobRun('b2', 'sum', src(blob)));
+      const outcome = await p.plan(jobRun('b2', 'sum', src(blob)));
       return outcome.ok ? 'ok' : 'error' in outcome ? outcome.error.code : 'stood down';
     };
     assert.equal(await code('missing.json'), 'ITEMS_BLOB_NOT_FOUND');
@@ -116,10 +110,10 @@ describe('job activities (Azurite)', () => {
   it('refuses to plan a different job under an id whose results an earlier job left behind, and re-plans the same job', async () => {
     const p = await jobPipeline('reuse');
     const first = jobRun('reused-id', 'sum', { kind: 'inline', items: [1, 2, 3] });
-    assert.equal((await p.activities.plan(first)).ok, true);
-    assert.equal((await p.activities.plan(first)).ok, true, 'a retried plan of the same job goes on');
+    assert.equal((await p.plan(first)).ok, true);
+    assert.equal((await p.plan(first)).ok, true, 'a retried plan of the same job goes on');
     const other = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [7] }), fingerprint: 'e'.repeat(64) };
-    const refused = await p.activities.plan(other);
+    const refused = await p.plan(other);
     assert.equal(refused.ok, false);
     assert.equal(!refused.ok && 'error' in refused ? refused.error.code : undefined, 'DUPLICATE_JOB_ID');
   });
@@ -127,75 +121,68 @@ describe('job activities (Azurite)', () => {
   it('does not dispatch a job cancelled before planning', async () => {
     const p = await jobPipeline('precancel');
     await p.store.markCancelled('pc-job', 'test');
-    assert.deepEqual(await p.activities.plan(jobRun('pc-job', 'sum', { kind: 'inline', items: [1] })), { ok: true, cancelled: true, chunkCount: 0, itemCount: 0 });
+    assert.deepEqual(counts(await p.plan(jobRun('pc-job', 'sum', { kind: 'inline', items: [1] }))), { ok: true, cancelled: true, chunkCount: 0, itemCount: 0 });
     assert.equal((await p.drainMessages()).length, 0);
   });
 
-  it('re-dispatches and then expires only claimed chunks silent past the deadline, never a chunk still waiting unclaimed', async () => {
+  it('puts only the first window on the queue at plan time, and a step tops it up as results land', async () => {
+    const p = await jobPipeline('window', builtInWorkTypes(), undefined, 3);
+    const run = jobRun('win-job', 'sum', { kind: 'inline', items: Array.from({ length: 100 }, (_, i) => i) }, { chunkSize: 10 });
+    const planned = await p.plan(run, T0);
+    const ledger = ledgerOf(planned);
+    const first = await p.drainMessages();
+    assert.deepEqual(first.map((m) => chunkOf(m)).sort(), [0, 1, 2]);
+    for (const m of first.slice(0, 2)) assert.equal(await p.deliver(m), 'written');
+    const step = await p.step(run, { chunkCount: 10, itemCount: 100 }, ledger, at(1));
+    assert.deepEqual([step.finished, step.sent, step.resent], [2, 2, 0]);
+    assert.deepEqual(step.ledger.progress.items, { total: 100, done: 10 + 10, failed: 0 });
+    assert.deepEqual((await p.drainMessages()).map((m) => chunkOf(m)).sort(), [3, 4]);
+  });
+
+  it('sends a chunk again once its worker\'s heartbeat is 20 s silent, then expires it after its attempts; counts each chunk once', async () => {
     // Item 13 makes every delivery of chunk 1 fail before its last attempt: a worker that took the
-    // chunk and never finished it (its claim stays, no result).
+    // chunk and never finished it (its claim stays, its heartbeat stops, no result).
     const dies: WorkType<SumPartial, Json> = { ...sumWorkType, name: 'dies-on-13', process: (item, ctx) => (item === 13 ? Promise.reject(new Error('worker died')) : sumWorkType.process(item, ctx)) };
-    let clock = new Date('2026-03-01T10:00:00.000Z');
-    const t0 = clock.getTime();
-    const at = (seconds: number) => new Date(t0 + seconds * 1000).toISOString();
+    let clock = new Date(T0);
     const p = await jobPipeline('redo', builtInWorkTypes().register(dies), () => clock);
     const items = Array.from({ length: 40 }, (_, i) => i);
     const run = jobRun('redo-job', 'dies-on-13', { kind: 'inline', items }, { chunkSize: 10, attempts: 2, deadlineSeconds: 300 });
-    const check = async (seconds: number) => p.activities.progress({ jobId: 'redo-job', chunkCount: 4, itemCount: 40, at: at(seconds), deadlineSeconds: 300 });
-    const redispatch = async (seconds: number) => p.activities.redispatch({ run, chunkCount: 4, itemCount: 40, at: at(seconds) });
-    await p.activities.plan(run);
-    const byChunk = new Map((await p.drainMessages()).map((m) => [(decodeQueueMessage(m.messageText) as WorkItemMessage).chunk, m]));
+    const size = { chunkCount: 4, itemCount: 40 };
+    let ledger = ledgerOf(await p.plan(run, T0));
+    const byChunk = new Map((await p.drainMessages()).map((m) => [chunkOf(m), m]));
     const message = (chunk: number) => byChunk.get(chunk) ?? assert.fail(`no message for chunk ${chunk}`);
 
-    // t0: chunk 0 done; chunk 1 claimed, its worker dies. Chunks 2 and 3 wait in the queue.
-    assert.equal(await p.deliver(message(0)), 'written');
+    // t0: chunks 0, 2 and 3 done; chunk 1 claimed, its worker dies.
+    for (const c of [0, 2, 3]) assert.equal(await p.deliver(message(c)), 'written');
     await assert.rejects(p.deliver(message(1)), /worker died/);
-    // Its worker's heartbeat stopped with it: late once silent for 20 s, not after the 300 s deadline.
-    assert.equal((await check(19)).late, 0, 'silent for less than 20 s');
-    assert.equal((await check(21)).late, 1, 'silent for 20 s: late long before the deadline');
-    // t0 + 200 s: chunk 3 is claimed (its worker is still busy at t0 + 301 s).
-    clock = new Date(t0 + 200_000);
-    const listedAt200 = await p.store.listJob('redo-job');
-    assert.deepEqual(listedAt200.claims.map((c) => c.chunk).sort(), [0, 1]);
-    await p.store.claimChunk('redo-job', 3, 1, { claimedAt: clock.toISOString(), claimedBy: 'busy-worker', dequeueCount: 1 });
-
-    let progress = await check(301);
-    assert.equal(progress.late, 1, 'only chunk 1: chunk 2 is unclaimed, chunk 3 was claimed 101 s ago');
-    assert.deepEqual(await redispatch(301), { redispatched: 1, expired: 0, highestDispatch: 2 });
+    let step = await p.step(run, size, ledger, at(19));
+    assert.deepEqual([step.finished, step.sent, step.resent], [3, 0, 0], 'silent for less than 20 s');
+    ledger = step.ledger;
+    step = await p.step(run, size, ledger, at(21));
+    assert.equal(step.resent, 1, 'silent for 20 s: sent again long before the 300 s deadline');
+    ledger = step.ledger;
     const again = (await p.drainMessages()).map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage);
-    assert.deepEqual(
-      again.map((m) => [m.chunk, m.dispatch]),
-      [[1, 2]],
-    );
-    // The re-sent message waits in the queue: chunk 1 is not late again, nor is the unclaimed chunk 2, even days later.
-    progress = await check(301);
-    assert.equal(progress.late, 0);
-    assert.equal((await check(86_400 * 3)).late, 1, 'chunk 3, claimed and silent for days, is late; chunk 2 never');
-    assert.deepEqual(await redispatch(400), { redispatched: 0, expired: 0, highestDispatch: 2 }, 'nothing late at t0 + 400 s');
-    assert.equal((await p.drainMessages()).length, 0);
-    assert.equal(await p.store.chunkResultExists('redo-job', 2), false, 'an unclaimed chunk is never expired');
+    assert.deepEqual(again.map((m) => [m.chunk, m.dispatch]), [[1, 2]]);
 
-    // t0 + 1000 s: the re-sent chunk 1 is claimed and its worker dies too; chunk 3 finishes.
-    clock = new Date(t0 + 1_000_000);
+    // t0 + 1000 s: the re-sent chunk is claimed and its worker dies too.
+    clock = new Date(T0.getTime() + 1_000_000);
     await assert.rejects(p.worker.handle(again[0], { dequeueCount: 1 }), /worker died/);
-    assert.equal(await p.deliver(message(3)), 'written');
-    assert.equal((await check(1_019)).late, 0);
-    assert.equal((await check(1_021)).late, 1, 'its heartbeat has been silent for 20 s');
-    // Out of attempts (2 dispatches): recorded failed, nothing sent.
-    assert.deepEqual(await redispatch(1_300), { redispatched: 0, expired: 1, highestDispatch: 2 });
+    step = await p.step(run, size, ledger, at(1_019));
+    assert.deepEqual([step.resent, step.expired], [0, 0]);
+    ledger = step.ledger;
+    step = await p.step(run, size, ledger, at(1_021));
+    assert.deepEqual([step.resent, step.expired], [0, 1], 'out of attempts (2 rounds): recorded failed, nothing sent');
+    ledger = step.ledger;
     assert.equal((await p.drainMessages()).length, 0, 'expiring sends nothing');
     const expired = await p.store.readChunkResult('redo-job', 1);
     assert.deepEqual([expired?.status, expired?.error?.code, expired?.dispatch], ['failed', 'DEADLINE_EXCEEDED', 2]);
     // Chunk 1's first message comes back (the queue's redelivery): its result exists, it is skipped.
     assert.equal(await p.deliver(message(1), 2), 'duplicate');
-
-    // Chunk 2 is finally delivered, long after every deadline: it ran, it counts.
-    clock = new Date(t0 + 5_000_000);
-    assert.equal(await p.deliver(message(2)), 'written');
-    progress = await check(5_000);
-    assert.deepEqual(progress.chunks, { total: 4, done: 3, failed: 1 });
-    assert.deepEqual(progress.items, { total: 40, done: 30, failed: 10 });
-    const summary = await p.activities.aggregate({ run, chunkCount: 4, itemCount: 40, cancelled: false });
+    step = await p.step(run, size, ledger, at(1_022));
+    assert.equal(step.finished, 1);
+    assert.deepEqual(step.ledger.progress, { chunks: { total: 4, done: 3, failed: 1 }, items: { total: 40, done: 30, failed: 10 } });
+    assert.deepEqual([step.ledger.next, step.ledger.inFlight.length], [4, 0]);
+    const summary = await p.activities.aggregate({ run, ...size, cancelled: false });
     assert.equal(summary.status, 'completed_with_errors');
     assert.deepEqual(summary.result, { count: 30, sum: 45 + 245 + 345, min: 0, max: 39 });
     const stored = JSON.parse((await p.store.readJobResultText('redo-job')) ?? '{}') as { chunkErrors: Array<{ chunk: number; code: string }> };
@@ -205,32 +192,59 @@ describe('job activities (Azurite)', () => {
     );
   });
 
-  it('keeps a chunk whose worker beats on time, however long it runs; re-dispatches it once the beats stop', async () => {
-    const clock = new Date('2026-03-01T10:00:00.000Z');
-    const t0 = clock.getTime();
-    const at = (seconds: number) => new Date(t0 + seconds * 1000).toISOString();
-    const p = await jobPipeline('beats', builtInWorkTypes(), () => clock);
+  it('sends an unclaimed chunk again in the same round (a worker received it and died before claiming)', async () => {
+    const p = await jobPipeline('unclaimed');
+    const run = jobRun('uc-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2, attempts: 1 });
+    const size = { chunkCount: 2, itemCount: 4 };
+    let ledger = ledgerOf(await p.plan(run, T0));
+    // The receiver of both messages died: they stay invisible on the queue for minutes on a real host.
+    const lost = await p.drainMessages();
+    assert.equal(lost.length, 2);
+    let step = await p.step(run, size, ledger, at(14));
+    assert.equal(step.resent, 0);
+    ledger = step.ledger;
+    step = await p.step(run, size, ledger, at(15));
+    assert.equal(step.resent, 2);
+    const copies = (await p.drainMessages()).map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage);
+    assert.deepEqual(copies.map((m) => [m.chunk, m.dispatch]).sort(), [[0, 1], [1, 1]], 'same round: a queue wait is not an attempt');
+    for (const c of copies) assert.equal(await p.worker.handle(c, { dequeueCount: 1 }), 'written');
+    step = await p.step(run, size, step.ledger, at(16));
+    assert.deepEqual(step.ledger.progress.chunks, { total: 2, done: 2, failed: 0 });
+  });
+
+  it('keeps a chunk whose worker beats on time, however long it runs; sends it again once the beats stop', async () => {
+    const p = await jobPipeline('beats', builtInWorkTypes(), () => new Date(T0));
     const run = jobRun('beat-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2, attempts: 3, deadlineSeconds: 600 });
-    const check = async (seconds: number) => p.activities.progress({ jobId: 'beat-job', chunkCount: 2, itemCount: 4, at: at(seconds), deadlineSeconds: 600 });
-    await p.activities.plan(run);
+    const size = { chunkCount: 2, itemCount: 4 };
+    let ledger = ledgerOf(await p.plan(run, T0));
     await p.drainMessages();
     // Chunk 0's worker beats every 5 s for 200 s (a long chunk); chunk 1's worker claimed at t0 and died.
     const claim = { claimedAt: at(0), dequeueCount: 1 };
     await p.store.claimChunk('beat-job', 0, 1, { ...claim, claimedBy: 'alive', beatAt: at(0) });
     await p.store.claimChunk('beat-job', 1, 1, { ...claim, claimedBy: 'dead', beatAt: at(0) });
+    const resentAt = new Map<number, number[]>();
+    const stepAt = async (s: number) => {
+      const out = await p.step(run, size, ledger, at(s));
+      ledger = out.ledger;
+      for (const m of await p.drainMessages()) {
+        const c = chunkOf(m);
+        resentAt.set(c, [...(resentAt.get(c) ?? []), s]);
+      }
+    };
     for (let s = 5; s <= 200; s += 5) {
       await p.store.beatClaim('beat-job', 0, 1, { ...claim, beatAt: at(s) });
-      if (s === 15) assert.equal((await check(s + 4)).late, 0, 'both silent for less than 20 s');
+      await stepAt(s);
     }
     const beats = (await p.store.listJob('beat-job')).claims.find((c) => c.chunk === 0);
     assert.equal(beats?.beatAt, at(200), 'the listing sees the latest beat');
     assert.equal(beats?.claimedAt, at(0), 'a beat keeps the claim time');
-    assert.equal((await check(204)).late, 1, 'only the silent chunk 1, though both were claimed 204 s ago');
-    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 2, itemCount: 4, at: at(204) }), { redispatched: 1, expired: 0, highestDispatch: 2 });
-    assert.deepEqual((await p.drainMessages()).map((m) => [(decodeQueueMessage(m.messageText) as WorkItemMessage).chunk, (decodeQueueMessage(m.messageText) as WorkItemMessage).dispatch]), [[1, 2]]);
-    // Chunk 0's beats stop at 200 s: late at 220 s, still far inside its 600 s deadline.
-    assert.equal((await check(219)).late, 0);
-    assert.equal((await check(220)).late, 1);
+    assert.equal(resentAt.get(0), undefined, 'the beating chunk 0 was never sent again');
+    assert.equal(resentAt.get(1)?.[0], 20, 'the silent chunk 1 was sent again at 20 s');
+    // Chunk 0's beats stop at 200 s: sent again at 220 s, far inside its 600 s deadline.
+    await stepAt(219);
+    assert.equal(resentAt.get(0), undefined);
+    await stepAt(220);
+    assert.deepEqual(resentAt.get(0), [220]);
   });
 
   it('a worker beats on its claim while it processes a chunk', async () => {
@@ -239,7 +253,7 @@ describe('job activities (Azurite)', () => {
     const held: WorkType<SumPartial, Json> = { ...sumWorkType, name: 'held', process: async (item, ctx) => (await gate, sumWorkType.process(item, ctx)) };
     const p = await jobPipeline('live-beats', builtInWorkTypes().register(held));
     const run = jobRun('live-beat-job', 'held', { kind: 'inline', items: [1, 2] }, { chunkSize: 2 });
-    await p.activities.plan(run);
+    await p.plan(run);
     const [message] = await p.drainMessages();
     const delivered = p.deliver(message ?? assert.fail('no message'));
     const first = await eventuallyClaim(p, 'live-beat-job');
@@ -252,16 +266,17 @@ describe('job activities (Azurite)', () => {
   });
 
   it('counts a re-dispatched chunk once when its late original finishes first', async () => {
-    let clock = new Date('2026-03-01T10:00:00.000Z');
+    let clock = new Date(T0);
     const t0 = clock.getTime();
     const p = await jobPipeline('late-original', builtInWorkTypes(), () => clock);
     const run = jobRun('lo-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2, attempts: 3, deadlineSeconds: 60 });
-    await p.activities.plan(run);
+    const ledger = ledgerOf(await p.plan(run, T0));
     const first = (await p.drainMessages()).sort((a, b) => (decodeQueueMessage(a.messageText) as WorkItemMessage).chunk - (decodeQueueMessage(b.messageText) as WorkItemMessage).chunk);
     assert.equal(await p.deliver(first[0] ?? assert.fail()), 'written');
     // Chunk 1's worker is slow: it claimed at t0 and is still running at t0 + 61 s.
     await p.store.claimChunk('lo-job', 1, 1, { claimedAt: clock.toISOString(), claimedBy: 'slow-worker', dequeueCount: 1 });
-    assert.deepEqual(await p.activities.redispatch({ run, chunkCount: 2, itemCount: 4, at: new Date(t0 + 61_000).toISOString() }), { redispatched: 1, expired: 0, highestDispatch: 2 });
+    const step = await p.step(run, { chunkCount: 2, itemCount: 4 }, ledger, new Date(t0 + 61_000).toISOString());
+    assert.deepEqual([step.finished, step.resent, step.ledger.highestDispatch], [1, 1, 2]);
     const [copy] = await p.drainMessages();
     // The slow original finishes first, then the copy arrives.
     clock = new Date(t0 + 70_000);
@@ -288,7 +303,7 @@ describe('job activities (Azurite)', () => {
     };
     const p = await jobPipeline('yield', builtInWorkTypes().register(counting));
     const run = jobRun('yield-job', 'counting', { kind: 'inline', items: Array.from({ length: 120 }, () => 0) }, { chunkSize: 1 });
-    await p.activities.plan(run);
+    await p.plan(run);
     const messages = await p.drainMessages();
     for (let i = 0; i < messages.length; i += 12) await Promise.all(messages.slice(i, i + 12).map(async (m) => p.deliver(m)));
     // From here on (the registry holds this object), the first fold schedules other work, which
@@ -312,7 +327,7 @@ describe('job activities (Azurite)', () => {
     const words = Array.from({ length: 1_500 }, (_, i) => `w${i.toString(36)}x`).join(' ');
     await texts.getBlockBlobClient('many.txt').upload(words, words.length);
     const run = jobRun('lp-job', 'wordcount', { kind: 'inline', items: [`${texts.containerName}/many.txt`] });
-    await p.activities.plan(run);
+    await p.plan(run);
     for (const m of await p.drainMessages()) await p.deliver(m);
     const listing = await p.store.listJob('lp-job');
     assert.equal(listing.results[0]?.partial, undefined, 'the partial did not fit metadata');
@@ -330,4 +345,26 @@ async function eventuallyClaim(p: Awaited<ReturnType<typeof jobPipeline>>, jobId
     await new Promise((r) => setTimeout(r, 50));
   }
   return assert.fail('no claim with a heartbeat');
+}
+
+const T0 = new Date('2026-03-01T10:00:00.000Z');
+
+function at(seconds: number): string {
+  return new Date(T0.getTime() + seconds * 1000).toISOString();
+}
+
+function chunkOf(m: { messageText: string }): number {
+  return (decodeQueueMessage(m.messageText) as WorkItemMessage).chunk;
+}
+
+function ledgerOf(planned: PlanOutcome): DispatchLedger {
+  if (!planned.ok) return assert.fail(`not planned: ${JSON.stringify(planned)}`);
+  return planned.ledger;
+}
+
+/** A plan outcome without its ledger. */
+function counts(planned: PlanOutcome): unknown {
+  if (!planned.ok) return planned;
+  const { ledger: _ledger, ...rest } = planned;
+  return rest;
 }

@@ -32,7 +32,7 @@ describe('work-items worker (Azurite)', () => {
     const p = await jobPipeline('dup');
     const items = Array.from({ length: 25 }, (_, i) => i + 1);
     const run = jobRun('dup-job', 'sum', { kind: 'inline', items });
-    const planned = await p.activities.plan(run);
+    const planned = await p.plan(run);
     assert.deepEqual(planned, { ok: true, cancelled: false, chunkCount: 3, itemCount: 25 });
     const messages = await p.drainMessages();
     assert.equal(messages.length, 3, 'one message per chunk');
@@ -56,7 +56,7 @@ describe('work-items worker (Azurite)', () => {
     const registry = builtInWorkTypes().register(failing);
     const p = await jobPipeline('last', registry);
     const run = jobRun('last-job', 'failing', { kind: 'inline', items: [1, 2, 3] }, { attempts: 2 });
-    await p.activities.plan(run);
+    await p.plan(run);
     const [message] = await p.drainMessages();
     assert.ok(message !== undefined);
     await assert.rejects(p.deliver(message, 1), /disk on fire/);
@@ -76,7 +76,7 @@ describe('work-items worker (Azurite)', () => {
   it('skips the chunks of a cancelled job', async () => {
     const p = await jobPipeline('cancel');
     const run = jobRun('cancel-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2 });
-    await p.activities.plan(run);
+    await p.plan(run);
     const messages = await p.drainMessages();
     assert.equal(await p.deliver(messages[0] ?? assert.fail()), 'written');
     await p.store.markCancelled('cancel-job', 'test');
@@ -97,7 +97,7 @@ describe('work-items worker (Azurite)', () => {
     await p.store.writeJobResult('other-job', { secret: 'words words words' });
     const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`, `${p.store.container.containerName}/jobs/other-job/result.json`];
     const run = jobRun('wc-job', 'wordcount', { kind: 'inline', items });
-    await p.activities.plan(run);
+    await p.plan(run);
     const [message] = await p.drainMessages();
     assert.equal(await p.deliver(message ?? assert.fail()), 'written');
     const chunk = await p.store.readChunkResult('wc-job', 0);
@@ -119,7 +119,7 @@ describe('work-items worker (Azurite)', () => {
     const p = await jobPipeline('big');
     const items = Array.from({ length: 30 }, (_, i) => `${i}-${'x'.repeat(3_000)}`);
     const run = jobRun('big-job', 'noop', { kind: 'inline', items }, { chunkSize: 20 });
-    await p.activities.plan(run);
+    await p.plan(run);
     const messages = await p.drainMessages();
     assert.equal(messages.length, 2);
     const bodies = messages.map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage).sort((a, b) => a.chunk - b.chunk);
@@ -153,7 +153,7 @@ describe('work-items worker (Azurite)', () => {
     };
     const p = await jobPipeline('picky', builtInWorkTypes().register(picky));
     const run = jobRun('picky-job', 'picky', { kind: 'inline', items: [1, 2, 3, 4, 6] });
-    await p.activities.plan(run);
+    await p.plan(run);
     const [message] = await p.drainMessages();
     assert.equal(await p.deliver(message ?? assert.fail()), 'written');
     const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 5, cancelled: false });

@@ -7,8 +7,14 @@
 import { BlobServiceClient } from '@azure/storage-blob';
 import { type DequeuedMessageItem, QueueServiceClient } from '@azure/storage-queue';
 
+import { ChunkDispatcher, DISPATCH_DEFAULTS, type StepOutcome } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { QueueWorkQueue } from '../../../../shared/jobs/dispatch/QueueWorkQueue';
+import { ChunkItemsReader } from '../../../../shared/jobs/input/ChunkItemsReader';
+import { stageInput } from '../../../../shared/jobs/input/InputStager';
+import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContainers';
-import { JobActivities } from '../../../../shared/jobs/JobActivities';
+import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/JobActivities';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { JobStore } from '../../../../shared/jobs/JobStore';
 import { decodeQueueMessage } from '../../../../shared/jobs/JobSubmission';
@@ -17,8 +23,11 @@ import { memoryLogger } from '../../../../shared/observability/log';
 import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
 
-/** `workerNow`: the worker's clock (claim and result times), for deadline tests; the real one by default. */
-export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes(), workerNow?: () => Date) {
+/**
+ * `workerNow`: the worker's clock (claim and result times), for deadline tests; the real one by default.
+ * `window`: chunks of a job in flight (the shipped default unless a test needs fewer).
+ */
+export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes(), workerNow?: () => Date, window = DISPATCH_DEFAULTS.window) {
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
   const queues = QueueServiceClient.fromConnectionString(conn);
@@ -29,7 +38,25 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
   const logger = memoryLogger('jobs');
   // Tests put their inputs in containers named `inputs-...` and `texts-...` (uniqueName).
   const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.container.containerName]);
-  const activities = new JobActivities({ store, workItems, registry, logger, instanceId: 'test-instance' });
+  const inputStore = new BlobInputStore(blobs, store.container.containerName);
+  const dispatcher = new ChunkDispatcher({
+    chunks: store,
+    queue: new QueueWorkQueue(workItems),
+    items: new ChunkItemsReader(inputStore),
+    policy: { ...DISPATCH_DEFAULTS, window },
+    logger,
+    instanceId: 'test-instance',
+  });
+  /** The activities as the app wires them, with a test's own extras (a lease epoch, a clock). */
+  const makeActivities = (extra: Partial<JobPipelineDeps> = {}): JobActivities =>
+    new JobActivities({ store, dispatcher, stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal), registry, logger, ...extra });
+  const activities = makeActivities();
+  /** The plan step at `at` (default now). */
+  const plan = (run: JobRun, at: Date | string = new Date()): Promise<PlanOutcome> =>
+    activities.plan({ run, at: typeof at === 'string' ? at : at.toISOString() });
+  /** One dispatch step of `run` at `at` over `ledger`. */
+  const step = (run: JobRun, planned: { chunkCount: number; itemCount: number }, ledger: DispatchLedger, at: string): Promise<StepOutcome> =>
+    activities.step({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
   const worker = new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
 
   /** Takes every visible message off the work-items queue (deleting them). */
@@ -49,7 +76,7 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
     return worker.handle(decodeQueueMessage(message.messageText), { dequeueCount, messageId: message.messageId });
   }
 
-  return { blobs, queues, store, workItems, logger, activities, worker, registry, drainMessages, deliver };
+  return { blobs, queues, store, workItems, logger, activities, makeActivities, plan, step, worker, registry, drainMessages, deliver };
 }
 
 export function jobRun(jobId: string, workType: string, items: JobRun['source'], options: Partial<JobRun['options']> = {}): JobRun {
