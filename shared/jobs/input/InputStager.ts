@@ -1,0 +1,218 @@
+/**
+ * Stages a job's input once, at planning: reads the items (an items blob as a stream, or the inline
+ * items), checks them, and cuts them into segment blobs of whole chunks (~1 MiB of JSON each) and a
+ * manifest, so the dispatcher reads a few chunks at a time instead of holding the whole array.
+ *
+ * Guarantees: the same refusals, codes and messages as the planner's whole-array read
+ * (`JobActivities.loadItems`), in the same precedence: UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
+ * ITEMS_BLOB_INVALID (too big, not JSON, not an array); NESTING_TOO_DEEP (decided by the
+ * non-recursive splitter, before any recursive code sees an item); ITEMS_EMPTY; ITEM_REJECTED (the
+ * count and the first five problems); ITEMS_TOO_MANY (`assertChunkCount`). The manifest is written
+ * only after every segment, and only for accepted input; segments cover every item exactly once, in
+ * order, chunk n being items [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and
+ * the few being written), never the whole array; synchronous work runs in slices of a few
+ * milliseconds between event-loop turns, so leader renewals in the same process keep their timing.
+ * Idempotent: staging the same job again writes the same segments and manifest.
+ * Not guaranteed: a bound on one item (an item is parsed whole, and a chunk is never split across
+ * segments, so one huge item or chunk makes one big segment); segments written before a refusal
+ * was known stay behind (no manifest names them; the job's purge removes them with `jobs/<jobId>/`).
+ */
+import { StringDecoder } from 'node:string_decoder';
+
+import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
+import { JobError } from '../JobError';
+import { JOB_LIMITS } from '../jobLimits';
+import { type JobRun } from '../JobRun';
+import { assertChunkCount, MAX_NESTING_DEPTH } from '../JobSubmission';
+import { type InputManifest, type InputStore } from './InputStore';
+import { JsonArraySplitter, JsonSplitError } from './JsonArraySplitter';
+
+export interface StageDeps {
+  readonly store: InputStore;
+  readonly registry: WorkTypeRegistry;
+}
+
+export const STAGING = {
+  /** A segment is cut at the first chunk boundary past this many characters of JSON. */
+  segmentChars: 1024 * 1024,
+  /** Segment writes in flight at once (each holds its segment's text). */
+  writesInFlight: 3,
+  /** Synchronous work between event-loop turns, at most about this long (one item's parse aside). */
+  sliceMs: 4,
+  /** Bytes of the items blob decoded and scanned per step. */
+  pieceBytes: 64 * 1024,
+} as const;
+
+/** Stages `run`'s items; see the module comment. Throws JobError for input the job must refuse. */
+export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSignal): Promise<InputManifest> {
+  const type = deps.registry.get(run.workType);
+  if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
+  const chunkSize = run.options.chunkSize;
+  const writer = new SegmentWriter(deps.store, run.jobId, chunkSize, signal);
+  const pacer = new Pacer();
+  try {
+    let itemCount: number;
+    if (run.source.kind === 'inline') {
+      const items = run.source.items;
+      // Inline items were checked at submission, as the whole-array planner assumes too.
+      assertChunkCount(items.length, chunkSize);
+      for (const item of items) {
+        writer.add(JSON.stringify(item));
+        await writer.drain();
+        await pacer.turn(signal);
+      }
+      itemCount = items.length;
+    } else {
+      itemCount = await stageBlob(deps.store, type, run.source.container, run.source.blob, chunkSize, writer, pacer, signal);
+    }
+    const segments = await writer.finish();
+    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount: Math.ceil(itemCount / chunkSize), segments };
+    await deps.store.writeManifest(manifest, signal);
+    return manifest;
+  } finally {
+    await writer.settle();
+  }
+}
+
+async function stageBlob(
+  store: InputStore,
+  type: AnyWorkType,
+  container: string,
+  blob: string,
+  chunkSize: number,
+  writer: SegmentWriter,
+  pacer: Pacer,
+  signal: AbortSignal | undefined,
+): Promise<number> {
+  const where = `${container}/${blob}`;
+  let count = 0;
+  let rejected = 0;
+  const problems: string[] = [];
+  const splitter = new JsonArraySplitter({
+    // The rule for inline items, which sit one level deeper (inside the submission).
+    maxDepth: MAX_NESTING_DEPTH - 1,
+    onElement: (json, index) => {
+      count = index + 1;
+      const reason = type.validateItem(JSON.parse(json) as Json);
+      if (reason !== undefined) {
+        rejected += 1;
+        if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
+        writer.stop();
+      }
+      // Past the item or chunk limit the job is refused; counting (and validating) goes on for the message.
+      if (count > JOB_LIMITS.maxItems || Math.ceil(count / chunkSize) > JOB_LIMITS.maxChunks) writer.stop();
+      writer.add(json);
+    },
+  });
+  const { stream } = await store.openItemsBlob(container, blob, signal);
+  const decoder = new StringDecoder('utf8');
+  try {
+    for await (const piece of stream) {
+      for (let at = 0; at < piece.length; at += STAGING.pieceBytes) {
+        // String pieces are already text; buffers are decoded (a character split across pieces waits in the decoder).
+        splitter.feed(typeof piece === 'string' ? piece.slice(at, at + STAGING.pieceBytes) : decoder.write(piece.subarray(at, at + STAGING.pieceBytes)));
+        if (splitter.tooDeep) writer.stop();
+        await writer.drain();
+        await pacer.turn(signal);
+      }
+    }
+    splitter.feed(decoder.end());
+    splitter.end();
+  } catch (err) {
+    if (!(err instanceof JsonSplitError)) throw err;
+    if (err.kind === 'too-deep') {
+      throw new JobError('NESTING_TOO_DEEP', `itemsBlob ${where} nests arrays or objects more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items).`);
+    }
+    if (err.kind === 'not-array') throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} must hold a JSON array of items.`);
+    throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} is not JSON.`);
+  }
+  if (count === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${where} holds an empty array.`);
+  if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} rejected by work type "${type.name}": ${problems.join('; ')}.`);
+  assertChunkCount(count, chunkSize);
+  return count;
+}
+
+/** Yields to the event loop once a slice of synchronous work has run `STAGING.sliceMs`. */
+class Pacer {
+  private sliceStart = performance.now();
+
+  async turn(signal: AbortSignal | undefined): Promise<void> {
+    if (performance.now() - this.sliceStart < STAGING.sliceMs) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    signal?.throwIfAborted();
+    this.sliceStart = performance.now();
+  }
+}
+
+/** Collects item texts into segments of whole chunks and writes them, a few at a time. */
+class SegmentWriter {
+  private texts: string[] = [];
+  private chars = 0;
+  private items = 0;
+  private nextChunk = 0;
+  private writing = true;
+  private readonly segments: Array<{ firstChunk: number; chunks: number }> = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private failure: { error: unknown } | undefined;
+
+  constructor(
+    private readonly store: InputStore,
+    private readonly jobId: string,
+    private readonly chunkSize: number,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  /** The input will be refused: keep nothing more. */
+  stop(): void {
+    this.writing = false;
+    this.texts = [];
+  }
+
+  add(json: string): void {
+    if (!this.writing) return;
+    this.texts.push(json);
+    this.chars += json.length + 1;
+    this.items += 1;
+    if (this.items % this.chunkSize === 0 && this.chars >= STAGING.segmentChars) this.cut();
+  }
+
+  /** Waits while too many writes are in flight; throws a failed write's error. */
+  async drain(): Promise<void> {
+    while (this.inFlight.size >= STAGING.writesInFlight) await Promise.race(this.inFlight);
+    if (this.failure !== undefined) throw this.failure.error;
+  }
+
+  /** Writes the last segment, waits for every write, and answers the layout. */
+  async finish(): Promise<InputManifest['segments']> {
+    if (this.writing) this.cut();
+    await Promise.all(this.inFlight);
+    if (this.failure !== undefined) throw this.failure.error;
+    return this.segments;
+  }
+
+  /** Waits for the writes still in flight, whatever their outcome (nothing is left running). */
+  async settle(): Promise<void> {
+    await Promise.allSettled(this.inFlight);
+  }
+
+  private cut(): void {
+    if (this.texts.length === 0) return;
+    const firstChunk = this.nextChunk;
+    const chunks = Math.ceil(this.texts.length / this.chunkSize);
+    const index = this.segments.length;
+    this.segments.push({ firstChunk, chunks });
+    this.nextChunk += chunks;
+    const text = `[${this.texts.join(',')}]`;
+    this.texts = [];
+    this.chars = 0;
+    const write: Promise<void> = this.store.writeSegment(this.jobId, index, text, this.signal).then(
+      () => void this.inFlight.delete(write),
+      (error: unknown) => {
+        this.failure ??= { error };
+        this.inFlight.delete(write);
+      },
+    );
+    this.inFlight.add(write);
+  }
+}
