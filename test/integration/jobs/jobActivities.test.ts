@@ -301,7 +301,7 @@ describe('job activities (Azurite)', () => {
       combine: (a, b) => ({ n: a.n + b.n }),
       finish: (t) => t,
     };
-    const p = await jobPipeline('yield', builtInWorkTypes().register(counting));
+    const p = await jobPipeline('yield', builtInWorkTypes().register(counting), undefined, 120);
     const run = jobRun('yield-job', 'counting', { kind: 'inline', items: Array.from({ length: 120 }, () => 0) }, { chunkSize: 1 });
     await p.plan(run);
     const messages = await p.drainMessages();

@@ -46,7 +46,7 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     assert.equal(trigger?.queueName, h.env.WORK_ITEMS_QUEUE);
     assert.equal(trigger?.connection, 'CoordinatorStorage');
     assert.equal(fns.get('jobOrchestrator')?.triggerType, 'orchestrationTrigger');
-    for (const activity of ['jobPlan', 'jobProgress', 'jobRedispatch', 'jobAggregate', 'jobFinish']) {
+    for (const activity of ['jobPlan', 'jobStep', 'jobAggregate', 'jobFinish']) {
       assert.equal(fns.get(activity)?.triggerType, 'activityTrigger', activity);
     }
   });
