@@ -106,6 +106,11 @@ param jobInputContainers string = 'job-inputs'
 @maxValue(3650)
 param jobRetentionDays int = 30
 
+@description('JOB_DISPATCH_WINDOW: chunks of one job queued or running at once (fair share between jobs, shallow queues).')
+@minValue(1)
+@maxValue(1000)
+param jobDispatchWindow int = 64
+
 @description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
@@ -277,6 +282,7 @@ var appSettings = {
   JOB_RESULTS_CONTAINER: jobResultsContainer
   JOB_INPUT_CONTAINERS: jobInputContainers
   JOB_RETENTION_DAYS: string(jobRetentionDays)
+  JOB_DISPATCH_WINDOW: string(jobDispatchWindow)
   COORDINATOR_LOG_LEVEL: coordinatorLogLevel
   // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the
