@@ -84,7 +84,7 @@ param leaderStallTimeoutSeconds string = '120'
 param leaderDrainTimeoutSeconds string = '10'
 
 @description('LEADER_PASS_INTERVAL_SECONDS: while leading, run a coordination pass this often.')
-param leaderPassIntervalSeconds string = '5'
+param leaderPassIntervalSeconds string = '1'
 
 @description('LEADER_TIMER_SCHEDULE: six-field NCRONTAB (UTC) of the leader timer.')
 param leaderTimerSchedule string = '*/5 * * * * *'

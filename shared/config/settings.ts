@@ -57,7 +57,7 @@ export const DEFAULTS = {
   /** Graceful stop waits at most this long for leader work to finish before releasing the lease. */
   drainTimeoutSeconds: 10,
   /** While leading, run a coordination pass this often even when this instance's timer does not fire. */
-  passIntervalSeconds: 5,
+  passIntervalSeconds: 1,
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**

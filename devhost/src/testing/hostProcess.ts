@@ -41,15 +41,15 @@ export async function startHostProcess(options: {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];
-  let partial = '';
-  const collect = (chunk: Buffer): void => {
-    const text = partial + chunk.toString('utf8');
-    const parts = text.split('\n');
-    partial = parts.pop() ?? '';
+  // One partial line per stream: a stderr line must not be glued to the unfinished stdout line.
+  const partials = { stdout: '', stderr: '' };
+  const collect = (stream: 'stdout' | 'stderr') => (chunk: Buffer): void => {
+    const parts = (partials[stream] + chunk.toString('utf8')).split('\n');
+    partials[stream] = parts.pop() ?? '';
     output.push(...parts);
   };
-  child.stdout?.on('data', collect);
-  child.stderr?.on('data', collect);
+  child.stdout?.on('data', collect('stdout'));
+  child.stderr?.on('data', collect('stderr'));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   const baseUrl = await new Promise<string>((resolve, reject) => {
@@ -64,7 +64,7 @@ export async function startHostProcess(options: {
     child.stdout?.on('data', check);
     void exited.then((code) => {
       clearTimeout(deadline);
-      reject(new Error(`host exited with ${String(code)} before it was ready:\n${output.join('\n')}${partial}`));
+      reject(new Error(`host exited with ${String(code)} before it was ready:\n${output.join('\n')}${partials.stdout}${partials.stderr}`));
     });
   });
 
@@ -72,7 +72,7 @@ export async function startHostProcess(options: {
     baseUrl,
     instanceId: options.instanceId,
     child,
-    lines: () => [...output, ...(partial === '' ? [] : [partial])],
+    lines: () => [...output, ...[partials.stdout, partials.stderr].filter((p) => p !== '')],
     events: (event) =>
       output.flatMap((line) => {
         if (!line.startsWith('{')) return [];

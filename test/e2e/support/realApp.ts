@@ -26,6 +26,7 @@ export interface JobView {
   jobId: string;
   status: string;
   result?: unknown;
+  progress?: { chunks: { total: number; done: number; failed: number }; items: { total: number; done: number; failed: number } } | null;
   epoch: number | null;
   error: { code: string; message: string } | null;
   createdAt: string | null;

@@ -1,0 +1,76 @@
+/**
+ * A worker SIGKILLed while it holds chunks, on real development host processes with the real app and
+ * the project's own host.json (batchSize 8, the host's 10-minute receive visibility), against Azurite.
+ * The victim reaches storage through a proxy that holds its request at the chosen step, and dies
+ * while it is held:
+ * - after claiming, before writing a result: its claims go silent and the chunks are sent again;
+ * - after receiving a batch, before claiming any of it: nobody claimed those chunks, a later send was
+ *   claimed by the other instance, and they are sent again in the same round.
+ * Either way the job completes exactly (every item counted once) within L + 30 s of the kill
+ * (L = 15 s, the lease), where before it waited for the queue's 10 minutes or the 300 s deadline.
+ * The tests print the time from the kill to completion (diagnostics, for the README's figures).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+
+import { type ProxiedRequest, startStorageProxy, type StorageProxy } from '../support/storageProxy';
+import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+
+const BOUND_MS = 15_000 + 30_000;
+
+describe('a worker killed while it holds chunks (shipped host.json)', () => {
+  let app: { dir: string; remove(): void };
+  const scenarios: Scenario[] = [];
+  const proxies: StorageProxy[] = [];
+
+  before(() => {
+    app = createRealAppRoot();
+  });
+  after(async () => {
+    await Promise.all(scenarios.map((s) => s.stopAll()));
+    await Promise.all(proxies.map((p) => p.close()));
+    app.remove();
+  });
+
+  async function killWorkerAt(jobId: string, holdAt: (s: Scenario, r: ProxiedRequest) => boolean): Promise<void> {
+    const s = new Scenario(app.dir);
+    scenarios.push(s);
+    const proxy = await startStorageProxy(s.conn);
+    proxies.push(proxy);
+    // Names unique per scenario: a host id shares its timer lock with any other process using it.
+    const leader = await s.start(`${jobId}-lead`);
+    await s.leading(leader).catch((err: unknown) => {
+      throw new Error(`${String(err)}; the leader printed: ${leader.lines().slice(-15).join('\n')}`);
+    });
+    const victim = await s.start(`${jobId}-victim`, proxy.connectionString);
+    const hold = proxy.hold((r) => holdAt(s, r));
+    // 4,000 items in 400 chunks: the window (64) keeps both instances busy for several seconds.
+    const items = Array.from({ length: 4_000 }, (_, i) => i * 3 + 1);
+    await s.submitByHttp(leader, { jobId, workType: 'sum', items, options: { chunkSize: 10 } });
+    const held = await Promise.race([
+      hold.held,
+      new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error('the victim never reached the step')), 60_000)),
+    ]);
+    const killedAt = Date.now();
+    await victim.kill();
+    assert.ok(held.clientGone || victim.child.signalCode === 'SIGKILL');
+    const view = await s.finished(leader, jobId, BOUND_MS + 15_000);
+    const after = Date.now() - killedAt;
+    console.log(`[diagnostic] ${jobId}: completed ${(after / 1000).toFixed(1)} s after the victim was killed`);
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, sumOf(items));
+    assert.deepEqual(view.progress?.chunks, { total: 400, done: 400, failed: 0 });
+    assert.ok(after <= BOUND_MS, `completed ${after} ms after the kill; the bound is ${BOUND_MS} ms`);
+    const resent = s.events('job.chunks_resent', jobId);
+    const lines = [...new Set(s.hosts.flatMap((h) => h.lines()).map((l) => /"event":"([^"]+)"/.exec(l)?.[1] ?? ''))];
+    assert.ok(resent.length > 0, `the dispatcher sent the dead worker's chunks again; log lines: ${lines.join('\n')}`);
+  }
+
+  it('after it claimed chunks: their heartbeats stop and they are sent again in about 20 s', async () => {
+    await killWorkerAt('wk-claimed', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-claimed/results/`));
+  });
+
+  it('after it received a batch, before claiming: the chunks nobody claimed are sent again in the same round', async () => {
+    await killWorkerAt('wk-unclaimed', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-unclaimed/claims/`));
+  });
+});
