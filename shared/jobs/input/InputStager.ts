@@ -38,9 +38,12 @@ export const STAGING = {
   segmentChars: 1024 * 1024,
   /** Segment writes in flight at once (each holds its segment's text). */
   writesInFlight: 3,
-  /** Synchronous work between event-loop turns, at most about this long (one item's parse aside). */
+  /**
+   * Synchronous staging work per event-loop turn, shared by every staging in the process (each runs
+   * sliceMs / active before it yields), so concurrent jobs do not add up to a long turn.
+   */
   sliceMs: 4,
-  /** Bytes of the items blob decoded and scanned per step. */
+  /** Bytes of the items blob decoded and scanned per step (well under a millisecond of work). */
   pieceBytes: 64 * 1024,
 } as const;
 
@@ -51,6 +54,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
   const chunkSize = run.options.chunkSize;
   const writer = new SegmentWriter(deps.store, run.jobId, chunkSize, signal);
   const pacer = new Pacer();
+  activeStagings += 1;
   try {
     let itemCount: number;
     if (run.source.kind === 'inline') {
@@ -71,6 +75,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
     await deps.store.writeManifest(manifest, signal);
     return manifest;
   } finally {
+    activeStagings -= 1;
     await writer.settle();
   }
 }
@@ -133,12 +138,15 @@ async function stageBlob(
   return count;
 }
 
-/** Yields to the event loop once a slice of synchronous work has run `STAGING.sliceMs`. */
+/** Stagings running in this process: they share the slice of each event-loop turn. */
+let activeStagings = 0;
+
+/** Yields to the event loop once this staging's share of `STAGING.sliceMs` has run. */
 class Pacer {
   private sliceStart = performance.now();
 
   async turn(signal: AbortSignal | undefined): Promise<void> {
-    if (performance.now() - this.sliceStart < STAGING.sliceMs) return;
+    if (performance.now() - this.sliceStart < STAGING.sliceMs / Math.max(1, activeStagings)) return;
     await new Promise<void>((resolve) => setImmediate(resolve));
     signal?.throwIfAborted();
     this.sliceStart = performance.now();
