@@ -6,7 +6,8 @@
  * Guarantees: the same refusals, codes and messages as the planner's whole-array read
  * (`JobActivities.loadItems`), in the same precedence: UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
  * ITEMS_BLOB_INVALID (too big, not JSON, not an array); NESTING_TOO_DEEP (decided by the
- * non-recursive splitter, before any recursive code sees an item); ITEMS_EMPTY; ITEM_REJECTED (the
+ * non-recursive splitter, before any recursive code sees an item; judged on the text, so also for a
+ * deep value a duplicate key later replaces, which the whole-array read let through); ITEMS_EMPTY; ITEM_REJECTED (the
  * count and the first five problems); ITEMS_TOO_MANY (`assertChunkCount`). The manifest is written
  * only after every segment, and only for accepted input; segments cover every item exactly once, in
  * order, chunk n being items [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and
@@ -71,7 +72,8 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       itemCount = await stageBlob(deps.store, type, run.source.container, run.source.blob, chunkSize, writer, pacer, signal);
     }
     const segments = await writer.finish();
-    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount: Math.ceil(itemCount / chunkSize), segments };
+    const chunkCount = Math.ceil(itemCount / chunkSize);
+    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount, segments };
     await deps.store.writeManifest(manifest, signal);
     return manifest;
   } finally {
@@ -115,8 +117,9 @@ async function stageBlob(
   try {
     for await (const piece of stream) {
       for (let at = 0; at < piece.length; at += STAGING.pieceBytes) {
+        const end = at + STAGING.pieceBytes;
         // String pieces are already text; buffers are decoded (a character split across pieces waits in the decoder).
-        splitter.feed(typeof piece === 'string' ? piece.slice(at, at + STAGING.pieceBytes) : decoder.write(piece.subarray(at, at + STAGING.pieceBytes)));
+        splitter.feed(typeof piece === 'string' ? piece.slice(at, end) : decoder.write(piece.subarray(at, end)));
         if (splitter.tooDeep) writer.stop();
         await writer.drain();
         await pacer.turn(signal);
@@ -127,13 +130,17 @@ async function stageBlob(
   } catch (err) {
     if (!(err instanceof JsonSplitError)) throw err;
     if (err.kind === 'too-deep') {
-      throw new JobError('NESTING_TOO_DEEP', `itemsBlob ${where} nests arrays or objects more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items).`);
+      const levels = `more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items)`;
+      throw new JobError('NESTING_TOO_DEEP', `itemsBlob ${where} nests arrays or objects ${levels}.`);
     }
     if (err.kind === 'not-array') throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} must hold a JSON array of items.`);
     throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} is not JSON.`);
   }
   if (count === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${where} holds an empty array.`);
-  if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} rejected by work type "${type.name}": ${problems.join('; ')}.`);
+  if (rejected > 0) {
+    const by = `rejected by work type "${type.name}"`;
+    throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} ${by}: ${problems.join('; ')}.`);
+  }
   assertChunkCount(count, chunkSize);
   return count;
 }

@@ -49,7 +49,8 @@ function itemsBlobBody(): Buffer {
 const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(0);
 
 describe('the leader keeps its lease while its process stages the largest inputs', () => {
-  it(`stages ${JOBS} items blobs of ~63 MiB at once without the elector losing leadership or the event loop stalling`, { timeout: 120_000 }, async (t) => {
+  const title = `stages ${JOBS} items blobs of ~63 MiB at once without the elector losing leadership or the event loop stalling`;
+  it(title, { timeout: 120_000 }, async (t) => {
     const conn = azuriteConnectionString();
     const shipped = loadSettings({ CoordinatorStorage: conn }).leader;
     const timing = {
@@ -75,7 +76,9 @@ describe('the leader keeps its lease while its process stages the largest inputs
 
       const store = new BlobInputStore(blobs, results.containerName);
       const registry = builtInWorkTypes();
-      const runs = Array.from({ length: JOBS }, (_, j) => jobRun(`big-${j}`, 'noop', { kind: 'blob', container: inputs.containerName, blob: `big-${j}.json` }, { chunkSize: 500 }));
+      const runs = Array.from({ length: JOBS }, (_, j) =>
+        jobRun(`big-${j}`, 'noop', { kind: 'blob', container: inputs.containerName, blob: `big-${j}.json` }, { chunkSize: 500 }),
+      );
 
       const renewedBefore = leader.elector.counters().renewed;
       const rssBefore = process.memoryUsage.rss();
@@ -102,11 +105,14 @@ describe('the leader keeps its lease while its process stages the largest inputs
       const seconds = (performance.now() - started) / 1000;
       const worstMs = delay.max / 1e6;
       const counters = leader.elector.counters();
-      const report =
-        `staged ${JOBS} x ${mib(body.length)} MiB (${ITEMS} items each) in ${seconds.toFixed(1)} s; event-loop delay max ${worstMs.toFixed(0)} ms, ` +
-        `p99 ${(delay.percentile(99) / 1e6).toFixed(0)} ms, probe's worst gap ${worstGap.toFixed(0)} ms; renewals during staging ` +
-        `${counters.renewed - renewedBefore}, renew failures ${counters.renewFailures}; RSS ${mib(rssBefore)} MiB before, peak ${mib(rssPeak)} MiB ` +
-        `(process max RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB)`;
+      const report = [
+        `staged ${JOBS} x ${mib(body.length)} MiB (${ITEMS} items each) in ${seconds.toFixed(1)} s;`,
+        `event-loop delay max ${worstMs.toFixed(0)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(0)} ms,`,
+        `probe's worst gap ${worstGap.toFixed(0)} ms;`,
+        `renewals during staging ${counters.renewed - renewedBefore}, renew failures ${counters.renewFailures};`,
+        `RSS ${mib(rssBefore)} MiB before, peak ${mib(rssPeak)} MiB`,
+        `(process max RSS ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB)`,
+      ].join(' ');
       t.diagnostic(report);
       console.log(report);
 
