@@ -5,8 +5,8 @@
  * Guarantees: chunk n is items [n*chunkSize, (n+1)*chunkSize) of the job (the last chunk shorter),
  * exactly as staged; a missing manifest or segment, a chunk outside the job, or a segment whose
  * length disagrees with the manifest is an Error naming the job and the blob (never a short chunk).
- * Concurrent requests for one segment share one read. The arrays returned are shared with the
- * cache: callers must not modify them.
+ * Concurrent requests for one segment share one read. Each chunk's array is new, but its items
+ * (objects and arrays) are the cached segment's: callers must not modify them.
  * Not guaranteed: a manifest cached for a job stays cached after the job's blobs are purged.
  */
 import { type Json } from '../../worktypes/WorkType';

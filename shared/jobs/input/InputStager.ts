@@ -6,13 +6,14 @@
  * Guarantees: the same refusals, codes and messages as the planner's whole-array read
  * (`JobActivities.loadItems`), in the same precedence: UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
  * ITEMS_BLOB_INVALID (too big, not JSON, not an array); NESTING_TOO_DEEP (decided by the
- * non-recursive splitter, before any recursive code sees an item; judged on the text, so also for a
- * deep value a duplicate key later replaces, which the whole-array read let through); ITEMS_EMPTY; ITEM_REJECTED (the
- * count and the first five problems); ITEMS_TOO_MANY (`assertChunkCount`). The manifest is written
- * only after every segment, and only for accepted input; segments cover every item exactly once, in
- * order, chunk n being items [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and
- * the few being written), never the whole array; synchronous work runs in slices of a few
- * milliseconds between event-loop turns, so leader renewals in the same process keep their timing.
+ * non-recursive splitter before any recursive code sees an item; judged on the text, so also for
+ * a deep value that a duplicate key later replaces, which the whole-array read let through);
+ * ITEMS_EMPTY; ITEM_REJECTED (the count and the first five problems); ITEMS_TOO_MANY
+ * (`assertChunkCount`). The manifest is written only after every segment, and only for accepted
+ * input; segments cover every item exactly once, in order, chunk n being items
+ * [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and the few being written),
+ * never the whole array; synchronous work runs in slices of a few milliseconds between event-loop
+ * turns, so leader renewals in the same process keep their timing.
  * Idempotent: staging the same job again writes the same segments and manifest.
  * Not guaranteed: a bound on one item (an item is parsed whole, and a chunk is never split across
  * segments, so one huge item or chunk makes one big segment); segments written before a refusal
