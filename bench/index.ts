@@ -3,6 +3,7 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { inputStagingBench } from './inputStaging';
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
 import { smallJobLatencyBench } from './smallJobLatency';
@@ -28,4 +29,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, inputStagingBench];

@@ -5,8 +5,8 @@
  * Guarantees: chunk n is items [n*chunkSize, (n+1)*chunkSize) of the job (the last chunk shorter),
  * exactly as staged; a missing manifest or segment, a chunk outside the job, or a segment whose
  * length disagrees with the manifest is an Error naming the job and the blob (never a short chunk).
- * Concurrent requests for one segment share one read. The arrays returned are shared with the
- * cache: callers must not modify them.
+ * Concurrent requests for one segment share one read. Each chunk's array is new, but its items
+ * (objects and arrays) are the cached segment's: callers must not modify them.
  * Not guaranteed: a manifest cached for a job stays cached after the job's blobs are purged.
  */
 import { type Json } from '../../worktypes/WorkType';
@@ -37,7 +37,9 @@ export class ChunkItemsReader {
         throw new Error(`Job ${jobId} has no chunk ${chunk}: its input has ${manifest.chunkCount} chunks (${manifestBlobName(jobId)})`);
       }
       const segment = segmentOf(manifest, chunk);
-      if (segment === undefined) throw new Error(`Job ${jobId}'s input manifest (${manifestBlobName(jobId)}) places chunk ${chunk} in no segment`);
+      if (segment === undefined) {
+        throw new Error(`Job ${jobId}'s input manifest (${manifestBlobName(jobId)}) places chunk ${chunk} in no segment`);
+      }
       const list = bySegment.get(segment);
       if (list === undefined) bySegment.set(segment, [chunk]);
       else list.push(chunk);
@@ -52,7 +54,8 @@ export class ChunkItemsReader {
         const expected = Math.min(manifest.chunkSize, manifest.itemCount - chunk * manifest.chunkSize);
         const slice = items.slice(start, start + manifest.chunkSize);
         if (slice.length !== expected) {
-          throw new Error(`Input segment ${segmentBlobName(jobId, index)} holds ${items.length} items, too few for chunk ${chunk} (${expected} expected)`);
+          const name = segmentBlobName(jobId, index);
+          throw new Error(`Input segment ${name} holds ${items.length} items, too few for chunk ${chunk} (${expected} expected)`);
         }
         out.set(chunk, slice);
       }
@@ -81,7 +84,10 @@ export class ChunkItemsReader {
       return cached;
     }
     const read = this.store.readSegment(jobId, index, signal).then((items) => {
-      if (items === undefined) throw new Error(`Job ${jobId}'s input segment ${segmentBlobName(jobId, index)} does not exist (its manifest names ${manifest.segments.length})`);
+      if (items === undefined) {
+        const name = segmentBlobName(jobId, index);
+        throw new Error(`Job ${jobId}'s input segment ${name} does not exist (its manifest names ${manifest.segments.length})`);
+      }
       return items;
     });
     remember(this.segments, key, read, this.cachedSegments);

@@ -6,12 +6,14 @@
  * Guarantees: the same refusals, codes and messages as the planner's whole-array read
  * (`JobActivities.loadItems`), in the same precedence: UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
  * ITEMS_BLOB_INVALID (too big, not JSON, not an array); NESTING_TOO_DEEP (decided by the
- * non-recursive splitter, before any recursive code sees an item); ITEMS_EMPTY; ITEM_REJECTED (the
- * count and the first five problems); ITEMS_TOO_MANY (`assertChunkCount`). The manifest is written
- * only after every segment, and only for accepted input; segments cover every item exactly once, in
- * order, chunk n being items [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and
- * the few being written), never the whole array; synchronous work runs in slices of a few
- * milliseconds between event-loop turns, so leader renewals in the same process keep their timing.
+ * non-recursive splitter before any recursive code sees an item; judged on the text, so also for
+ * a deep value that a duplicate key later replaces, which the whole-array read let through);
+ * ITEMS_EMPTY; ITEM_REJECTED (the count and the first five problems); ITEMS_TOO_MANY
+ * (`assertChunkCount`). The manifest is written only after every segment, and only for accepted
+ * input; segments cover every item exactly once, in order, chunk n being items
+ * [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and the few being written),
+ * never the whole array; synchronous work runs in slices of a few milliseconds between event-loop
+ * turns, so leader renewals in the same process keep their timing.
  * Idempotent: staging the same job again writes the same segments and manifest.
  * Not guaranteed: a bound on one item (an item is parsed whole, and a chunk is never split across
  * segments, so one huge item or chunk makes one big segment); segments written before a refusal
@@ -38,9 +40,12 @@ export const STAGING = {
   segmentChars: 1024 * 1024,
   /** Segment writes in flight at once (each holds its segment's text). */
   writesInFlight: 3,
-  /** Synchronous work between event-loop turns, at most about this long (one item's parse aside). */
+  /**
+   * Synchronous staging work per event-loop turn, shared by every staging in the process (each runs
+   * sliceMs / active before it yields), so concurrent jobs do not add up to a long turn.
+   */
   sliceMs: 4,
-  /** Bytes of the items blob decoded and scanned per step. */
+  /** Bytes of the items blob decoded and scanned per step (well under a millisecond of work). */
   pieceBytes: 64 * 1024,
 } as const;
 
@@ -51,6 +56,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
   const chunkSize = run.options.chunkSize;
   const writer = new SegmentWriter(deps.store, run.jobId, chunkSize, signal);
   const pacer = new Pacer();
+  activeStagings += 1;
   try {
     let itemCount: number;
     if (run.source.kind === 'inline') {
@@ -67,10 +73,12 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       itemCount = await stageBlob(deps.store, type, run.source.container, run.source.blob, chunkSize, writer, pacer, signal);
     }
     const segments = await writer.finish();
-    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount: Math.ceil(itemCount / chunkSize), segments };
+    const chunkCount = Math.ceil(itemCount / chunkSize);
+    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount, segments };
     await deps.store.writeManifest(manifest, signal);
     return manifest;
   } finally {
+    activeStagings -= 1;
     await writer.settle();
   }
 }
@@ -110,8 +118,9 @@ async function stageBlob(
   try {
     for await (const piece of stream) {
       for (let at = 0; at < piece.length; at += STAGING.pieceBytes) {
+        const end = at + STAGING.pieceBytes;
         // String pieces are already text; buffers are decoded (a character split across pieces waits in the decoder).
-        splitter.feed(typeof piece === 'string' ? piece.slice(at, at + STAGING.pieceBytes) : decoder.write(piece.subarray(at, at + STAGING.pieceBytes)));
+        splitter.feed(typeof piece === 'string' ? piece.slice(at, end) : decoder.write(piece.subarray(at, end)));
         if (splitter.tooDeep) writer.stop();
         await writer.drain();
         await pacer.turn(signal);
@@ -122,23 +131,30 @@ async function stageBlob(
   } catch (err) {
     if (!(err instanceof JsonSplitError)) throw err;
     if (err.kind === 'too-deep') {
-      throw new JobError('NESTING_TOO_DEEP', `itemsBlob ${where} nests arrays or objects more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items).`);
+      const levels = `more than ${MAX_NESTING_DEPTH - 1} levels deep (${MAX_NESTING_DEPTH} counting the submission, as for inline items)`;
+      throw new JobError('NESTING_TOO_DEEP', `itemsBlob ${where} nests arrays or objects ${levels}.`);
     }
     if (err.kind === 'not-array') throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} must hold a JSON array of items.`);
     throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} is not JSON.`);
   }
   if (count === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${where} holds an empty array.`);
-  if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} rejected by work type "${type.name}": ${problems.join('; ')}.`);
+  if (rejected > 0) {
+    const by = `rejected by work type "${type.name}"`;
+    throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} ${by}: ${problems.join('; ')}.`);
+  }
   assertChunkCount(count, chunkSize);
   return count;
 }
 
-/** Yields to the event loop once a slice of synchronous work has run `STAGING.sliceMs`. */
+/** Stagings running in this process: they share the slice of each event-loop turn. */
+let activeStagings = 0;
+
+/** Yields to the event loop once this staging's share of `STAGING.sliceMs` has run. */
 class Pacer {
   private sliceStart = performance.now();
 
   async turn(signal: AbortSignal | undefined): Promise<void> {
-    if (performance.now() - this.sliceStart < STAGING.sliceMs) return;
+    if (performance.now() - this.sliceStart < STAGING.sliceMs / Math.max(1, activeStagings)) return;
     await new Promise<void>((resolve) => setImmediate(resolve));
     signal?.throwIfAborted();
     this.sliceStart = performance.now();

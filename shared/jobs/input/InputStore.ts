@@ -31,6 +31,12 @@ export interface InputManifest {
   readonly segments: ReadonlyArray<{ readonly firstChunk: number; readonly chunks: number }>;
 }
 
+/** An opened items blob: its size in bytes and its content as a stream of pieces. */
+export interface ItemsBlobStream {
+  readonly bytes: number;
+  readonly stream: AsyncIterable<Buffer | string>;
+}
+
 export interface InputStore {
   /** The user's items blob: its size and its bytes as a stream; JobError ITEMS_BLOB_NOT_FOUND when missing. */
   openItemsBlob(container: string, blob: string, signal?: AbortSignal): Promise<{ bytes: number; stream: AsyncIterable<Buffer | string> }>;
@@ -63,7 +69,8 @@ export function itemsBlobNotFound(container: string, blob: string): JobError {
 /** The size rule for an items blob, with the planner's wording. */
 export function checkItemsBlobSize(container: string, blob: string, bytes: number): void {
   if (bytes > JOB_LIMITS.maxItemsBlobBytes) {
-    throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is ${bytes} bytes; the limit is ${JOB_LIMITS.maxItemsBlobBytes}.`);
+    const limit = JOB_LIMITS.maxItemsBlobBytes;
+    throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${container}/${blob} is ${bytes} bytes; the limit is ${limit}.`);
   }
 }
 
@@ -81,7 +88,10 @@ export function parseManifest(value: unknown, jobId: string, blobName: string): 
     m.chunkSize > 0 &&
     nat(m.chunkCount) &&
     Array.isArray(m.segments) &&
-    (m.segments as unknown[]).every((s) => s !== null && typeof s === 'object' && nat((s as Record<string, unknown>).firstChunk) && nat((s as Record<string, unknown>).chunks));
+    (m.segments as unknown[]).every((s) => {
+      const segment = s as Record<string, unknown> | null;
+      return segment !== null && typeof segment === 'object' && nat(segment.firstChunk) && nat(segment.chunks);
+    });
   if (!ok) throw new Error(`Input manifest ${blobName} is not a manifest of job ${jobId}`);
   return m as InputManifest;
 }
@@ -97,7 +107,7 @@ export class BlobInputStore implements InputStore {
     this.container = blobs.getContainerClient(resultsContainerName);
   }
 
-  async openItemsBlob(container: string, blob: string, signal?: AbortSignal): Promise<{ bytes: number; stream: AsyncIterable<Buffer | string> }> {
+  async openItemsBlob(container: string, blob: string, signal?: AbortSignal): Promise<ItemsBlobStream> {
     const client = this.blobs.getContainerClient(container).getBlobClient(blob);
     // The download is pinned to the version whose size was checked; a blob replaced in between is checked again.
     for (let attempt = 1; ; attempt++) {
@@ -142,8 +152,8 @@ export class BlobInputStore implements InputStore {
 
   private async put(name: string, text: string, signal?: AbortSignal): Promise<void> {
     const body = Buffer.from(text, 'utf8');
-    const upload = () =>
-      this.container.getBlockBlobClient(name).uploadData(body, { blobHTTPHeaders: { blobContentType: 'application/json' }, abortSignal: signal });
+    const headers = { blobContentType: 'application/json' };
+    const upload = () => this.container.getBlockBlobClient(name).uploadData(body, { blobHTTPHeaders: headers, abortSignal: signal });
     try {
       await upload();
     } catch (err) {
@@ -181,7 +191,7 @@ export class MemoryInputStore implements InputStore {
     this.itemsBlobs.set(`${container}/${blob}`, typeof content === 'string' ? Buffer.from(content, 'utf8') : content);
   }
 
-  async openItemsBlob(container: string, blob: string, signal?: AbortSignal): Promise<{ bytes: number; stream: AsyncIterable<Buffer | string> }> {
+  async openItemsBlob(container: string, blob: string, signal?: AbortSignal): Promise<ItemsBlobStream> {
     await Promise.resolve();
     signal?.throwIfAborted();
     const stored = this.itemsBlobs.get(`${container}/${blob}`);

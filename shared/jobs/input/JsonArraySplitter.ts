@@ -12,6 +12,8 @@
  * over `not-array` (the input is JSON but not an array) and `too-deep` (an element nests deeper
  * than `maxDepth`), which `end` reports once the whole input is known to be JSON.
  * After the first too-deep element no further elements are emitted (the input is refused anyway).
+ * Depth is judged on the text: a deep value under an object key that a later duplicate key replaces
+ * is too deep here, though `JSON.parse` would drop it (stricter than a parse-then-check).
  * Not guaranteed: a bound on one element's size (an element is held whole until it completes).
  */
 
@@ -67,6 +69,11 @@ const OBJECT = 2;
 
 const LITERALS = ['true', 'false', 'null'] as const;
 
+/** The characters after a backslash that stand alone: " \ / b f n r t. */
+function isSimpleEscape(c: number): boolean {
+  return c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74;
+}
+
 function isHex(c: number): boolean {
   return (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
 }
@@ -101,7 +108,9 @@ export class JsonArraySplitter {
   private elements = 0;
 
   constructor(options: JsonArraySplitterOptions) {
-    if (!Number.isInteger(options.maxDepth) || options.maxDepth < 1) throw new RangeError(`maxDepth must be a whole number >= 1, got ${options.maxDepth}`);
+    if (!Number.isInteger(options.maxDepth) || options.maxDepth < 1) {
+      throw new RangeError(`maxDepth must be a whole number >= 1, got ${options.maxDepth}`);
+    }
     this.maxDepth = options.maxDepth;
     this.onElement = options.onElement;
   }
@@ -166,11 +175,13 @@ export class JsonArraySplitter {
     this.ended = true;
     if (this.state === NUMBER && this.depth === 0 && this.numberComplete()) this.state = DONE;
     if (this.state !== DONE) {
-      throw new JsonSplitError('not-json', this.state === START ? 'The input is empty.' : `The input ends at offset ${this.offset} before its JSON value does.`);
+      const detail = this.state === START ? 'The input is empty.' : `The input ends at offset ${this.offset} before its JSON value does.`;
+      throw new JsonSplitError('not-json', detail);
     }
     if (this.notArray) throw new JsonSplitError('not-array', 'The input is JSON but not an array.');
     if (this.tooDeepAt !== undefined) {
-      throw new JsonSplitError('too-deep', `Element ${this.tooDeepAt} nests more than ${this.maxDepth} levels (counting the array).`, this.tooDeepAt);
+      const detail = `Element ${this.tooDeepAt} nests more than ${this.maxDepth} levels (counting the array).`;
+      throw new JsonSplitError('too-deep', detail, this.tooDeepAt);
     }
   }
 
@@ -305,7 +316,7 @@ export class JsonArraySplitter {
         const c = text.charCodeAt(i);
         if (esc === 1) {
           if (c === 0x75 /* u */) this.stringEscape = 5;
-          else if (c === 0x22 || c === 0x5c || c === 0x2f || c === 0x62 || c === 0x66 || c === 0x6e || c === 0x72 || c === 0x74) this.stringEscape = 0;
+          else if (isSimpleEscape(c)) this.stringEscape = 0;
           else this.fail(text, i);
         } else {
           if (!isHex(c)) this.fail(text, i);

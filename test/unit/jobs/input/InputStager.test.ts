@@ -72,7 +72,8 @@ describe('stageInput (memory store)', () => {
       const count = (JSON.parse(text) as Json[]).length;
       if (i < manifest.segments.length - 1) {
         assert.equal(count, s.chunks * 100, 'whole chunks');
-        assert.ok(text.length >= STAGING.segmentChars && text.length < STAGING.segmentChars + 100 * 200, `segment ${i}: ${text.length} characters`);
+        const size = `segment ${i}: ${text.length} characters`;
+        assert.ok(text.length >= STAGING.segmentChars && text.length < STAGING.segmentChars + 100 * 200, size);
       }
     });
     assert.equal(next, manifest.chunkCount);
@@ -114,31 +115,29 @@ describe('stageInput (memory store)', () => {
     put('chunks.json', `[${new Array(10_001).fill('0').join(',')}]`);
     store.putItemsBlob(C, 'huge.json', Buffer.alloc(JOB_LIMITS.maxItemsBlobBytes + 1, 0x20));
     const at = (name: string) => `itemsBlob ${C}/${name}`;
-    const deepMessage = (name: string) => `${at(name)} nests arrays or objects more than 63 levels deep (64 counting the submission, as for inline items).`;
+    const levels = 'more than 63 levels deep (64 counting the submission, as for inline items)';
+    const expect = async (name: string, workType: string, code: string, message: string, chunkSize = 10) =>
+      assert.deepEqual(await refusal(store, run(`j-${code}`, workType, blob(name), chunkSize)), { code, message }, name);
 
-    assert.deepEqual(await refusal(store, run('u', 'fft', blob('object.json'))), { code: 'UNKNOWN_WORK_TYPE', message: 'Work type "fft" is not registered on this instance.' });
-    assert.deepEqual(await refusal(store, run('m', 'sum', blob('missing.json'))), { code: 'ITEMS_BLOB_NOT_FOUND', message: `${at('missing.json')} does not exist.` });
-    assert.deepEqual(await refusal(store, run('h', 'sum', blob('huge.json'))), {
-      code: 'ITEMS_BLOB_INVALID',
-      message: `${at('huge.json')} is ${JOB_LIMITS.maxItemsBlobBytes + 1} bytes; the limit is ${JOB_LIMITS.maxItemsBlobBytes}.`,
-    });
-    assert.deepEqual(await refusal(store, run('o', 'sum', blob('object.json'))), { code: 'ITEMS_BLOB_INVALID', message: `${at('object.json')} must hold a JSON array of items.` });
-    assert.deepEqual(await refusal(store, run('b', 'sum', blob('broken.json'))), { code: 'ITEMS_BLOB_INVALID', message: `${at('broken.json')} is not JSON.` });
-    assert.deepEqual(await refusal(store, run('t', 'sum', blob('trailing.json'))), { code: 'ITEMS_BLOB_INVALID', message: `${at('trailing.json')} is not JSON.` });
-    assert.deepEqual(await refusal(store, run('d', 'noop', blob('deep.json'))), { code: 'NESTING_TOO_DEEP', message: deepMessage('deep.json') });
-    assert.deepEqual(await refusal(store, run('d64', 'noop', blob('deep64.json'))), { code: 'NESTING_TOO_DEEP', message: deepMessage('deep64.json') });
+    await expect('object.json', 'fft', 'UNKNOWN_WORK_TYPE', 'Work type "fft" is not registered on this instance.');
+    await expect('missing.json', 'sum', 'ITEMS_BLOB_NOT_FOUND', `${at('missing.json')} does not exist.`);
+    const limit = JOB_LIMITS.maxItemsBlobBytes;
+    await expect('huge.json', 'sum', 'ITEMS_BLOB_INVALID', `${at('huge.json')} is ${limit + 1} bytes; the limit is ${limit}.`);
+    await expect('object.json', 'sum', 'ITEMS_BLOB_INVALID', `${at('object.json')} must hold a JSON array of items.`);
+    await expect('broken.json', 'sum', 'ITEMS_BLOB_INVALID', `${at('broken.json')} is not JSON.`);
+    await expect('trailing.json', 'sum', 'ITEMS_BLOB_INVALID', `${at('trailing.json')} is not JSON.`);
+    await expect('deep.json', 'noop', 'NESTING_TOO_DEEP', `${at('deep.json')} nests arrays or objects ${levels}.`);
+    await expect('deep64.json', 'noop', 'NESTING_TOO_DEEP', `${at('deep64.json')} nests arrays or objects ${levels}.`);
     assert.equal((await stageInput({ store, registry }, run('d63', 'noop', blob('deep63.json')))).itemCount, 1);
-    assert.deepEqual(await refusal(store, run('e', 'sum', blob('empty.json'))), { code: 'ITEMS_EMPTY', message: `${at('empty.json')} holds an empty array.` });
-    assert.deepEqual(await refusal(store, run('f', 'sum', blob('floats.json'))), {
-      code: 'ITEM_REJECTED',
-      message: `8 of 10 items in ${C}/floats.json rejected by work type "sum": item 1: 2.5 is not an integer; item 3: "0x" is not a decimal integer; item 4: "1x" is not a decimal integer; item 5: "2x" is not a decimal integer; item 6: "3x" is not a decimal integer.`,
-    });
-    assert.deepEqual(await refusal(store, run('many', 'noop', blob('many.json'), 10_000)), { code: 'ITEMS_TOO_MANY', message: `1000001 items; a job holds at most ${JOB_LIMITS.maxItems}.` });
-    assert.deepEqual(await refusal(store, run('chunks', 'noop', blob('chunks.json'), 1)), {
-      code: 'ITEMS_TOO_MANY',
-      message: `10001 items in chunks of 1 make 10001 chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`,
-    });
-    assert.equal((await refusal(store, run('inline-many', 'noop', { kind: 'inline', items: new Array<Json>(10_001).fill(0) }, 1))).code, 'ITEMS_TOO_MANY');
+    await expect('empty.json', 'sum', 'ITEMS_EMPTY', `${at('empty.json')} holds an empty array.`);
+    const problems = ['item 1: 2.5 is not an integer', ...[0, 1, 2, 3].map((i) => `item ${i + 3}: "${i}x" is not a decimal integer`)];
+    const rejected = `8 of 10 items in ${C}/floats.json rejected by work type "sum": ${problems.join('; ')}.`;
+    await expect('floats.json', 'sum', 'ITEM_REJECTED', rejected);
+    await expect('many.json', 'noop', 'ITEMS_TOO_MANY', `1000001 items; a job holds at most ${JOB_LIMITS.maxItems}.`, 10_000);
+    const chunks = `10001 items in chunks of 1 make 10001 chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`;
+    await expect('chunks.json', 'noop', 'ITEMS_TOO_MANY', chunks, 1);
+    const inline = { kind: 'inline' as const, items: new Array<Json>(10_001).fill(0) };
+    assert.deepEqual(await refusal(store, run('inline-many', 'noop', inline, 1)), { code: 'ITEMS_TOO_MANY', message: chunks });
   });
 
   it('refuses in the planner\'s precedence: not JSON, not an array, too deep, empty, rejected, too many', async () => {

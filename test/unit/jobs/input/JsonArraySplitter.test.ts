@@ -87,7 +87,11 @@ function genText(rand: () => number, depth: number): string {
     for (let i = 0; i < n; i++) parts.push(ws() + genText(rand, depth - 1) + ws());
     return `[${parts.join(',') || ws()}]`;
   }
-  for (let i = 0; i < n; i++) parts.push(`${ws()}${JSON.stringify(`k${Math.floor(rand() * 4)}${pick(STRING_PARTS)}`)}${ws()}:${ws()}${genText(rand, depth - 1)}${ws()}`);
+  for (let i = 0; i < n; i++) {
+    // Keys unique within an object: with a duplicate, JSON.parse keeps the last value only (see the duplicate-key test).
+    const key = JSON.stringify(`k${i}${pick(STRING_PARTS)}`);
+    parts.push(`${ws()}${key}${ws()}:${ws()}${genText(rand, depth - 1)}${ws()}`);
+  }
   return `{${parts.join(',') || ws()}}`;
 }
 
@@ -122,7 +126,9 @@ describe('JsonArraySplitter', () => {
         const at = Math.floor(rand() * (text.length + 1));
         const op = rand();
         const ch = noise[Math.floor(rand() * noise.length)] ?? '';
-        text = op < 0.4 ? text.slice(0, at) + ch + text.slice(at) : op < 0.7 ? text.slice(0, at) + text.slice(at + 1) : text.slice(0, at) + ch + text.slice(at + 1);
+        const head = text.slice(0, at);
+        // Insert, delete or replace one character.
+        text = op < 0.4 ? head + ch + text.slice(at) : op < 0.7 ? head + text.slice(at + 1) : head + ch + text.slice(at + 1);
       }
       const maxDepth = 1 + Math.floor(rand() * 4);
       const expected = oracle(text, maxDepth);
@@ -157,6 +163,14 @@ describe('JsonArraySplitter', () => {
     assert.equal(splitter.tooDeep, true);
     assert.throws(() => splitter.end(), (err: unknown) => err instanceof JsonSplitError && err.kind === 'too-deep' && err.element === 2);
     assert.deepEqual(emitted, [0, 1]);
+  });
+
+  it('judges depth on the text: a deep value under a key a later duplicate replaces is still too deep', () => {
+    const deep = `${'['.repeat(100)}${']'.repeat(100)}`;
+    const text = `[{"a": ${deep}, "a": 1}]`;
+    // JSON.parse keeps only the last "a", so a parse-then-check would pass it; the splitter never builds the value.
+    assert.deepEqual(oracle(text, 63), { ok: true, elements: [{ a: 1 }] });
+    assert.deepEqual(split(text, 63).verdict, { ok: false, kind: 'too-deep' });
   });
 
   it('refuses hostile text: unterminated strings, bad escapes, control characters, trailing data, non-arrays, empty input', () => {
