@@ -137,9 +137,8 @@ export function loadSettings(env: Env = process.env): Settings {
   const leaseSeconds = readNumber(env, SETTING_NAMES.leaseSeconds, DEFAULTS.leaseSeconds);
   const renewDeadlineSeconds = readNumber(env, SETTING_NAMES.renewDeadlineSeconds, defaultRenewDeadline(leaseSeconds), { min: 0.1 });
   const retryPeriodSeconds = readNumber(env, SETTING_NAMES.retryPeriodSeconds, DEFAULTS.retryPeriodSeconds, { min: 0.05 });
-  const requestTimeoutSeconds = readNumber(env, SETTING_NAMES.requestTimeoutSeconds, Math.min(DEFAULTS.requestTimeoutSeconds, renewDeadlineSeconds / 2), {
-    min: 0.05,
-  });
+  const requestTimeoutDefault = Math.min(DEFAULTS.requestTimeoutSeconds, renewDeadlineSeconds / 2);
+  const requestTimeoutSeconds = readNumber(env, SETTING_NAMES.requestTimeoutSeconds, requestTimeoutDefault, { min: 0.05 });
   const stallTimeoutSeconds = readNumber(env, SETTING_NAMES.stallTimeoutSeconds, DEFAULTS.stallTimeoutSeconds, { min: 1, max: 24 * 3600 });
   const drainTimeoutSeconds = readNumber(env, SETTING_NAMES.drainTimeoutSeconds, DEFAULTS.drainTimeoutSeconds, { min: 0, max: 600 });
   const passIntervalSeconds = readNumber(env, SETTING_NAMES.passIntervalSeconds, DEFAULTS.passIntervalSeconds, { min: 0.1, max: 3600 });

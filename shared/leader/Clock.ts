@@ -39,7 +39,12 @@ export const systemClock: Clock = {
  * Runs `fn` with a hard timeout on `clock`, whatever `fn` does with its signal: at the timeout the
  * signal aborts and the call rejects with a LeaseRequestTimeoutError naming `operation`.
  */
-export async function withTimeout<T>(clock: Clock, operation: string, timeoutMs: number, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export async function withTimeout<T>(
+  clock: Clock,
+  operation: string,
+  timeoutMs: number,
+  fn: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
   const request = new AbortController();
   const timer = new AbortController();
   const timedOut = clock.sleep(Math.max(0, timeoutMs), timer.signal).then(() => {

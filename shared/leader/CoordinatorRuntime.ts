@@ -21,7 +21,15 @@ import { BlobLeaseStore } from './BlobLeaseStore';
 import { type Clock, systemClock } from './Clock';
 import { ClusterRecords } from './ClusterRecords';
 import { checkLeaderTiming } from './leaderTiming';
-import { type CurrentLeader, type ElectorCounters, type ElectorRole, type Leadership, LeaseElector, type LeaseElectorOptions, type StepDownReason } from './LeaseElector';
+import {
+  type CurrentLeader,
+  type ElectorCounters,
+  type ElectorRole,
+  type Leadership,
+  LeaseElector,
+  type LeaseElectorOptions,
+  type StepDownReason,
+} from './LeaseElector';
 
 export interface CoordinationContext<S> {
   readonly epoch: number;
@@ -168,7 +176,9 @@ export class CoordinatorRuntime<S> {
 
   /** Graceful: abort the pass, wait for it (bounded), release the lease. Idempotent. */
   stop(): Promise<void> {
-    this.stopping ??= this.elector.stop().then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
+    this.stopping ??= this.elector
+      .stop()
+      .then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
     return this.stopping;
   }
 
@@ -244,7 +254,8 @@ export class CoordinatorRuntime<S> {
         continue;
       }
       const heldMs = Math.round(now - term.startedAt);
-      this.log.warn('leader.stalled', { holder: leadership.holder, epoch: leadership.epoch, heldMs, sinceProgressMs: Math.round(now - term.lastProgressAt) });
+      const sinceProgressMs = Math.round(now - term.lastProgressAt);
+      this.log.warn('leader.stalled', { holder: leadership.holder, epoch: leadership.epoch, heldMs, sinceProgressMs });
       await leadership.resign('stalled', this.elector.timing.leaseSeconds * 1000);
       return;
     }
@@ -266,7 +277,8 @@ export class CoordinatorRuntime<S> {
         await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, services, progress });
         progress();
         this.passes += 1;
-        this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs: Math.round(this.clock.now() - startedAt) };
+        const durationMs = Math.round(this.clock.now() - startedAt);
+        this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs };
         this.lastPassError = undefined;
         this.notify((o) => o.passFinished?.({ epoch: leadership.epoch, durationMs: this.clock.now() - startedAt, failed: false }));
       } catch (err) {

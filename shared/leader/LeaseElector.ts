@@ -27,36 +27,14 @@ import { randomUUID } from 'node:crypto';
 
 import { createLogger, type Logger } from '../observability/log';
 import { type Clock, settlesWithin, systemClock, withTimeout } from './Clock';
-import {
-  type CurrentLeader,
-  type ElectorCounters,
-  type ElectorRole,
-  type ElectorState,
-  type LeaderCallbacks,
-  type Leadership,
-  type LeaseElectorOptions,
-  type StepDownReason,
-  ZERO_COUNTERS,
+import type {
+  CurrentLeader, ElectorCounters, ElectorRole, ElectorState, LeaderCallbacks, Leadership, LeaseElectorOptions, StepDownReason,
 } from './electorTypes';
 import { ElectorConfigError, LeaseLostError, NotLeaderError } from './errors';
 import { checkLeaderTiming, type ElectorTiming } from './leaderTiming';
-import { type LeaseRecord, type LeaseStore, recordMetadata } from './LeaseStore';
+import { type LeaseContext, LeaseTerm } from './LeaseTerm';
 
 export type * from './electorTypes';
-
-interface Term {
-  readonly record: LeaseRecord;
-  readonly controller: AbortController;
-  readonly startedAt: number;
-  /** Monotonic time the last successful acquire/renew request was sent: the renew deadline counts from it. */
-  lastSentAt: number;
-  /** When the next renewal is due after a failed one; undefined after a success. */
-  retryAt: number | undefined;
-  etag: string;
-  work: Promise<void>;
-  /** Serializes this term's storage calls, so a renewal never races our own metadata write or release. */
-  queue: Promise<unknown>;
-}
 
 interface Campaign {
   readonly name: 'campaigning';
@@ -71,24 +49,25 @@ interface Campaign {
 type State =
   | { readonly name: 'idle' | 'stopped' }
   | Campaign
-  | { readonly name: 'leading'; readonly term: Term }
-  | { readonly name: 'stopping'; readonly term: Term | undefined; readonly release: boolean; readonly done: Promise<void> };
+  | { readonly name: 'leading'; readonly term: LeaseTerm }
+  | { readonly name: 'stopping'; readonly term: LeaseTerm | undefined; readonly release: boolean; readonly done: Promise<void> };
 
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const HOLDER = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const campaign = (sitOutUntil = 0, previousWork?: Promise<void>): Campaign => ({ name: 'campaigning', sitOutUntil, previousWork, lastSeenHeldAt: undefined });
+function campaign(sitOutUntil = 0, previousWork?: Promise<void>): Campaign {
+  return { name: 'campaigning', sitOutUntil, previousWork, lastSeenHeldAt: undefined };
+}
 
 export class LeaseElector {
   readonly holder: string;
   readonly timing: ElectorTiming;
-  private readonly leaseId: string;
-  private readonly store: LeaseStore;
+  private readonly lease: LeaseContext;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly random: () => number;
   private readonly callbacks: LeaderCallbacks;
-  private readonly stats: ElectorCounters = { ...ZERO_COUNTERS };
+  private readonly stats: ElectorCounters = { acquired: 0, renewed: 0, renewFailures: 0, lost: 0, released: 0, stalls: 0 };
   private s: State = { name: 'idle' };
   private loop: Promise<void> = Promise.resolve();
   private wakeController = new AbortController();
@@ -99,19 +78,20 @@ export class LeaseElector {
   constructor(options: LeaseElectorOptions) {
     this.timing = checkLeaderTiming(options);
     if (typeof options.holder !== 'string' || !HOLDER.test(options.holder)) {
-      throw new ElectorConfigError('holder', `"${String(options.holder)}" must be 1-128 letters, digits, '.', '_', ':' or '-' (it is written to blob metadata).`);
+      const detail = "must be 1-128 letters, digits, '.', '_', ':' or '-' (it is written to blob metadata).";
+      throw new ElectorConfigError('holder', `"${String(options.holder)}" ${detail}`);
     }
-    this.leaseId = options.leaseId ?? randomUUID();
-    if (!GUID.test(this.leaseId)) throw new ElectorConfigError('leaseId', `must be a GUID (the blob service rejects other lease ids).`);
+    const leaseId = options.leaseId ?? randomUUID();
+    if (!GUID.test(leaseId)) throw new ElectorConfigError('leaseId', `must be a GUID (the blob service rejects other lease ids).`);
     if (typeof options.callbacks?.onStartedLeading !== 'function') {
       throw new ElectorConfigError('callbacks.onStartedLeading', 'is required: it is the work the leader does.');
     }
     this.holder = options.holder;
-    this.store = options.store;
     this.clock = options.clock ?? systemClock;
     this.log = options.logger ?? createLogger('leader');
     this.random = options.random ?? Math.random;
     this.callbacks = options.callbacks;
+    this.lease = { store: options.store, leaseId, clock: this.clock, timing: this.timing };
   }
 
   get state(): ElectorState {
@@ -125,7 +105,7 @@ export class LeaseElector {
 
   /** This instance's current epoch while it leads. */
   get epoch(): number | undefined {
-    return this.term()?.record.epoch;
+    return this.term()?.epoch;
   }
 
   counters(): Readonly<ElectorCounters> {
@@ -150,7 +130,7 @@ export class LeaseElector {
 
   /** Who leads according to the blob (anyone can read it; no lease needed). */
   async currentLeader(): Promise<CurrentLeader> {
-    const { record, leaseState, leaseStatus } = await this.call('read', (signal) => this.store.read(signal));
+    const { record, leaseState, leaseStatus } = await this.call('read', (signal) => this.lease.store.read(signal));
     return { holder: record?.holder, epoch: record?.epoch, acquiredAt: record?.acquiredAt, leaseState, leaseStatus };
   }
 
@@ -183,9 +163,9 @@ export class LeaseElector {
     return done;
   }
 
-  private async finishStop(term: Term | undefined): Promise<void> {
+  private async finishStop(term: LeaseTerm | undefined): Promise<void> {
     if (term !== undefined && this.holds(term)) {
-      const epoch = term.record.epoch;
+      const epoch = term.epoch;
       term.controller.abort(new NotLeaderError(`Leadership of epoch ${epoch} is ending: the instance is stopping.`));
       const drained = await settlesWithin(this.clock, term.work, this.timing.drainTimeoutMs);
       if (!drained) this.log.warn('leader.drain_timeout', { epoch, drainTimeoutMs: this.timing.drainTimeoutMs });
@@ -227,7 +207,8 @@ export class LeaseElector {
       const waiters = this.attemptWaiters.splice(0);
       await this.tryAcquire(c).finally(() => waiters.forEach((resolve) => resolve()));
       // A tick that arrived during the attempt gets its own attempt now, not after a full period.
-      if (this.s === c && this.attemptWaiters.length === 0) await this.pause(this.timing.campaignPeriodMs * (1 - this.timing.jitter * this.random()));
+      const { campaignPeriodMs, jitter } = this.timing;
+      if (this.s === c && this.attemptWaiters.length === 0) await this.pause(campaignPeriodMs * (1 - jitter * this.random()));
     }
   }
 
@@ -235,7 +216,8 @@ export class LeaseElector {
   private async tryAcquire(c: Campaign): Promise<void> {
     const sentAt = this.clock.now();
     try {
-      if (!(await this.call('acquire', (signal) => this.store.acquire(this.leaseId, this.timing.leaseSeconds, signal)))) {
+      const { store, leaseId } = this.lease;
+      if (!(await this.call('acquire', (signal) => store.acquire(leaseId, this.timing.leaseSeconds, signal)))) {
         c.lastSeenHeldAt = this.clock.now();
         return await this.observeLeader();
       }
@@ -245,33 +227,29 @@ export class LeaseElector {
     }
     try {
       if (this.s !== c) return await this.releaseStray();
-      const snap = await this.call('read', (signal) => this.store.read(signal));
-      const record: LeaseRecord = { epoch: (snap.record?.epoch ?? 0) + 1, holder: this.holder, acquiredAt: this.clock.wallNow().toISOString() };
-      const { etag } = await this.call('write', (signal) => this.store.write(this.leaseId, recordMetadata(record), snap.etag, signal));
+      const term = await LeaseTerm.claim(this.lease, this.holder, sentAt);
       if (this.s !== c) return await this.releaseStray();
       const elapsedMs = Math.round(this.clock.now() - sentAt);
       // Announcing took longer than the deadline allows: the lease may be close to lapsing. Still ours; the next attempt renews it.
-      if (elapsedMs >= this.timing.renewDeadlineMs) return this.log.warn('leader.acquire_too_slow', { epoch: record.epoch, elapsedMs });
-      this.beginTerm(c, record, sentAt, etag, snap.record);
+      if (elapsedMs >= this.timing.renewDeadlineMs) return this.log.warn('leader.acquire_too_slow', { epoch: term.epoch, elapsedMs });
+      this.beginTerm(c, term);
     } catch (err) {
       // A LeaseLostError here means another instance's announcement raced ours (etag changed): it leads.
       this.log.warn('leader.announce_failed', { holder: this.holder, error: err });
     }
   }
 
-  private beginTerm(c: Campaign, record: LeaseRecord, sentAt: number, etag: string, previous: LeaseRecord | undefined): void {
-    const now = this.clock.now();
-    const controller = new AbortController();
-    const term: Term = { record, controller, startedAt: now, lastSentAt: sentAt, retryAt: undefined, etag, work: Promise.resolve(), queue: Promise.resolve() };
+  private beginTerm(c: Campaign, term: LeaseTerm): void {
+    const { record, previous } = term;
     this.s = { name: 'leading', term };
     this.stats.acquired += 1;
-    const takeoverWaitMs = c.lastSeenHeldAt === undefined ? undefined : Math.round(now - c.lastSeenHeldAt);
+    const takeoverWaitMs = c.lastSeenHeldAt === undefined ? undefined : Math.round(term.startedAt - c.lastSeenHeldAt);
     this.stats.lastTakeoverWaitMs = takeoverWaitMs;
     this.log.info('leader.acquired', {
       holder: this.holder,
       epoch: record.epoch,
-      lease: this.leaseId.slice(0, 8),
-      blob: this.store.description,
+      lease: this.lease.leaseId.slice(0, 8),
+      blob: this.lease.store.description,
       leaseSeconds: this.timing.leaseSeconds,
       ...(takeoverWaitMs === undefined ? {} : { takeoverWaitMs }),
       // Who led before: a different holder means a failover or handover (the README's Kusto queries).
@@ -282,9 +260,15 @@ export class LeaseElector {
       epoch: record.epoch,
       holder: record.holder,
       acquiredAt: record.acquiredAt,
-      signal: controller.signal,
-      verify: () => this.verify(term),
-      writeThroughLease: (fields) => this.writeThroughLease(term, fields),
+      signal: term.controller.signal,
+      verify: async () => {
+        await this.checkStillLeading(term);
+        await this.tryRenew(term);
+      },
+      writeThroughLease: async (fields) => {
+        await this.checkStillLeading(term);
+        await this.fenced(term, 'no longer holds the lease; the write was refused', () => term.write(fields));
+      },
       resign: (reason, sitOutMs) => this.stepDown(term, reason, undefined, sitOutMs),
     };
     term.work = (async () => this.callbacks.onStartedLeading(leadership))().catch((err: unknown) => {
@@ -293,11 +277,11 @@ export class LeaseElector {
   }
 
   /** Keeps the lease while the term lasts: renews every renewIntervalMs, retries a failure, steps down at the deadline. */
-  private async renew(term: Term): Promise<void> {
+  private async renew(term: LeaseTerm): Promise<void> {
     while (this.holds(term)) {
       this.resolveAttemptWaiters(); // a tick that asked for an attempt while we lead has its answer
       const now = this.clock.now();
-      const deadline = term.lastSentAt + this.timing.renewDeadlineMs;
+      const deadline = term.deadline;
       if (now >= deadline) return this.stepDown(term, 'deadline');
       const dueAt = term.retryAt ?? term.lastSentAt + this.timing.renewIntervalMs;
       if (now < dueAt) {
@@ -308,79 +292,55 @@ export class LeaseElector {
         if (!this.holds(term)) return;
         this.stats.renewFailures += 1;
         term.retryAt = this.clock.now() + this.timing.retryPeriodMs;
-        this.log.warn('leader.renew_failed', { epoch: term.record.epoch, error: err, msUntilDeadline: Math.round(deadline - this.clock.now()) });
+        const msUntilDeadline = Math.round(deadline - this.clock.now());
+        this.log.warn('leader.renew_failed', { epoch: term.epoch, error: err, msUntilDeadline });
       });
     }
   }
 
   /** One renewal, bounded by the deadline; "not your lease" (or a blob changed behind our back) ends the term at once. */
-  private tryRenew(term: Term): Promise<void> {
-    return this.fenced(term, 'was lost', async () => {
-      const sentAt = this.clock.now();
-      const { etag } = await this.call('renew', (signal) => this.store.renew(this.leaseId, signal), this.timeLeft(term));
-      // Lease operations leave the etag alone, and only the holder can write, so the etag should be
-      // the one our last write returned. If not, the blob changed in a way this term cannot account
-      // for (another holder in between, or a write of ours that timed out yet landed): step down
-      // rather than guess; the next campaign starts a clean term.
-      if (etag !== '' && etag !== term.etag) throw new LeaseLostError('BlobChangedByAnotherHolder');
-      if (!this.holds(term)) return;
-      term.lastSentAt = sentAt;
-      term.retryAt = undefined;
-      this.stats.renewed += 1;
-      this.stats.lastRenewLatencyMs = Math.round(this.clock.now() - sentAt);
-      this.log.debug('leader.renewed', { epoch: term.record.epoch, latencyMs: this.stats.lastRenewLatencyMs });
-    });
+  private async tryRenew(term: LeaseTerm): Promise<void> {
+    const latencyMs = Math.round(await this.fenced(term, 'was lost', () => term.renew()));
+    if (!this.holds(term)) return;
+    this.stats.renewed += 1;
+    this.stats.lastRenewLatencyMs = latencyMs;
+    this.log.debug('leader.renewed', { epoch: term.epoch, latencyMs });
   }
 
-  private async verify(term: Term): Promise<void> {
-    await this.checkStillLeading(term);
-    await this.tryRenew(term);
+  /** A term's storage call; a LeaseLostError from it ends the term and becomes a NotLeaderError. */
+  private async fenced<T>(term: LeaseTerm, what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (!(err instanceof LeaseLostError)) throw err;
+      await this.stepDown(term, 'lost', err);
+      throw new NotLeaderError(`Epoch ${term.epoch} ${what} (${err.serviceCode}).`, { cause: err });
+    }
   }
 
-  private async writeThroughLease(term: Term, fields: Readonly<Record<string, string>>): Promise<void> {
-    await this.checkStillLeading(term);
-    await this.fenced(term, 'no longer holds the lease; the write was refused', async () => {
-      const metadata = recordMetadata(term.record, fields);
-      term.etag = (await this.call('write', (signal) => this.store.write(this.leaseId, metadata, term.etag, signal), this.timeLeft(term))).etag;
-    });
-  }
-
-  /** Runs one of the term's storage calls in turn; a LeaseLostError from it ends the term and becomes a NotLeaderError. */
-  private fenced(term: Term, what: string, fn: () => Promise<void>): Promise<void> {
-    return this.serialized(term, async () => {
-      try {
-        await fn();
-      } catch (err) {
-        if (!(err instanceof LeaseLostError)) throw err;
-        await this.stepDown(term, 'lost', err);
-        throw new NotLeaderError(`Epoch ${term.record.epoch} ${what} (${err.serviceCode}).`, { cause: err });
-      }
-    });
-  }
-
-  private async checkStillLeading(term: Term): Promise<void> {
-    if (!this.holds(term)) throw new NotLeaderError(`Epoch ${term.record.epoch} is no longer the leader.`);
-    if (this.clock.now() - term.lastSentAt >= this.timing.renewDeadlineMs) {
+  private async checkStillLeading(term: LeaseTerm): Promise<void> {
+    if (!this.holds(term)) throw new NotLeaderError(`Epoch ${term.epoch} is no longer the leader.`);
+    if (this.clock.now() >= term.deadline) {
       // Paused past the deadline (or storage unreachable): stop believing before acting.
       await this.stepDown(term, 'deadline');
-      throw new NotLeaderError(`Epoch ${term.record.epoch} passed its renew deadline; it stepped down.`);
+      throw new NotLeaderError(`Epoch ${term.epoch} passed its renew deadline; it stepped down.`);
     }
   }
 
   /** Ends a term; releases the lease unless it was lost or abandoned (after a deadline, best effort: storage may answer again). */
-  private async stepDown(term: Term, reason: StepDownReason, cause?: unknown, sitOutMs = 0): Promise<void> {
+  private async stepDown(term: LeaseTerm, reason: StepDownReason, cause?: unknown, sitOutMs = 0): Promise<void> {
     if (!this.holds(term)) return;
     this.endTerm(term, reason, cause, sitOutMs);
     if (reason !== 'lost' && reason !== 'abandoned') await this.release(term, reason === 'deadline' ? 'debug' : 'warn');
   }
 
   /** The one place a term ends: leave the state that held it, abort its work, count it, tell the callbacks. */
-  private endTerm(term: Term, reason: StepDownReason, cause?: unknown, sitOutMs = 0): void {
+  private endTerm(term: LeaseTerm, reason: StepDownReason, cause?: unknown, sitOutMs = 0): void {
     const s = this.s;
     if (s.name === 'leading') this.s = campaign(this.clock.now() + sitOutMs, term.work);
     else if (s.name === 'stopping') this.s = { ...s, term: undefined };
     this.wake();
-    const epoch = term.record.epoch;
+    const epoch = term.epoch;
     term.controller.abort(new NotLeaderError(`Leadership of epoch ${epoch} ended (${reason}).`, { cause }));
     if (reason === 'stalled') this.stats.stalls += 1;
     if (reason === 'lost' || reason === 'deadline') {
@@ -396,10 +356,10 @@ export class LeaseElector {
   }
 
   /** Gives the lease back once the term's calls in flight are done; not fatal when it fails (the lease lapses after L). */
-  private async release(term: Term, failureLevel: 'warn' | 'debug'): Promise<void> {
-    const epoch = term.record.epoch;
+  private async release(term: LeaseTerm, failureLevel: 'warn' | 'debug'): Promise<void> {
+    const epoch = term.epoch;
     try {
-      await this.serialized(term, () => this.call('release', (signal) => this.store.release(this.leaseId, signal)));
+      await term.release();
       this.stats.released += 1;
       this.log.info('leader.released', { holder: this.holder, epoch });
     } catch (err) {
@@ -411,14 +371,14 @@ export class LeaseElector {
   /** Gives back a lease acquired while stopping, before any term began (a crash, `release: false`, keeps it). */
   private async releaseStray(): Promise<void> {
     if (this.s.name === 'stopping' && !this.s.release) return;
-    await this.call('release', (signal) => this.store.release(this.leaseId, signal)).catch((err: unknown) => {
+    await this.call('release', (signal) => this.lease.store.release(this.lease.leaseId, signal)).catch((err: unknown) => {
       this.log.debug('leader.release_failed', { holder: this.holder, error: err });
     });
   }
 
   private async observeLeader(): Promise<void> {
     try {
-      const { record } = await this.call('read', (signal) => this.store.read(signal));
+      const { record } = await this.call('read', (signal) => this.lease.store.read(signal));
       if (record !== undefined) this.noteLeader(record.holder, record.epoch);
     } catch (err) {
       this.log.debug('leader.observe_failed', { error: err });
@@ -437,26 +397,15 @@ export class LeaseElector {
   }
 
   /** One storage call with a hard timeout on our own clock, whatever the SDK does with the signal. */
-  private call<T>(operation: string, fn: (signal: AbortSignal) => Promise<T>, timeoutMs = this.timing.requestTimeoutMs): Promise<T> {
-    return withTimeout(this.clock, operation, timeoutMs, fn);
+  private call<T>(operation: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withTimeout(this.clock, operation, this.timing.requestTimeoutMs, fn);
   }
 
-  /** A term's request may not outlive its renew deadline: the per-try timeout, or less near the deadline. */
-  private timeLeft(term: Term): number {
-    return Math.min(this.timing.requestTimeoutMs, term.lastSentAt + this.timing.renewDeadlineMs - this.clock.now());
-  }
-
-  private serialized<T>(term: Term, fn: () => Promise<T>): Promise<T> {
-    const next = term.queue.then(fn, fn);
-    term.queue = next.catch(() => undefined);
-    return next;
-  }
-
-  private term(): Term | undefined {
+  private term(): LeaseTerm | undefined {
     return this.s.name === 'leading' || this.s.name === 'stopping' ? this.s.term : undefined;
   }
 
-  private holds(term: Term): boolean {
+  private holds(term: LeaseTerm): boolean {
     return this.term() === term;
   }
 

@@ -67,24 +67,13 @@ export interface ElectorCounters {
   released: number;
   /** Terms given up through `resign('stalled')` (the runtime's watchdog). */
   stalls: number;
-  lastRenewLatencyMs: number | undefined;
+  lastRenewLatencyMs?: number;
   /**
    * Failover as this instance saw it when it took over: time from its last attempt that found the
    * lease held by someone else to its acquisition. It bounds how long the lease sat free first.
    */
-  lastTakeoverWaitMs: number | undefined;
+  lastTakeoverWaitMs?: number;
 }
-
-export const ZERO_COUNTERS: Readonly<ElectorCounters> = {
-  acquired: 0,
-  renewed: 0,
-  renewFailures: 0,
-  lost: 0,
-  released: 0,
-  stalls: 0,
-  lastRenewLatencyMs: undefined,
-  lastTakeoverWaitMs: undefined,
-};
 
 /**
  * idle: not started. campaigning: trying to acquire at the campaign period. leading: holds a term.

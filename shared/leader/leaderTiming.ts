@@ -60,16 +60,20 @@ export const OPTION_NAMES: TimingNames = {
 export const DEFAULT_JITTER = 0.5;
 
 /** Checks every timing rule, naming the values with `names`; returns the elector's timing with its defaults filled in. */
-export function checkLeaderTiming(options: ElectorTimingOptions & Partial<RuntimeTimingOptions>, names: TimingNames = OPTION_NAMES): ElectorTiming {
+export function checkLeaderTiming(
+  options: ElectorTimingOptions & Partial<RuntimeTimingOptions>,
+  names: TimingNames = OPTION_NAMES,
+): ElectorTiming {
   const fail = (key: TimingKey, value: number, rule: string): never => {
     throw names.error(names.name(key), `${names.show(key, value)} ${rule}`);
   };
   const than = (key: TimingKey, value: number): string => `${names.name(key)} (${names.show(key, value)})`;
   const finite = (key: TimingKey, value: number): number => {
-    if (typeof value !== 'number' || !Number.isFinite(value)) throw names.error(names.name(key), `${String(value)} is not a finite number.`);
-    return value;
+    if (typeof value === 'number' && Number.isFinite(value)) return value;
+    throw names.error(names.name(key), `${String(value)} is not a finite number.`);
   };
-  const positive = (key: TimingKey, value: number): number => (finite(key, value) > 0 ? value : fail(key, value, 'must be greater than 0.'));
+  const positive = (key: TimingKey, value: number): number =>
+    finite(key, value) > 0 ? value : fail(key, value, 'must be greater than 0.');
 
   const L = finite('leaseSeconds', options.leaseSeconds);
   if (!Number.isInteger(L) || L < 15 || L > 60) {
@@ -77,21 +81,26 @@ export function checkLeaderTiming(options: ElectorTimingOptions & Partial<Runtim
   }
   const leaseMs = L * 1000;
   const D = positive('renewDeadlineMs', options.renewDeadlineMs);
-  if (D >= leaseMs) fail('renewDeadlineMs', D, `must be less than ${than('leaseSeconds', L)}, so a leader steps down before its lease can expire elsewhere.`);
+  if (D >= leaseMs) {
+    const why = 'so a leader steps down before its lease can expire elsewhere';
+    fail('renewDeadlineMs', D, `must be less than ${than('leaseSeconds', L)}, ${why}.`);
+  }
   const underDeadline = (key: TimingKey, value: number, why: string): number =>
     positive(key, value) < D ? value : fail(key, value, `must be less than ${than('renewDeadlineMs', D)}, ${why}.`);
   const retry = underDeadline('retryPeriodMs', options.retryPeriodMs, 'so a failed renewal is retried before the deadline');
   const requestTimeout = underDeadline('requestTimeoutMs', options.requestTimeoutMs, 'so one hung request cannot outlast the deadline');
   const drain = finite('drainTimeoutMs', options.drainTimeoutMs);
   if (drain < 0) fail('drainTimeoutMs', drain, 'must be 0 or more.');
-  const renewInterval = underDeadline('renewIntervalMs', options.renewIntervalMs ?? Math.min(leaseMs / 3, D - retry), 'or the leader steps down before it ever renews');
+  const renewInterval = options.renewIntervalMs ?? Math.min(leaseMs / 3, D - retry);
+  underDeadline('renewIntervalMs', renewInterval, 'or the leader steps down before it ever renews');
   const campaign = options.campaignPeriodMs === undefined ? retry : positive('campaignPeriodMs', options.campaignPeriodMs);
   const jitter = finite('jitter', options.jitter ?? DEFAULT_JITTER);
   if (jitter < 0 || jitter > 0.9) fail('jitter', jitter, 'must be from 0 to 0.9.');
   const stall = options.stallTimeoutMs === undefined ? undefined : positive('stallTimeoutMs', options.stallTimeoutMs);
   const pass = options.passIntervalMs === undefined ? undefined : positive('passIntervalMs', options.passIntervalMs);
   if (stall !== undefined && pass !== undefined && pass >= stall) {
-    fail('passIntervalMs', pass, `must be less than ${than('stallTimeoutMs', stall)}, or the watchdog steps a healthy leader down between passes.`);
+    const why = 'or the watchdog steps a healthy leader down between passes';
+    fail('passIntervalMs', pass, `must be less than ${than('stallTimeoutMs', stall)}, ${why}.`);
   }
   return {
     leaseSeconds: L,
