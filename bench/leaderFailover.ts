@@ -12,7 +12,7 @@
 import { DEFAULTS } from '../shared/config/settings';
 import { BlobLeaseStore } from '../shared/leader/BlobLeaseStore';
 import { systemClock } from '../shared/leader/Clock';
-import { type ElectorTimingOptions } from '../shared/leader/electorTiming';
+import { type ElectorTimingOptions } from '../shared/leader/leaderTiming';
 import { LeaseElector } from '../shared/leader/LeaseElector';
 import { createLogger } from '../shared/observability/log';
 import { type Bench, type BenchContext } from './index';
@@ -32,7 +32,6 @@ const OURS: Config = {
     renewDeadlineMs: DEFAULTS.renewDeadlineSeconds * 1000,
     retryPeriodMs: DEFAULTS.retryPeriodSeconds * 1000,
     requestTimeoutMs: DEFAULTS.requestTimeoutSeconds * 1000,
-    stallTimeoutMs: DEFAULTS.stallTimeoutSeconds * 1000,
     drainTimeoutMs: DEFAULTS.drainTimeoutSeconds * 1000,
   },
 };
@@ -49,7 +48,6 @@ const REFERENCE: Config = {
     campaignPeriodMs: 20_000,
     jitter: 0,
     requestTimeoutMs: 2_000,
-    stallTimeoutMs: DEFAULTS.stallTimeoutSeconds * 1000,
     drainTimeoutMs: DEFAULTS.drainTimeoutSeconds * 1000,
   },
 };
@@ -70,10 +68,7 @@ async function trial(ctx: BenchContext, config: Config, scenario: Scenario, inde
       callbacks: {
         onStartedLeading: async (leadership) => {
           onLead();
-          while (!leadership.signal.aborted) {
-            leadership.progress();
-            await systemClock.sleep(1_000, leadership.signal);
-          }
+          await new Promise<void>((resolve) => leadership.signal.addEventListener('abort', () => resolve(), { once: true }));
         },
       },
     });
@@ -94,12 +89,13 @@ async function trial(ctx: BenchContext, config: Config, scenario: Scenario, inde
   // The failure comes after every follower has joined, at a uniformly random point of the renewal cycle.
   await sleep(campaignPeriodMs + Math.random() * renewIntervalMs);
   const failedAt = performance.now();
-  if (scenario === 'crash') leader.abandon();
+  // A crash: renewals stop at once and the lease is left to lapse (stop without release).
+  if (scenario === 'crash') void leader.stop({ release: false });
   else await leader.stop();
   const limit = failedAt + 90_000;
   while (takeoverAt === undefined && performance.now() < limit) await sleep(10);
-  for (const f of followers) f.abandon();
-  leader.abandon();
+  for (const f of followers) void f.stop({ release: false });
+  void leader.stop({ release: false });
   if (takeoverAt === undefined) throw new Error(`trial ${container}: no follower took over within 90 s`);
   return takeoverAt - failedAt;
 }

@@ -14,6 +14,7 @@
  * setting exists it falls back to `AzureWebJobsStorage`, read the same way, and the queue trigger
  * is bound to that connection name instead, so the fallback holds on the real host too.
  */
+import { checkLeaderTiming, type TimingKey, type TimingNames } from '../leader/leaderTiming';
 import { ConfigError } from './ConfigError';
 
 /** Every setting the app reads, by purpose. The settings-parity test walks this list. */
@@ -141,39 +142,26 @@ export function loadSettings(env: Env = process.env): Settings {
     : SETTING_NAMES.hostStorageConnection;
   const storage = readConnection(env, connectionName);
 
-  const leaseSeconds = readNumber(env, SETTING_NAMES.leaseSeconds, DEFAULTS.leaseSeconds, {
-    min: 15,
-    max: 60,
-    integer: true,
-    hint: 'Azure blob leases last 15 to 60 seconds',
-  });
-  const renewDeadlineSeconds = readNumber(env, SETTING_NAMES.renewDeadlineSeconds, defaultRenewDeadline(leaseSeconds), {
-    min: 0.1,
-    max: leaseSeconds - 0.001,
-    hint: `it must be shorter than ${SETTING_NAMES.leaseSeconds} (${leaseSeconds}) so a leader steps down before its lease can expire`,
-  });
-  const retryPeriodSeconds = readNumber(env, SETTING_NAMES.retryPeriodSeconds, DEFAULTS.retryPeriodSeconds, {
-    min: 0.05,
-    max: renewDeadlineSeconds - 0.001,
-    hint: `it must be shorter than ${SETTING_NAMES.renewDeadlineSeconds} (${renewDeadlineSeconds}) so a failed renewal is retried before the deadline`,
-  });
-  const requestTimeoutSeconds = readNumber(env, SETTING_NAMES.requestTimeoutSeconds, Math.min(DEFAULTS.requestTimeoutSeconds, renewDeadlineSeconds / 2), {
-    min: 0.05,
-    max: renewDeadlineSeconds - 0.001,
-    hint: `it must be shorter than ${SETTING_NAMES.renewDeadlineSeconds} (${renewDeadlineSeconds}) so one hung request cannot outlast the deadline`,
-  });
-  const stallTimeoutSeconds = readNumber(env, SETTING_NAMES.stallTimeoutSeconds, DEFAULTS.stallTimeoutSeconds, {
-    min: 1,
-    max: 24 * 3600,
-  });
-  const drainTimeoutSeconds = readNumber(env, SETTING_NAMES.drainTimeoutSeconds, DEFAULTS.drainTimeoutSeconds, {
-    min: 0,
-    max: 600,
-  });
-  const passIntervalSeconds = readNumber(env, SETTING_NAMES.passIntervalSeconds, DEFAULTS.passIntervalSeconds, {
-    min: 0.1,
-    max: 3600,
-  });
+  // Each value's own sanity range here; the rules between them (D < L, ...) in checkLeaderTiming below.
+  const leaseSeconds = readNumber(env, SETTING_NAMES.leaseSeconds, DEFAULTS.leaseSeconds);
+  const renewDeadlineSeconds = readNumber(env, SETTING_NAMES.renewDeadlineSeconds, defaultRenewDeadline(leaseSeconds), { min: 0.1 });
+  const retryPeriodSeconds = readNumber(env, SETTING_NAMES.retryPeriodSeconds, DEFAULTS.retryPeriodSeconds, { min: 0.05 });
+  const requestTimeoutDefault = Math.min(DEFAULTS.requestTimeoutSeconds, renewDeadlineSeconds / 2);
+  const requestTimeoutSeconds = readNumber(env, SETTING_NAMES.requestTimeoutSeconds, requestTimeoutDefault, { min: 0.05 });
+  const stallTimeoutSeconds = readNumber(env, SETTING_NAMES.stallTimeoutSeconds, DEFAULTS.stallTimeoutSeconds, { min: 1, max: 24 * 3600 });
+  const drainTimeoutSeconds = readNumber(env, SETTING_NAMES.drainTimeoutSeconds, DEFAULTS.drainTimeoutSeconds, { min: 0, max: 600 });
+  const passIntervalSeconds = readNumber(env, SETTING_NAMES.passIntervalSeconds, DEFAULTS.passIntervalSeconds, { min: 0.1, max: 3600 });
+  const timing = {
+    leaseSeconds,
+    renewDeadlineMs: Math.round(renewDeadlineSeconds * 1000),
+    retryPeriodMs: Math.round(retryPeriodSeconds * 1000),
+    requestTimeoutMs: Math.round(requestTimeoutSeconds * 1000),
+    stallTimeoutMs: Math.round(stallTimeoutSeconds * 1000),
+    drainTimeoutMs: Math.round(drainTimeoutSeconds * 1000),
+    passIntervalMs: Math.round(passIntervalSeconds * 1000),
+  };
+  // The same check the elector and the runtime make at construction, in the settings' names and units.
+  checkLeaderTiming(timing, TIMING_SETTINGS);
   const timerSchedule = readSchedule(env);
   const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
   const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
@@ -186,13 +174,7 @@ export function loadSettings(env: Env = process.env): Settings {
     leader: {
       container: leaseContainer,
       blob: readName(env, SETTING_NAMES.leaseBlob, DEFAULTS.leaseBlob, BLOB_NAME),
-      leaseSeconds,
-      renewDeadlineMs: Math.round(renewDeadlineSeconds * 1000),
-      retryPeriodMs: Math.round(retryPeriodSeconds * 1000),
-      requestTimeoutMs: Math.round(requestTimeoutSeconds * 1000),
-      stallTimeoutMs: Math.round(stallTimeoutSeconds * 1000),
-      drainTimeoutMs: Math.round(drainTimeoutSeconds * 1000),
-      passIntervalMs: Math.round(passIntervalSeconds * 1000),
+      ...timing,
       timerSchedule,
     },
     jobs: {
@@ -206,6 +188,23 @@ export function loadSettings(env: Env = process.env): Settings {
     },
   };
 }
+
+/** The app setting behind each leader timing option: timing errors name the setting and show seconds. */
+const TIMING_SETTING_NAMES: Readonly<Partial<Record<TimingKey, string>>> = {
+  leaseSeconds: SETTING_NAMES.leaseSeconds,
+  renewDeadlineMs: SETTING_NAMES.renewDeadlineSeconds,
+  retryPeriodMs: SETTING_NAMES.retryPeriodSeconds,
+  requestTimeoutMs: SETTING_NAMES.requestTimeoutSeconds,
+  stallTimeoutMs: SETTING_NAMES.stallTimeoutSeconds,
+  drainTimeoutMs: SETTING_NAMES.drainTimeoutSeconds,
+  passIntervalMs: SETTING_NAMES.passIntervalSeconds,
+};
+
+const TIMING_SETTINGS: TimingNames = {
+  name: (key) => TIMING_SETTING_NAMES[key] ?? key,
+  show: (key, value) => String(key === 'leaseSeconds' || key === 'jitter' ? value : value / 1000),
+  error: (name, detail) => new ConfigError(name, detail),
+};
 
 /** D defaults to 2L/3, rounded to whole milliseconds. */
 function defaultRenewDeadline(leaseSeconds: number): number {
@@ -272,13 +271,13 @@ function readName(env: Env, name: string, fallback: string, rule: NameRule): str
 }
 
 interface NumberRule {
-  readonly min: number;
-  readonly max: number;
+  readonly min?: number;
+  readonly max?: number;
   readonly integer?: boolean;
   readonly hint?: string;
 }
 
-function readNumber(env: Env, name: string, fallback: number, rule: NumberRule): number {
+function readNumber(env: Env, name: string, fallback: number, rule: NumberRule = {}): number {
   const raw = readRaw(env, name);
   const value = raw === undefined ? fallback : Number(raw);
   const shown = raw ?? String(fallback);
@@ -288,8 +287,10 @@ function readNumber(env: Env, name: string, fallback: number, rule: NumberRule):
   if (rule.integer === true && !Number.isInteger(value)) {
     throw new ConfigError(name, `"${shown}" must be a whole number.`);
   }
-  if (value < rule.min || value > rule.max) {
-    const range = `${rule.min} to ${formatBound(rule.max)}`;
+  const min = rule.min ?? -Infinity;
+  const max = rule.max ?? Infinity;
+  if (value < min || value > max) {
+    const range = rule.max === undefined ? `${min} or more` : `${min} to ${formatBound(max)}`;
     throw new ConfigError(name, `${shown} is out of range: use ${range}${rule.hint === undefined ? '' : ` (${rule.hint})`}.`);
   }
   return value;

@@ -8,19 +8,28 @@
  * Guarantees: passes never overlap within a process; a pass runs only while the elector believes
  * it leads and gets that term's epoch and an AbortSignal that fires on step-down; graceful shutdown
  * (SIGTERM/SIGINT, the host's app-terminate hook, or `stop()`) aborts the pass, waits for it
- * (bounded by the drain timeout) and releases the lease.
+ * (bounded by the drain timeout) and releases the lease. The watchdog lives here, beside the work it
+ * watches: a leader whose passes reported no progress for `stallTimeoutMs` resigns its term (the
+ * lease is released) and sits out one lease period, so a healthy instance takes over.
  * Not guaranteed: that a pass finishes (it is aborted on step-down), or that a pass never runs
  * twice for one epoch (passes must be idempotent; the epoch is their fencing token).
  */
-import { ConfigError } from '../config/ConfigError';
-import { SETTING_NAMES, type Settings } from '../config/settings';
+import { type Settings } from '../config/settings';
 import { toCoordinatorError } from '../errors';
 import { createLogger, type Logger } from '../observability/log';
 import { BlobLeaseStore } from './BlobLeaseStore';
 import { type Clock, systemClock } from './Clock';
 import { ClusterRecords } from './ClusterRecords';
-import { ElectorConfigError } from './errors';
-import { type CurrentLeader, type ElectorCounters, type ElectorRole, type Leadership, LeaseElector, type LeaseElectorOptions, type StepDownReason } from './LeaseElector';
+import { checkLeaderTiming } from './leaderTiming';
+import {
+  type CurrentLeader,
+  type ElectorCounters,
+  type ElectorRole,
+  type Leadership,
+  LeaseElector,
+  type LeaseElectorOptions,
+  type StepDownReason,
+} from './LeaseElector';
 
 export interface CoordinationContext<S> {
   readonly epoch: number;
@@ -48,7 +57,10 @@ export interface RuntimeObserver {
 export interface CoordinatorRuntimeOptions<S> {
   readonly elector: Omit<LeaseElectorOptions, 'callbacks'>;
   readonly pass: CoordinationPass<S>;
+  /** While leading, run a pass this often even without ticks. < stallTimeoutMs. */
   readonly passIntervalMs: number;
+  /** The watchdog: step down when the leader's work reported no progress for this long. */
+  readonly stallTimeoutMs: number;
   readonly clock?: Clock;
   readonly logger?: Logger;
   readonly observer?: RuntimeObserver;
@@ -67,15 +79,23 @@ export interface RuntimeState {
   readonly observedLeader: { readonly holder: string; readonly epoch: number } | undefined;
 }
 
+/** The term this instance leads, and when its work last reported progress (what the watchdog reads). */
+interface LeaderTerm {
+  readonly leadership: Leadership;
+  readonly startedAt: number;
+  lastProgressAt: number;
+}
+
 export class CoordinatorRuntime<S> {
   readonly elector: LeaseElector;
   private readonly pass: CoordinationPass<S>;
   private readonly passIntervalMs: number;
+  private readonly stallTimeoutMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly observer: RuntimeObserver;
   private services: S | undefined;
-  private leadership: Leadership | undefined;
+  private term: LeaderTerm | undefined;
   private passInFlight: Promise<void> | undefined;
   private passes = 0;
   private lastPass: RuntimeState['lastPass'];
@@ -85,15 +105,10 @@ export class CoordinatorRuntime<S> {
   private signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
 
   constructor(options: CoordinatorRuntimeOptions<S>) {
-    const interval = options.passIntervalMs;
-    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval <= 0) {
-      throw new ElectorConfigError('passIntervalMs', `${String(interval)} must be a number of milliseconds greater than 0.`);
-    }
-    if (interval >= options.elector.stallTimeoutMs) {
-      throw new ElectorConfigError('passIntervalMs', `${interval} ms must be shorter than stallTimeoutMs (${options.elector.stallTimeoutMs} ms), or the watchdog fires between passes.`);
-    }
+    checkLeaderTiming({ ...options.elector, passIntervalMs: options.passIntervalMs, stallTimeoutMs: options.stallTimeoutMs });
     this.pass = options.pass;
-    this.passIntervalMs = interval;
+    this.passIntervalMs = options.passIntervalMs;
+    this.stallTimeoutMs = options.stallTimeoutMs;
     this.clock = options.clock ?? options.elector.clock ?? systemClock;
     this.log = options.logger ?? options.elector.logger ?? createLogger('leader');
     this.observer = options.observer ?? {};
@@ -116,13 +131,13 @@ export class CoordinatorRuntime<S> {
   async tick(services: S): Promise<RuntimeState> {
     this.services = services;
     if (this.stopping !== undefined) return this.state();
-    const before = this.leadership;
+    const before = this.term;
     await this.elector.campaignNow();
-    const leadership = this.leadership;
-    if (leadership !== undefined && !leadership.signal.aborted) {
+    const term = this.term;
+    if (term !== undefined && !term.leadership.signal.aborted) {
       // A term that began in this very campaign already ran its first pass; wait for it, don't repeat it.
-      if (leadership !== before) await this.passInFlight;
-      else await this.runPass(leadership);
+      if (term !== before) await this.passInFlight;
+      else await this.runPass(term);
     }
     return this.state();
   }
@@ -161,7 +176,9 @@ export class CoordinatorRuntime<S> {
 
   /** Graceful: abort the pass, wait for it (bounded), release the lease. Idempotent. */
   stop(): Promise<void> {
-    this.stopping ??= this.elector.stop().then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
+    this.stopping ??= this.elector
+      .stop()
+      .then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
     return this.stopping;
   }
 
@@ -193,7 +210,7 @@ export class CoordinatorRuntime<S> {
    * read the queue before the submission landed). A no-op while this instance does not lead.
    */
   nudge(): void {
-    if (this.leadership === undefined) return;
+    if (this.term === undefined) return;
     this.nudged = true;
     this.wake?.abort();
   }
@@ -202,13 +219,15 @@ export class CoordinatorRuntime<S> {
   private wake: AbortController | undefined;
 
   private async lead(leadership: Leadership): Promise<void> {
-    this.leadership = leadership;
+    const term = { leadership, startedAt: this.clock.now(), lastProgressAt: this.clock.now() };
+    this.term = term;
+    const watching = this.watchdog(term);
     try {
       while (!leadership.signal.aborted) {
         // Idle leadership is healthy; only a pass that hangs starves the watchdog.
-        leadership.progress();
+        term.lastProgressAt = this.clock.now();
         this.nudged = false;
-        if (this.services !== undefined) await this.runPass(leadership);
+        if (this.services !== undefined) await this.runPass(term);
         if (this.nudged || leadership.signal.aborted) continue;
         const wake = new AbortController();
         this.wake = wake;
@@ -216,24 +235,50 @@ export class CoordinatorRuntime<S> {
         this.wake = undefined;
       }
     } finally {
-      if (this.leadership === leadership) this.leadership = undefined;
+      if (this.term === term) this.term = undefined;
     }
-    await this.passInFlight;
+    await Promise.all([this.passInFlight, watching]);
+  }
+
+  /**
+   * Renewals prove only that this process is alive, not that its work moves: when no progress was
+   * reported for stallTimeoutMs, resign the term and sit out one lease period so another instance leads.
+   */
+  private async watchdog(term: LeaderTerm): Promise<void> {
+    const { leadership } = term;
+    while (!leadership.signal.aborted) {
+      const now = this.clock.now();
+      const stallAt = term.lastProgressAt + this.stallTimeoutMs;
+      if (now < stallAt) {
+        await this.clock.sleep(stallAt - now, leadership.signal);
+        continue;
+      }
+      const heldMs = Math.round(now - term.startedAt);
+      const sinceProgressMs = Math.round(now - term.lastProgressAt);
+      this.log.warn('leader.stalled', { holder: leadership.holder, epoch: leadership.epoch, heldMs, sinceProgressMs });
+      await leadership.resign('stalled', this.elector.timing.leaseSeconds * 1000);
+      return;
+    }
   }
 
   /** Runs a pass unless one is already running (then waits for that one): passes never overlap. */
-  private runPass(leadership: Leadership): Promise<void> {
+  private runPass(term: LeaderTerm): Promise<void> {
     if (this.passInFlight !== undefined) return this.passInFlight;
     const services = this.services;
+    const { leadership } = term;
     if (services === undefined || leadership.signal.aborted) return Promise.resolve();
+    const progress = (): void => {
+      term.lastProgressAt = this.clock.now();
+    };
     const run = async (): Promise<void> => {
       const startedAt = this.clock.now();
-      leadership.progress();
+      progress();
       try {
-        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, services, progress: () => leadership.progress() });
-        leadership.progress();
+        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, services, progress });
+        progress();
         this.passes += 1;
-        this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs: Math.round(this.clock.now() - startedAt) };
+        const durationMs = Math.round(this.clock.now() - startedAt);
+        this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs };
         this.lastPassError = undefined;
         this.notify((o) => o.passFinished?.({ epoch: leadership.epoch, durationMs: this.clock.now() - startedAt, failed: false }));
       } catch (err) {
@@ -271,7 +316,7 @@ let processRuntime: CoordinatorRuntime<unknown> | undefined;
  */
 export function processCoordinatorRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
   if (processRuntime === undefined) {
-    const runtime = settingsErrors(() => createRuntime(settings, pass));
+    const runtime = createRuntime(settings, pass);
     runtime.installSignalHandlers();
     // The runtime is generic only in the services the timer hands it; one process has one pass type.
     processRuntime = runtime as CoordinatorRuntime<unknown>;
@@ -307,35 +352,13 @@ function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): Coordi
       renewDeadlineMs: leader.renewDeadlineMs,
       retryPeriodMs: leader.retryPeriodMs,
       requestTimeoutMs: leader.requestTimeoutMs,
-      stallTimeoutMs: leader.stallTimeoutMs,
       drainTimeoutMs: leader.drainTimeoutMs,
     },
     pass,
     passIntervalMs: leader.passIntervalMs,
+    stallTimeoutMs: leader.stallTimeoutMs,
     observer: recorder,
   });
   recorder.start();
   return created;
-}
-
-/** Which app setting each elector option comes from, so a rejected combination names the setting. */
-const OPTION_SETTINGS: Readonly<Record<string, string>> = {
-  leaseSeconds: SETTING_NAMES.leaseSeconds,
-  renewDeadlineMs: SETTING_NAMES.renewDeadlineSeconds,
-  retryPeriodMs: SETTING_NAMES.retryPeriodSeconds,
-  requestTimeoutMs: SETTING_NAMES.requestTimeoutSeconds,
-  stallTimeoutMs: SETTING_NAMES.stallTimeoutSeconds,
-  drainTimeoutMs: SETTING_NAMES.drainTimeoutSeconds,
-  passIntervalMs: SETTING_NAMES.passIntervalSeconds,
-  holder: SETTING_NAMES.instanceId,
-};
-
-function settingsErrors<T>(build: () => T): T {
-  try {
-    return build();
-  } catch (err) {
-    const setting = err instanceof ElectorConfigError ? OPTION_SETTINGS[err.option] : undefined;
-    if (err instanceof ElectorConfigError && setting !== undefined) throw new ConfigError(setting, err.message);
-    throw err;
-  }
 }

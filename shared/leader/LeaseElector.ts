@@ -1,20 +1,19 @@
 /**
- * Leader election on one blob lease (the Leader Election pattern's distributed mutex), modelled on
- * client-go's leaderelection and going past it with a fencing epoch.
+ * Leader election on one blob lease (the Leader Election pattern's distributed mutex), in the shape
+ * of client-go's leaderelection (acquire, renew, release, callbacks) and going past it with a fencing epoch.
  *
  * What it guarantees:
  * - At most one elector in the world believes it leads at any moment, provided every process's
  *   monotonic clock runs at roughly the same rate (it tolerates any offset between clocks, and a
  *   rate difference up to (L - D) / L). A leader stops believing (its `signal` aborts) once D has
  *   passed since its last successful renewal was *sent*, and the service cannot expire that lease
- *   before L has passed since then; D < L is checked at construction.
+ *   before L has passed since then; D < L is checked at construction (leaderTiming.ts).
  * - Every acquisition writes a fencing epoch into the blob's metadata through the lease, read and
  *   bumped under the lease with an etag condition, so epochs strictly increase across leaders and
  *   each epoch belongs to exactly one term of one elector.
  * - A renewal answered "not your lease" (changed, broken, taken) steps down at once; a graceful
  *   `stop()` aborts leader work, waits for it (bounded), then releases, so followers take over
- *   within one campaign period; the watchdog steps down a leader whose work stopped calling
- *   `progress()`.
+ *   within one campaign period; `resign()` lets whoever watches the work (the runtime) give up a term.
  *
  * What it does not guarantee:
  * - Nothing stops a process that is paused (GC, VM freeze, SIGSTOP) after checking its leadership
@@ -27,133 +26,60 @@
 import { randomUUID } from 'node:crypto';
 
 import { createLogger, type Logger } from '../observability/log';
-import { type Clock, systemClock } from './Clock';
-import { type ElectorTiming, type ElectorTimingOptions, validateTiming } from './electorTiming';
-import { ElectorConfigError, LeaseLostError, LeaseRequestTimeoutError, NotLeaderError } from './errors';
-import { type LeaseRecord, type LeaseStore, recordMetadata } from './LeaseStore';
+import { type Clock, settlesWithin, systemClock, withTimeout } from './Clock';
+import type {
+  CurrentLeader, ElectorCounters, ElectorRole, ElectorState, LeaderCallbacks, Leadership, LeaseElectorOptions, StepDownReason,
+} from './electorTypes';
+import { ElectorConfigError, LeaseLostError, NotLeaderError } from './errors';
+import { checkLeaderTiming, type ElectorTiming } from './leaderTiming';
+import { type LeaseContext, LeaseTerm } from './LeaseTerm';
 
-export type StepDownReason = 'lost' | 'deadline' | 'stalled' | 'released' | 'abandoned';
+export type * from './electorTypes';
 
-/** What leader work gets: its epoch, a signal aborted when leadership ends, and fenced helpers. */
-export interface Leadership {
-  readonly epoch: number;
-  readonly holder: string;
-  readonly acquiredAt: string;
-  /** Aborted (with a NotLeaderError as reason) the moment this elector stops believing it leads. */
-  readonly signal: AbortSignal;
-  /** Leader work calls this whenever it makes progress; the watchdog steps down without it. */
-  progress(): void;
-  /** Confirms with the service that this term still holds the lease (a renewal); throws NotLeaderError if not. */
-  verify(): Promise<void>;
-  /** Writes extra metadata fields to the lease blob through the lease; only the current term can. */
-  writeThroughLease(fields: Readonly<Record<string, string>>): Promise<void>;
+interface Campaign {
+  readonly name: 'campaigning';
+  /** No attempt before this: a resigned leader lets a healthy instance win. */
+  readonly sitOutUntil: number;
+  /** The last term's work; never run two terms' work in one process. */
+  previousWork: Promise<void> | undefined;
+  /** The last attempt that found the lease held by someone else (for lastTakeoverWaitMs). */
+  lastSeenHeldAt: number | undefined;
 }
 
-export interface LeaderCallbacks {
-  /** Called on every acquisition; the returned promise is the leader work graceful stop drains. */
-  onStartedLeading(leadership: Leadership): void | Promise<void>;
-  /** Called once for every term that started, however it ended. */
-  onStoppedLeading?(info: { readonly epoch: number; readonly reason: StepDownReason }): void;
-  /** Called when the observed leader (holder, epoch) changes, this instance included. */
-  onNewLeader?(leader: { readonly holder: string; readonly epoch: number }): void;
-}
-
-export interface LeaseElectorOptions extends ElectorTimingOptions {
-  readonly store: LeaseStore;
-  /** This instance's name, written to the metadata as `holder`. */
-  readonly holder: string;
-  /** Proposed lease id; a fresh GUID per elector when absent. */
-  readonly leaseId?: string;
-  readonly clock?: Clock;
-  readonly logger?: Logger;
-  /** Random source for jitter, [0, 1). */
-  readonly random?: () => number;
-  readonly callbacks: LeaderCallbacks;
-}
-
-export interface CurrentLeader {
-  /** Holder of the latest epoch; the lease may have been released or expired since (see leaseState). */
-  readonly holder: string | undefined;
-  readonly epoch: number | undefined;
-  readonly acquiredAt: string | undefined;
-  readonly leaseState: string;
-  readonly leaseStatus: string;
-}
-
-export interface ElectorCounters {
-  acquired: number;
-  renewed: number;
-  renewFailures: number;
-  /** Terms that ended without a release of our own: lease lost, or renew deadline passed. */
-  lost: number;
-  released: number;
-  stalls: number;
-  lastRenewLatencyMs: number | undefined;
-  /**
-   * Failover as this instance saw it when it took over: time from its last attempt that found the
-   * lease held by someone else to its acquisition. It bounds how long the lease sat free first.
-   */
-  lastTakeoverWaitMs: number | undefined;
-}
-
-export type ElectorRole = 'leader' | 'follower' | 'stopped';
-
-interface Term {
-  readonly record: LeaseRecord;
-  readonly controller: AbortController;
-  readonly startedAt: number;
-  /** Monotonic time the last successful acquire/renew request was sent. */
-  lastSentAt: number;
-  /** When the next renewal is due after a failed one; undefined after a success. */
-  retryAt: number | undefined;
-  etag: string;
-  lastProgressAt: number;
-  work: Promise<void>;
-  ended: boolean;
-  /** Serializes this term's storage calls so a renewal never races our own metadata write. */
-  queue: Promise<unknown>;
-}
+type State =
+  | { readonly name: 'idle' | 'stopped' }
+  | Campaign
+  | { readonly name: 'leading'; readonly term: LeaseTerm }
+  | { readonly name: 'stopping'; readonly term: LeaseTerm | undefined; readonly release: boolean; readonly done: Promise<void> };
 
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const HOLDER = /^[A-Za-z0-9._:-]{1,128}$/;
 
+function campaign(sitOutUntil = 0, previousWork?: Promise<void>): Campaign {
+  return { name: 'campaigning', sitOutUntil, previousWork, lastSeenHeldAt: undefined };
+}
+
 export class LeaseElector {
   readonly holder: string;
   readonly timing: ElectorTiming;
-  private readonly leaseId: string;
-  private readonly store: LeaseStore;
+  private readonly lease: LeaseContext;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly random: () => number;
   private readonly callbacks: LeaderCallbacks;
-  private readonly stats: ElectorCounters = {
-    acquired: 0,
-    renewed: 0,
-    renewFailures: 0,
-    lost: 0,
-    released: 0,
-    stalls: 0,
-    lastRenewLatencyMs: undefined,
-    lastTakeoverWaitMs: undefined,
-  };
-
-  private term: Term | undefined;
-  private loop: Promise<void> | undefined;
-  private halted = false;
-  private stopRequested = false;
-  private abandoned = false;
-  private stopping: Promise<void> | undefined;
+  private readonly stats: ElectorCounters = { acquired: 0, renewed: 0, renewFailures: 0, lost: 0, released: 0, stalls: 0 };
+  private s: State = { name: 'idle' };
+  private loop: Promise<void> = Promise.resolve();
   private wakeController = new AbortController();
+  /** campaignNow() callers, resolved after the next attempt (or at once while leading or sitting out). */
   private attemptWaiters: Array<() => void> = [];
-  private sitOutUntil = 0;
-  private previousWork: Promise<void> | undefined;
-  private lastSeenHeldAt: number | undefined;
   private observed: { holder: string; epoch: number } | undefined;
 
   constructor(options: LeaseElectorOptions) {
-    this.timing = validateTiming(options);
+    this.timing = checkLeaderTiming(options);
     if (typeof options.holder !== 'string' || !HOLDER.test(options.holder)) {
-      throw new ElectorConfigError('holder', `"${String(options.holder)}" must be 1-128 letters, digits, '.', '_', ':' or '-' (it is written to blob metadata).`);
+      const detail = "must be 1-128 letters, digits, '.', '_', ':' or '-' (it is written to blob metadata).";
+      throw new ElectorConfigError('holder', `"${String(options.holder)}" ${detail}`);
     }
     const leaseId = options.leaseId ?? randomUUID();
     if (!GUID.test(leaseId)) throw new ElectorConfigError('leaseId', `must be a GUID (the blob service rejects other lease ids).`);
@@ -161,107 +87,105 @@ export class LeaseElector {
       throw new ElectorConfigError('callbacks.onStartedLeading', 'is required: it is the work the leader does.');
     }
     this.holder = options.holder;
-    this.leaseId = leaseId;
-    this.store = options.store;
     this.clock = options.clock ?? systemClock;
     this.log = options.logger ?? createLogger('leader');
     this.random = options.random ?? Math.random;
     this.callbacks = options.callbacks;
+    this.lease = { store: options.store, leaseId, clock: this.clock, timing: this.timing };
   }
 
-  /** Starts campaigning (idempotent): acquire-or-renew at the campaign period, with jitter. */
-  start(): void {
-    if (this.loop !== undefined || this.halted) return;
-    this.loop = this.run();
-  }
-
-  /** One campaign attempt now (a timer tick): resolves after it. Leaders keep renewing on their own schedule. */
-  async campaignNow(): Promise<void> {
-    if (this.halted || this.stopRequested || this.term !== undefined) return;
-    const done = new Promise<void>((resolve) => this.attemptWaiters.push(resolve));
-    this.start();
-    this.wake();
-    await done;
+  get state(): ElectorState {
+    return this.s.name;
   }
 
   get role(): ElectorRole {
-    if (this.halted) return 'stopped';
-    return this.term === undefined ? 'follower' : 'leader';
+    if (this.term() !== undefined) return 'leader';
+    return this.s.name === 'stopping' || this.s.name === 'stopped' ? 'stopped' : 'follower';
   }
 
   /** This instance's current epoch while it leads. */
   get epoch(): number | undefined {
-    return this.term?.record.epoch;
-  }
-
-  get acquiredAt(): string | undefined {
-    return this.term?.record.acquiredAt;
+    return this.term()?.epoch;
   }
 
   counters(): Readonly<ElectorCounters> {
     return { ...this.stats };
   }
 
+  /** Starts campaigning (idempotent): acquire at the campaign period, then renew while leading. */
+  start(): void {
+    if (this.s.name !== 'idle') return;
+    this.s = campaign();
+    this.loop = this.run();
+  }
+
+  /** One campaign attempt now (a timer tick): resolves after it. Leaders keep renewing on their own schedule. */
+  async campaignNow(): Promise<void> {
+    if (this.s.name !== 'idle' && this.s.name !== 'campaigning') return;
+    const attempted = new Promise<void>((resolve) => this.attemptWaiters.push(resolve));
+    this.start();
+    this.wake();
+    await attempted;
+  }
+
   /** Who leads according to the blob (anyone can read it; no lease needed). */
   async currentLeader(): Promise<CurrentLeader> {
-    const snap = await this.call('read', (signal) => this.store.read(signal));
-    return {
-      holder: snap.record?.holder,
-      epoch: snap.record?.epoch,
-      acquiredAt: snap.record?.acquiredAt,
-      leaseState: snap.leaseState,
-      leaseStatus: snap.leaseStatus,
-    };
+    const { record, leaseState, leaseStatus } = await this.call('read', (signal) => this.lease.store.read(signal));
+    return { holder: record?.holder, epoch: record?.epoch, acquiredAt: record?.acquiredAt, leaseState, leaseStatus };
   }
 
   /**
-   * Graceful stop: abort leader work, wait for it to finish (at most drainTimeoutMs, renewing
-   * meanwhile so the lease cannot lapse under work that is still winding down), then release.
+   * Stops for good (idempotent). Graceful by default: abort leader work, wait for it (at most drainTimeoutMs, renewing
+   * meanwhile so the lease cannot lapse under work still winding down), then release. `release: false` is what a crash
+   * does: the term ends now, renewals stop, and the lease is left to lapse after L.
    */
-  stop(): Promise<void> {
-    this.stopping ??= this.stopGracefully();
-    return this.stopping;
-  }
-
-  /**
-   * Stops without releasing, as a crashed process would: no more renewals, the lease lapses after
-   * L. Its leader work is aborted so this process's belief ends now. For tests and benchmarks.
-   */
-  abandon(): void {
-    this.abandoned = true;
-    this.halted = true;
-    this.stopRequested = true;
-    this.wake();
-    const term = this.term;
-    if (term !== undefined) this.endTerm(term, 'abandoned');
-  }
-
-  private async stopGracefully(): Promise<void> {
-    this.stopRequested = true;
-    const term = this.term;
-    if (term !== undefined) {
-      term.controller.abort(new NotLeaderError(`Leadership of epoch ${term.record.epoch} is ending: the instance is stopping.`));
-      const drained = await this.settleWithin(term.work, this.timing.drainTimeoutMs);
-      if (!drained) this.log.warn('leader.drain_timeout', { epoch: term.record.epoch, drainTimeoutMs: this.timing.drainTimeoutMs });
+  stop(options: { readonly release?: boolean } = {}): Promise<void> {
+    const release = options.release ?? true;
+    const s = this.s;
+    if (s.name === 'stopping') {
+      if (!release && s.release) this.s = { ...s, release };
+      if (!release && s.term !== undefined) this.endTerm(s.term, 'abandoned');
+      return s.done;
     }
-    this.halted = true;
+    if (s.name !== 'campaigning' && s.name !== 'leading') {
+      this.s = { name: 'stopped' };
+      return Promise.resolve();
+    }
+    const term = s.name === 'leading' ? s.term : undefined;
+    let stopped = (): void => undefined;
+    const done = new Promise<void>((resolve) => (stopped = resolve));
+    this.s = { name: 'stopping', term, release, done };
+    if (term !== undefined && !release) this.endTerm(term, 'abandoned');
     this.wake();
+    this.finishStop(term)
+      .catch((err: unknown) => this.log.error('leader.loop_error', { error: err }))
+      .finally(stopped);
+    return done;
+  }
+
+  private async finishStop(term: LeaseTerm | undefined): Promise<void> {
+    if (term !== undefined && this.holds(term)) {
+      const epoch = term.epoch;
+      term.controller.abort(new NotLeaderError(`Leadership of epoch ${epoch} is ending: the instance is stopping.`));
+      const drained = await settlesWithin(this.clock, term.work, this.timing.drainTimeoutMs);
+      if (!drained) this.log.warn('leader.drain_timeout', { epoch, drainTimeoutMs: this.timing.drainTimeoutMs });
+      await this.stepDown(term, 'released');
+    }
     await this.loop;
-    if (term !== undefined && !term.ended) {
-      this.endTerm(term, 'released');
-      await this.release(term);
-    }
+    this.s = { name: 'stopped' };
   }
 
+  /** The loop: acquire while campaigning, renew while a term is held (a graceful stop's included); ends when neither. */
   private async run(): Promise<void> {
-    while (!this.halted) {
+    for (;;) {
+      const s = this.s;
+      const term = this.term();
+      if (s.name !== 'campaigning' && term === undefined) break;
       try {
-        const term = this.term;
-        if (term !== undefined) await this.leadStep(term);
-        else if (this.stopRequested) await this.pause(this.timing.campaignPeriodMs);
-        else await this.followStep();
+        if (s.name === 'campaigning') await this.acquire(s);
+        else if (term !== undefined) await this.renew(term);
       } catch (err) {
-        // Defensive: every expected failure is handled where it happens; keep campaigning regardless.
+        // Defensive: every expected failure is handled where it happens; keep going regardless.
         this.log.error('leader.loop_error', { error: err });
         await this.pause(this.timing.retryPeriodMs);
       }
@@ -269,91 +193,63 @@ export class LeaseElector {
     this.resolveAttemptWaiters();
   }
 
-  private async followStep(): Promise<void> {
-    const now = this.clock.now();
-    if (now < this.sitOutUntil) {
-      this.resolveAttemptWaiters();
-      await this.pause(this.sitOutUntil - now);
-      return;
+  /** Campaigns at the jittered campaign period until this campaign ends: a term began, or stop() was called. */
+  private async acquire(c: Campaign): Promise<void> {
+    while (this.s === c) {
+      const now = this.clock.now();
+      if (now < c.sitOutUntil) {
+        this.resolveAttemptWaiters();
+        await this.pause(c.sitOutUntil - now);
+        continue;
+      }
+      if (c.previousWork !== undefined) await settlesWithin(this.clock, c.previousWork, this.timing.drainTimeoutMs);
+      c.previousWork = undefined;
+      const waiters = this.attemptWaiters.splice(0);
+      await this.tryAcquire(c).finally(() => waiters.forEach((resolve) => resolve()));
+      // A tick that arrived during the attempt gets its own attempt now, not after a full period.
+      const { campaignPeriodMs, jitter } = this.timing;
+      if (this.s === c && this.attemptWaiters.length === 0) await this.pause(campaignPeriodMs * (1 - jitter * this.random()));
     }
-    if (this.previousWork !== undefined) {
-      // Never run two terms' work in one process: wait (bounded) for the last term's work to end.
-      await this.settleWithin(this.previousWork, this.timing.drainTimeoutMs);
-      this.previousWork = undefined;
-    }
-    const waiters = this.takeAttemptWaiters();
-    try {
-      await this.attempt();
-    } finally {
-      for (const resolve of waiters) resolve();
-    }
-    // A tick that arrived during the attempt gets its own attempt now, not after a full period.
-    if (this.term === undefined && !this.halted && this.attemptWaiters.length === 0) await this.pause(this.jitteredCampaignPeriod());
   }
 
-  /** tryAcquire: acquire the lease, then bump the epoch through it. */
-  private async attempt(): Promise<void> {
+  /** One attempt: acquire the lease, bump the epoch through it, begin a term. */
+  private async tryAcquire(c: Campaign): Promise<void> {
     const sentAt = this.clock.now();
-    let acquired: boolean;
     try {
-      acquired = await this.call('acquire', (signal) => this.store.acquire(this.leaseId, this.timing.leaseSeconds, signal));
+      const { store, leaseId } = this.lease;
+      if (!(await this.call('acquire', (signal) => store.acquire(leaseId, this.timing.leaseSeconds, signal)))) {
+        c.lastSeenHeldAt = this.clock.now();
+        return await this.observeLeader();
+      }
     } catch (err) {
       this.log.warn('leader.campaign_failed', { holder: this.holder, error: err });
       return;
     }
-    if (this.stopRequested) {
-      if (acquired) await this.releaseUntracked();
-      return;
-    }
-    if (!acquired) {
-      this.lastSeenHeldAt = this.clock.now();
-      await this.observeLeader();
-      return;
-    }
     try {
-      const snap = await this.call('read', (signal) => this.store.read(signal));
-      const record: LeaseRecord = { epoch: (snap.record?.epoch ?? 0) + 1, holder: this.holder, acquiredAt: this.clock.wallNow().toISOString() };
-      const { etag } = await this.call('write', (signal) => this.store.write(this.leaseId, recordMetadata(record), snap.etag, signal));
-      if (this.stopRequested) {
-        await this.releaseUntracked();
-        return;
-      }
-      if (this.clock.now() - sentAt >= this.timing.renewDeadlineMs) {
-        // Announcing took longer than the deadline allows: the lease may be close to lapsing. Still ours; the next attempt renews it.
-        this.log.warn('leader.acquire_too_slow', { epoch: record.epoch, elapsedMs: Math.round(this.clock.now() - sentAt) });
-        return;
-      }
-      this.beginTerm(record, sentAt, etag, snap.record);
+      if (this.s !== c) return await this.releaseStray();
+      const term = await LeaseTerm.claim(this.lease, this.holder, sentAt);
+      if (this.s !== c) return await this.releaseStray();
+      const elapsedMs = Math.round(this.clock.now() - sentAt);
+      // Announcing took longer than the deadline allows: the lease may be close to lapsing. Still ours; the next attempt renews it.
+      if (elapsedMs >= this.timing.renewDeadlineMs) return this.log.warn('leader.acquire_too_slow', { epoch: term.epoch, elapsedMs });
+      this.beginTerm(c, term);
     } catch (err) {
       // A LeaseLostError here means another instance's announcement raced ours (etag changed): it leads.
       this.log.warn('leader.announce_failed', { holder: this.holder, error: err });
     }
   }
 
-  private beginTerm(record: LeaseRecord, sentAt: number, etag: string, previous: LeaseRecord | undefined): void {
-    const now = this.clock.now();
-    const term: Term = {
-      record,
-      controller: new AbortController(),
-      startedAt: now,
-      lastSentAt: sentAt,
-      retryAt: undefined,
-      etag,
-      lastProgressAt: now,
-      work: Promise.resolve(),
-      ended: false,
-      queue: Promise.resolve(),
-    };
-    this.term = term;
+  private beginTerm(c: Campaign, term: LeaseTerm): void {
+    const { record, previous } = term;
+    this.s = { name: 'leading', term };
     this.stats.acquired += 1;
-    const takeoverWaitMs = this.lastSeenHeldAt === undefined ? undefined : Math.round(now - this.lastSeenHeldAt);
+    const takeoverWaitMs = c.lastSeenHeldAt === undefined ? undefined : Math.round(term.startedAt - c.lastSeenHeldAt);
     this.stats.lastTakeoverWaitMs = takeoverWaitMs;
-    this.lastSeenHeldAt = undefined;
     this.log.info('leader.acquired', {
       holder: this.holder,
       epoch: record.epoch,
-      lease: this.leaseId.slice(0, 8),
-      blob: this.store.description,
+      lease: this.lease.leaseId.slice(0, 8),
+      blob: this.lease.store.description,
       leaseSeconds: this.timing.leaseSeconds,
       ...(takeoverWaitMs === undefined ? {} : { takeoverWaitMs }),
       // Who led before: a different holder means a failover or handover (the README's Kusto queries).
@@ -365,141 +261,92 @@ export class LeaseElector {
       holder: record.holder,
       acquiredAt: record.acquiredAt,
       signal: term.controller.signal,
-      progress: () => {
-        term.lastProgressAt = this.clock.now();
+      verify: async () => {
+        await this.checkStillLeading(term);
+        await this.tryRenew(term);
       },
-      verify: () => this.verify(term),
-      writeThroughLease: (fields) => this.writeThroughLease(term, fields),
+      writeThroughLease: async (fields) => {
+        await this.checkStillLeading(term);
+        await this.fenced(term, 'no longer holds the lease; the write was refused', () => term.write(fields));
+      },
+      resign: (reason, sitOutMs) => this.stepDown(term, reason, undefined, sitOutMs),
     };
-    term.work = (async () => {
-      await this.callbacks.onStartedLeading(leadership);
-    })().catch((err: unknown) => {
+    term.work = (async () => this.callbacks.onStartedLeading(leadership))().catch((err: unknown) => {
       this.log.error('leader.work_failed', { epoch: record.epoch, error: err });
     });
   }
 
-  private async leadStep(term: Term): Promise<void> {
-    // A tick that asked for an attempt while we lead has its answer.
-    this.resolveAttemptWaiters();
-    const now = this.clock.now();
-    const deadline = term.lastSentAt + this.timing.renewDeadlineMs;
-    if (now >= deadline) {
-      await this.stepDown(term, 'deadline');
-      return;
-    }
-    const stallAt = term.lastProgressAt + this.timing.stallTimeoutMs;
-    if (now >= stallAt && !this.stopRequested) {
-      await this.stepDown(term, 'stalled');
-      return;
-    }
-    const dueAt = term.retryAt ?? term.lastSentAt + this.timing.renewIntervalMs;
-    if (now < dueAt) {
-      await this.pause(Math.min(dueAt, deadline, stallAt) - now);
-      return;
-    }
-    try {
-      await this.renew(term);
-    } catch (err) {
-      if (term.ended) return;
-      this.stats.renewFailures += 1;
-      term.retryAt = this.clock.now() + this.timing.retryPeriodMs;
-      this.log.warn('leader.renew_failed', {
-        epoch: term.record.epoch,
-        error: err,
-        msUntilDeadline: Math.round(term.lastSentAt + this.timing.renewDeadlineMs - this.clock.now()),
+  /** Keeps the lease while the term lasts: renews every renewIntervalMs, retries a failure, steps down at the deadline. */
+  private async renew(term: LeaseTerm): Promise<void> {
+    while (this.holds(term)) {
+      this.resolveAttemptWaiters(); // a tick that asked for an attempt while we lead has its answer
+      const now = this.clock.now();
+      const deadline = term.deadline;
+      if (now >= deadline) return this.stepDown(term, 'deadline');
+      const dueAt = term.retryAt ?? term.lastSentAt + this.timing.renewIntervalMs;
+      if (now < dueAt) {
+        await this.pause(Math.min(dueAt, deadline) - now);
+        continue;
+      }
+      await this.tryRenew(term).catch((err: unknown) => {
+        if (!this.holds(term)) return;
+        this.stats.renewFailures += 1;
+        term.retryAt = this.clock.now() + this.timing.retryPeriodMs;
+        const msUntilDeadline = Math.round(deadline - this.clock.now());
+        this.log.warn('leader.renew_failed', { epoch: term.epoch, error: err, msUntilDeadline });
       });
     }
   }
 
-  /** One renewal; a "not your lease" answer (or a blob changed behind our back) ends the term at once. */
-  private async renew(term: Term): Promise<void> {
-    await this.serialized(term, async () => {
-      const sentAt = this.clock.now();
-      const timeout = Math.min(this.timing.requestTimeoutMs, term.lastSentAt + this.timing.renewDeadlineMs - sentAt);
-      try {
-        const { etag } = await this.call('renew', (signal) => this.store.renew(this.leaseId, signal), timeout);
-        // Lease operations leave the etag alone, and only the holder can write, so the etag should be
-        // the one our last write returned. If not, the blob changed in a way this term cannot account
-        // for (another holder in between, or a write of ours that timed out yet landed): step down
-        // rather than guess; the next campaign starts a clean term.
-        if (etag !== '' && etag !== term.etag) throw new LeaseLostError('BlobChangedByAnotherHolder');
-        if (term.ended) return;
-        term.lastSentAt = sentAt;
-        term.retryAt = undefined;
-        const latency = this.clock.now() - sentAt;
-        this.stats.renewed += 1;
-        this.stats.lastRenewLatencyMs = Math.round(latency);
-        this.log.debug('leader.renewed', { epoch: term.record.epoch, latencyMs: Math.round(latency) });
-      } catch (err) {
-        if (err instanceof LeaseLostError) {
-          await this.stepDown(term, 'lost', err);
-          throw new NotLeaderError(`Leadership of epoch ${term.record.epoch} was lost: ${err.message}`, { cause: err });
-        }
-        throw err;
-      }
-    });
+  /** One renewal, bounded by the deadline; "not your lease" (or a blob changed behind our back) ends the term at once. */
+  private async tryRenew(term: LeaseTerm): Promise<void> {
+    const latencyMs = Math.round(await this.fenced(term, 'was lost', () => term.renew()));
+    if (!this.holds(term)) return;
+    this.stats.renewed += 1;
+    this.stats.lastRenewLatencyMs = latencyMs;
+    this.log.debug('leader.renewed', { epoch: term.epoch, latencyMs });
   }
 
-  private async verify(term: Term): Promise<void> {
-    await this.checkStillLeading(term);
-    await this.renew(term);
+  /** A term's storage call; a LeaseLostError from it ends the term and becomes a NotLeaderError. */
+  private async fenced<T>(term: LeaseTerm, what: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (!(err instanceof LeaseLostError)) throw err;
+      await this.stepDown(term, 'lost', err);
+      throw new NotLeaderError(`Epoch ${term.epoch} ${what} (${err.serviceCode}).`, { cause: err });
+    }
   }
 
-  private async writeThroughLease(term: Term, fields: Readonly<Record<string, string>>): Promise<void> {
-    await this.checkStillLeading(term);
-    await this.serialized(term, async () => {
-      const now = this.clock.now();
-      const timeout = Math.min(this.timing.requestTimeoutMs, term.lastSentAt + this.timing.renewDeadlineMs - now);
-      try {
-        const { etag } = await this.call('write', (signal) => this.store.write(this.leaseId, recordMetadata(term.record, fields), term.etag, signal), timeout);
-        term.etag = etag;
-      } catch (err) {
-        if (err instanceof LeaseLostError) {
-          await this.stepDown(term, 'lost', err);
-          throw new NotLeaderError(`Write refused: epoch ${term.record.epoch} no longer holds the lease (${err.serviceCode}).`, { cause: err });
-        }
-        throw err;
-      }
-    });
-  }
-
-  private async checkStillLeading(term: Term): Promise<void> {
-    if (term.ended) throw new NotLeaderError(`Epoch ${term.record.epoch} is no longer the leader.`);
-    if (this.clock.now() - term.lastSentAt >= this.timing.renewDeadlineMs) {
+  private async checkStillLeading(term: LeaseTerm): Promise<void> {
+    if (!this.holds(term)) throw new NotLeaderError(`Epoch ${term.epoch} is no longer the leader.`);
+    if (this.clock.now() >= term.deadline) {
       // Paused past the deadline (or storage unreachable): stop believing before acting.
       await this.stepDown(term, 'deadline');
-      throw new NotLeaderError(`Epoch ${term.record.epoch} passed its renew deadline; it stepped down.`);
+      throw new NotLeaderError(`Epoch ${term.epoch} passed its renew deadline; it stepped down.`);
     }
   }
 
-  /** Ends a term, releasing the lease when this instance gives it up on its own account. */
-  private async stepDown(term: Term, reason: StepDownReason, cause?: unknown): Promise<void> {
-    if (term.ended) return;
-    this.endTerm(term, reason, cause);
-    if (reason === 'stalled') {
-      await this.release(term);
-      // Sit out one lease period, so a healthy instance gets the lease instead of this one again.
-      this.sitOutUntil = this.clock.now() + this.timing.leaseSeconds * 1000;
-    } else if (reason === 'deadline') {
-      // Best effort: if storage answers again, followers need not wait for the lease to lapse.
-      await this.release(term, 'debug');
-    }
+  /** Ends a term; releases the lease unless it was lost or abandoned (after a deadline, best effort: storage may answer again). */
+  private async stepDown(term: LeaseTerm, reason: StepDownReason, cause?: unknown, sitOutMs = 0): Promise<void> {
+    if (!this.holds(term)) return;
+    this.endTerm(term, reason, cause, sitOutMs);
+    if (reason !== 'lost' && reason !== 'abandoned') await this.release(term, reason === 'deadline' ? 'debug' : 'warn');
   }
 
-  private endTerm(term: Term, reason: StepDownReason, cause?: unknown): void {
-    if (term.ended) return;
-    term.ended = true;
-    if (this.term === term) this.term = undefined;
-    const epoch = term.record.epoch;
+  /** The one place a term ends: leave the state that held it, abort its work, count it, tell the callbacks. */
+  private endTerm(term: LeaseTerm, reason: StepDownReason, cause?: unknown, sitOutMs = 0): void {
+    const s = this.s;
+    if (s.name === 'leading') this.s = campaign(this.clock.now() + sitOutMs, term.work);
+    else if (s.name === 'stopping') this.s = { ...s, term: undefined };
+    this.wake();
+    const epoch = term.epoch;
     term.controller.abort(new NotLeaderError(`Leadership of epoch ${epoch} ended (${reason}).`, { cause }));
-    this.previousWork = term.work;
-    const heldMs = Math.round(this.clock.now() - term.startedAt);
+    if (reason === 'stalled') this.stats.stalls += 1;
     if (reason === 'lost' || reason === 'deadline') {
       this.stats.lost += 1;
+      const heldMs = Math.round(this.clock.now() - term.startedAt);
       this.log.warn('leader.lost', { holder: this.holder, epoch, reason, heldMs, ...(cause === undefined ? {} : { error: cause }) });
-    } else if (reason === 'stalled') {
-      this.stats.stalls += 1;
-      this.log.warn('leader.stalled', { holder: this.holder, epoch, heldMs, sinceProgressMs: Math.round(this.clock.now() - term.lastProgressAt) });
     }
     try {
       this.callbacks.onStoppedLeading?.({ epoch, reason });
@@ -508,29 +355,31 @@ export class LeaseElector {
     }
   }
 
-  private async release(term: Term, failureLevel: 'warn' | 'debug' = 'warn'): Promise<void> {
+  /** Gives the lease back once the term's calls in flight are done; not fatal when it fails (the lease lapses after L). */
+  private async release(term: LeaseTerm, failureLevel: 'warn' | 'debug'): Promise<void> {
+    const epoch = term.epoch;
     try {
-      await this.call('release', (signal) => this.store.release(this.leaseId, signal));
+      await term.release();
       this.stats.released += 1;
-      this.log.info('leader.released', { holder: this.holder, epoch: term.record.epoch });
+      this.log.info('leader.released', { holder: this.holder, epoch });
     } catch (err) {
-      // Not fatal: an unreleased lease lapses after L; a LeaseLostError means it already had.
-      this.log.log(failureLevel, 'leader.release_failed', { holder: this.holder, epoch: term.record.epoch, error: err });
+      // A LeaseLostError here means the lease had already lapsed or been taken.
+      this.log.log(failureLevel, 'leader.release_failed', { holder: this.holder, epoch, error: err });
     }
   }
 
-  /** Gives back a lease acquired while stopping, before any term began (a crash simulation keeps it). */
-  private async releaseUntracked(): Promise<void> {
-    if (this.abandoned) return;
-    await this.call('release', (signal) => this.store.release(this.leaseId, signal)).catch((err: unknown) => {
+  /** Gives back a lease acquired while stopping, before any term began (a crash, `release: false`, keeps it). */
+  private async releaseStray(): Promise<void> {
+    if (this.s.name === 'stopping' && !this.s.release) return;
+    await this.call('release', (signal) => this.lease.store.release(this.lease.leaseId, signal)).catch((err: unknown) => {
       this.log.debug('leader.release_failed', { holder: this.holder, error: err });
     });
   }
 
   private async observeLeader(): Promise<void> {
     try {
-      const snap = await this.call('read', (signal) => this.store.read(signal));
-      if (snap.record !== undefined) this.noteLeader(snap.record.holder, snap.record.epoch);
+      const { record } = await this.call('read', (signal) => this.lease.store.read(signal));
+      if (record !== undefined) this.noteLeader(record.holder, record.epoch);
     } catch (err) {
       this.log.debug('leader.observe_failed', { error: err });
     }
@@ -548,38 +397,16 @@ export class LeaseElector {
   }
 
   /** One storage call with a hard timeout on our own clock, whatever the SDK does with the signal. */
-  private async call<T>(operation: string, fn: (signal: AbortSignal) => Promise<T>, timeoutMs = this.timing.requestTimeoutMs): Promise<T> {
-    const request = new AbortController();
-    const timer = new AbortController();
-    const timedOut = this.clock.sleep(Math.max(0, timeoutMs), timer.signal).then(() => {
-      if (timer.signal.aborted) return undefined as never;
-      const error = new LeaseRequestTimeoutError(operation, timeoutMs);
-      request.abort(error);
-      throw error;
-    });
-    try {
-      return await Promise.race([fn(request.signal), timedOut]);
-    } finally {
-      timer.abort();
-    }
+  private call<T>(operation: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withTimeout(this.clock, operation, this.timing.requestTimeoutMs, fn);
   }
 
-  private serialized<T>(term: Term, fn: () => Promise<T>): Promise<T> {
-    const next = term.queue.then(fn, fn);
-    term.queue = next.catch(() => undefined);
-    return next;
+  private term(): LeaseTerm | undefined {
+    return this.s.name === 'leading' || this.s.name === 'stopping' ? this.s.term : undefined;
   }
 
-  private async settleWithin(work: Promise<void>, ms: number): Promise<boolean> {
-    const timer = new AbortController();
-    const finished = await Promise.race([work.then(() => true), this.clock.sleep(ms, timer.signal).then(() => false)]);
-    timer.abort();
-    return finished;
-  }
-
-  private jitteredCampaignPeriod(): number {
-    const { campaignPeriodMs, jitter } = this.timing;
-    return campaignPeriodMs * (1 - jitter * this.random());
+  private holds(term: LeaseTerm): boolean {
+    return this.term() === term;
   }
 
   private pause(ms: number): Promise<void> {
@@ -591,13 +418,7 @@ export class LeaseElector {
     this.wakeController = new AbortController();
   }
 
-  private takeAttemptWaiters(): Array<() => void> {
-    const waiters = this.attemptWaiters;
-    this.attemptWaiters = [];
-    return waiters;
-  }
-
   private resolveAttemptWaiters(): void {
-    for (const resolve of this.takeAttemptWaiters()) resolve();
+    for (const resolve of this.attemptWaiters.splice(0)) resolve();
   }
 }

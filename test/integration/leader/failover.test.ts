@@ -13,7 +13,7 @@ function contender(...args: Parameters<typeof realContender>): RealContender {
 }
 
 after(() => {
-  for (const c of everyone) c.elector.abandon();
+  for (const c of everyone) void c.elector.stop({ release: false });
 });
 
 function leaderOf(cs: RealContender[]): RealContender | undefined {
@@ -31,7 +31,7 @@ describe('leader failover against Azurite', { concurrency: true }, () => {
     for (const f of followers) f.elector.start();
     await sleep(6_000); // past one renewal, so expiry counts from a renewal rather than the acquisition
     assert.equal(leaderOf(followers), undefined);
-    a.elector.abandon();
+    void a.elector.stop({ release: false });
     const lastGrantSentAt = a.store.lastGrantSentAt;
     assert.ok(lastGrantSentAt !== undefined);
     assert.equal(a.store.releasedAt, undefined);

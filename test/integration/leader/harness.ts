@@ -17,7 +17,6 @@ export const FAST = {
   renewDeadlineMs: 10_000,
   retryPeriodMs: 500,
   requestTimeoutMs: 1_000,
-  stallTimeoutMs: 60_000,
   drainTimeoutMs: 3_000,
 } as const;
 
@@ -114,11 +113,8 @@ export function realContender(
         terms.push(term);
         leadership.signal.addEventListener('abort', () => (term.endedAt = performance.now()), { once: true });
         await onTerm?.(term);
-        // Healthy leader work until told to stop.
-        while (!leadership.signal.aborted) {
-          leadership.progress();
-          await new Promise((resolve) => setTimeout(resolve, 250));
-        }
+        // Leader work that ends as soon as it is told to stop.
+        await new Promise<void>((resolve) => leadership.signal.addEventListener('abort', () => resolve(), { once: true }));
       },
       onStoppedLeading: ({ epoch, reason }) => {
         const term = terms.find((t) => t.epoch === epoch);

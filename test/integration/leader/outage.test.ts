@@ -10,7 +10,7 @@ import { FAST, type RealContender, realContender, sleep, waitFor } from './harne
 const everyone: RealContender[] = [];
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
-  for (const c of everyone) c.elector.abandon();
+  for (const c of everyone) void c.elector.stop({ release: false });
   for (const cleanup of cleanups) await cleanup();
 });
 

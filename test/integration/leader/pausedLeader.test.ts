@@ -63,7 +63,7 @@ describe('a leader paused past its lease', () => {
       assert.equal(props.metadata?.beat, undefined, 'a heartbeat from the paused leader landed');
       assert.equal(b.elector.role, 'leader');
     } finally {
-      b.elector.abandon();
+      void b.elector.stop({ release: false });
       proc.kill('SIGKILL');
     }
   });

@@ -32,6 +32,6 @@ const child = realContender(connectionString, container, 'paused', {
 });
 child.elector.start();
 process.on('SIGTERM', () => {
-  child.elector.abandon();
+  void child.elector.stop({ release: false });
   process.exit(0);
 });

@@ -66,7 +66,7 @@ describe('10 contenders racing for one lease', () => {
         // Mostly graceful stops (fast handovers), sometimes a crash (the lease has to lapse).
         if (Math.random() < 0.1) {
           crashes += 1;
-          c.elector.abandon();
+          void c.elector.stop({ release: false });
         } else {
           gracefulStops += 1;
           await c.elector.stop();
@@ -75,7 +75,7 @@ describe('10 contenders racing for one lease', () => {
       }
     };
     await Promise.all(Array.from({ length: SLOTS }, (_, i) => slot(i)));
-    for (const c of all) c.elector.abandon();
+    for (const c of all) void c.elector.stop({ release: false });
 
     const terms = all.flatMap((c) => c.terms).sort((x, y) => x.startedAt - y.startedAt);
     if (process.env.RACE_DEBUG) {

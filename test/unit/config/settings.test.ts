@@ -90,9 +90,12 @@ describe('settings', () => {
     ['a lease longer than Azure allows', { ...DEV, LEADER_LEASE_SECONDS: '61' }, 'LEADER_LEASE_SECONDS', /15 to 60/],
     ['a fractional lease', { ...DEV, LEADER_LEASE_SECONDS: '15.5' }, 'LEADER_LEASE_SECONDS', /whole number/],
     ['a lease that is not a number', { ...DEV, LEADER_LEASE_SECONDS: 'soon' }, 'LEADER_LEASE_SECONDS', /not a number/],
-    ['a renew deadline not below the lease', { ...DEV, LEADER_RENEW_DEADLINE_SECONDS: '15' }, 'LEADER_RENEW_DEADLINE_SECONDS', /shorter than LEADER_LEASE_SECONDS/],
-    ['a retry period not below the deadline', { ...DEV, LEADER_RETRY_PERIOD_SECONDS: '10' }, 'LEADER_RETRY_PERIOD_SECONDS', /shorter than LEADER_RENEW_DEADLINE_SECONDS/],
-    ['a request timeout not below the deadline', { ...DEV, LEADER_REQUEST_TIMEOUT_SECONDS: '12' }, 'LEADER_REQUEST_TIMEOUT_SECONDS', /shorter than LEADER_RENEW_DEADLINE_SECONDS/],
+    ['a renew deadline not below the lease', { ...DEV, LEADER_RENEW_DEADLINE_SECONDS: '15' }, 'LEADER_RENEW_DEADLINE_SECONDS', /15 must be less than LEADER_LEASE_SECONDS \(15\), so a leader steps down before its lease can expire/],
+    ['a retry period not below the deadline', { ...DEV, LEADER_RETRY_PERIOD_SECONDS: '10' }, 'LEADER_RETRY_PERIOD_SECONDS', /10 must be less than LEADER_RENEW_DEADLINE_SECONDS \(10\)/],
+    ['a request timeout not below the deadline', { ...DEV, LEADER_REQUEST_TIMEOUT_SECONDS: '12' }, 'LEADER_REQUEST_TIMEOUT_SECONDS', /12 must be less than LEADER_RENEW_DEADLINE_SECONDS \(10\)/],
+    ['a renew deadline not below a longer lease', { ...DEV, LEADER_LEASE_SECONDS: '20', LEADER_RENEW_DEADLINE_SECONDS: '20.5' }, 'LEADER_RENEW_DEADLINE_SECONDS', /20.5 must be less than LEADER_LEASE_SECONDS \(20\)/],
+    ['a pass interval the watchdog would mistake for a stall', { ...DEV, LEADER_PASS_INTERVAL_SECONDS: '200' }, 'LEADER_PASS_INTERVAL_SECONDS', /200 must be less than LEADER_STALL_TIMEOUT_SECONDS \(120\)/],
+    ['a stall timeout shorter than the pass interval', { ...DEV, LEADER_STALL_TIMEOUT_SECONDS: '3' }, 'LEADER_PASS_INTERVAL_SECONDS', /5 must be less than LEADER_STALL_TIMEOUT_SECONDS \(3\)/],
     ['a zero stall timeout', { ...DEV, LEADER_STALL_TIMEOUT_SECONDS: '0' }, 'LEADER_STALL_TIMEOUT_SECONDS', /out of range/],
     ['a five-field cron', { ...DEV, LEADER_TIMER_SCHEDULE: '*/5 * * * *' }, 'LEADER_TIMER_SCHEDULE', /six-field/],
     ['an uppercase container', { ...DEV, LEADER_LEASE_CONTAINER: 'Leases' }, 'LEADER_LEASE_CONTAINER', /not a valid name/],
@@ -116,6 +119,12 @@ describe('settings', () => {
       assert.match(err.message, message);
     });
   }
+
+  it('accepts timings at the edge of every rule', () => {
+    const s = loadSettings({ ...DEV, LEADER_RENEW_DEADLINE_SECONDS: '14.999', LEADER_RETRY_PERIOD_SECONDS: '14.998', LEADER_REQUEST_TIMEOUT_SECONDS: '14.998', LEADER_PASS_INTERVAL_SECONDS: '119.999' });
+    assert.equal(s.leader.renewDeadlineMs, 14_999);
+    assert.equal(s.leader.passIntervalMs, 119_999);
+  });
 
   it('never echoes a connection string in its error', () => {
     const err = configErrorFor({ AzureWebJobsStorage: 'AccountKey=s3cr3t' });

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ConfigError } from '../../../shared/config/ConfigError';
-import { loadSettings } from '../../../shared/config/settings';
-import { type CoordinationContext, type CoordinationPass, CoordinatorRuntime, processCoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
+import { type CoordinationContext, type CoordinationPass, CoordinatorRuntime, type RuntimeObserver } from '../../../shared/leader/CoordinatorRuntime';
 import { ElectorConfigError } from '../../../shared/leader/errors';
-import { debugMemoryLogger, TIMING } from './contender';
+import { type Logger } from '../../../shared/observability/log';
+import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
@@ -18,12 +17,16 @@ function runtime(
   store: MemoryLeaseStore,
   pass: CoordinationPass<Services>,
   holder = 'r',
-  overrides: { passIntervalMs?: number; stallTimeoutMs?: number } = {},
+  overrides: { passIntervalMs?: number; stallTimeoutMs?: number; leaseId?: string; observer?: RuntimeObserver; logger?: Logger } = {},
 ): CoordinatorRuntime<Services> {
+  const logger = overrides.logger ?? debugMemoryLogger(holder);
+  const leaseId = overrides.leaseId;
   return new CoordinatorRuntime<Services>({
-    elector: { ...TIMING, stallTimeoutMs: overrides.stallTimeoutMs ?? TIMING.stallTimeoutMs, store, clock, holder, logger: debugMemoryLogger(holder), random: () => 0 },
+    elector: { ...TIMING, store, clock, holder, logger, random: () => 0, ...(leaseId === undefined ? {} : { leaseId }) },
     pass,
     passIntervalMs: overrides.passIntervalMs ?? 5_000,
+    stallTimeoutMs: overrides.stallTimeoutMs ?? STALL_TIMEOUT_MS,
+    ...(overrides.observer === undefined ? {} : { observer: overrides.observer }),
   });
 }
 
@@ -219,6 +222,76 @@ describe('CoordinatorRuntime', () => {
     assert.equal(rt.counters().stalls, 1);
   });
 
+  it('steps a stalled leader down (release, then sit out one lease period) so a healthy one takes over', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const leaseId = '00000000-0000-4000-8000-00000000a11e';
+    const ended: string[] = [];
+    const observer: RuntimeObserver = { termEnded: (t) => ended.push(`${t.epoch} ${t.reason}`) };
+    const a = runtime(clock, store, () => new Promise<void>(() => undefined), 'a', { stallTimeoutMs: 20_000, leaseId, observer });
+    const b = runtime(clock, store, () => Promise.resolve(), 'b');
+    void a.tick({ name: 'a' });
+    await clock.advance(0);
+    b.offer({ name: 'b' });
+    await clock.advance(19_999);
+    assert.equal(a.state().role, 'leader', 'renewals alone do not keep a stalled leader');
+    await clock.advance(1);
+    assert.equal(a.elector.state, 'campaigning');
+    assert.deepEqual(ended, ['1 stalled']);
+    assert.deepEqual(
+      store.calls.filter((c) => c.op === 'release' && c.leaseId === leaseId).map((c) => c.at),
+      [20_000],
+    );
+    assert.equal(a.counters().stalls, 1);
+    await clock.advance(TIMING.retryPeriodMs);
+    assert.equal(b.state().role, 'leader');
+    await clock.advance(20_000);
+    const aAcquires = store.calls.filter((c) => c.op === 'acquire' && c.leaseId === leaseId && c.at > 20_000).map((c) => c.at);
+    assert.ok(aAcquires.length > 0 && aAcquires.every((t) => t >= 35_000), `a campaigned at ${aAcquires.join(', ')}`);
+  });
+
+  it('logs the stall with how long the term was held and how long its work was silent', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const logger = debugMemoryLogger('r');
+    const rt = runtime(clock, store, async (ctx) => {
+      // Reports progress for 12 s, then hangs without a word.
+      for (let i = 0; i < 4; i++) {
+        await clock.sleep(3_000);
+        ctx.progress();
+      }
+      await new Promise<void>(() => undefined);
+    }, 'r', { stallTimeoutMs: 20_000, logger });
+    void rt.tick({ name: 'x' });
+    await clock.advance(31_999);
+    assert.equal(rt.state().role, 'leader', 'progress at 12 s moved the watchdog to 32 s');
+    await clock.advance(1);
+    assert.equal(rt.state().role, 'follower');
+    const stalled = logger.lines.find((l) => l.event === 'leader.stalled');
+    assert.deepEqual(
+      stalled === undefined ? undefined : { epoch: stalled.epoch, heldMs: stalled.heldMs, sinceProgressMs: stalled.sinceProgressMs },
+      { epoch: 1, heldMs: 32_000, sinceProgressMs: 20_000 },
+    );
+  });
+
+  it('keeps a leader whose long pass reports progress, however long the pass runs', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    let finished = 0;
+    const rt = runtime(clock, store, async (ctx) => {
+      for (let i = 0; i < 12; i++) {
+        await clock.sleep(5_000, ctx.signal);
+        ctx.progress();
+      }
+      finished += 1;
+    }, 'r', { stallTimeoutMs: 20_000 });
+    void rt.tick({ name: 'x' });
+    await clock.advance(60_000);
+    assert.equal(rt.state().role, 'leader');
+    assert.equal(finished, 1, 'a 60 s pass with progress every 5 s ran to its end');
+    assert.equal(rt.counters().stalls, 0);
+  });
+
   it('stop() aborts the pass, waits for it, then releases the lease', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
@@ -252,15 +325,9 @@ describe('CoordinatorRuntime', () => {
       () => runtime(clock, new MemoryLeaseStore(clock), () => Promise.resolve(), 'r', { passIntervalMs: 0 }),
       (err: unknown) => err instanceof ElectorConfigError && err.option === 'passIntervalMs',
     );
-  });
-});
-
-describe('processCoordinatorRuntime', () => {
-  it('names the app setting when the settings make an invalid runtime (pass interval vs stall timeout)', () => {
-    const settings = loadSettings({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', LEADER_PASS_INTERVAL_SECONDS: '200' });
     assert.throws(
-      () => processCoordinatorRuntime(settings, () => Promise.resolve()),
-      (err: unknown) => err instanceof ConfigError && err.setting === 'LEADER_PASS_INTERVAL_SECONDS' && err.code === 'CONFIG_INVALID' && /stallTimeoutMs/.test(err.message),
+      () => runtime(clock, new MemoryLeaseStore(clock), () => Promise.resolve(), 'r', { stallTimeoutMs: 0 }),
+      (err: unknown) => err instanceof ElectorConfigError && err.option === 'stallTimeoutMs' && /greater than 0/.test(err.message),
     );
   });
 });

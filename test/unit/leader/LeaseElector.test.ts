@@ -227,28 +227,6 @@ describe('LeaseElector', () => {
     assert.ok(a.logs.some((l) => l.event === 'leader.drain_timeout'));
   });
 
-  it('steps a stalled leader down (release, then sit out one lease period) so a healthy one takes over', async () => {
-    const { clock, store } = setup();
-    const a = contender(store, clock, 'a', { stallTimeoutMs: 20_000 }, () => new Promise<void>(() => undefined));
-    const b = contender(store, clock, 'b');
-    a.elector.start();
-    await clock.advance(0);
-    b.elector.start();
-    await clock.advance(19_999);
-    assert.equal(a.elector.role, 'leader', 'renewals alone do not keep a stalled leader');
-    await clock.advance(1);
-    assert.equal(a.terms[0]?.reason, 'stalled');
-    assert.equal(a.terms[0]?.endedAt, 20_000);
-    assert.deepEqual(callTimes(store, 'release', a.leaseId), [20_000]);
-    assert.equal(a.elector.counters().stalls, 1);
-    assert.ok(a.logs.some((l) => l.event === 'leader.stalled'));
-    await clock.advance(TIMING.retryPeriodMs);
-    assert.equal(b.elector.role, 'leader');
-    await clock.advance(20_000);
-    const aAcquires = callTimes(store, 'acquire', a.leaseId).filter((t) => t > 20_000);
-    assert.ok(aAcquires.length > 0 && aAcquires.every((t) => t >= 35_000), `a campaigned at ${aAcquires.join(', ')}`);
-  });
-
   it('a paused leader learns at once that it passed its deadline and cannot write through the lease', async () => {
     const { clock, store } = setup();
     const a = contender(store, clock, 'a');
@@ -325,7 +303,7 @@ describe('LeaseElector', () => {
     assert.deepEqual(callTimes(store, 'acquire', b.leaseId), [0, 500]);
   });
 
-  it('a crash (abandon) leaves the lease to lapse; a follower takes over only after it expires', async () => {
+  it('a crash (stop without release) leaves the lease to lapse; a follower takes over only after it expires', async () => {
     const { clock, store } = setup();
     const a = contender(store, clock, 'a');
     const b = contender(store, clock, 'b');
@@ -333,11 +311,127 @@ describe('LeaseElector', () => {
     await clock.advance(0);
     b.elector.start();
     await clock.advance(6_000); // last renewal sent at 5 s
-    a.elector.abandon();
+    void a.elector.stop({ release: false });
     const t = await clock.advanceUntil(() => b.elector.role === 'leader', 30_000);
     assert.ok(t >= 20_000, `took over at ${t}, before the lease expired at 20000`);
     assert.ok(t <= 20_000 + TIMING.retryPeriodMs, `took over at ${t}`);
     assert.equal(callTimes(store, 'release', a.leaseId).length, 0);
+  });
+});
+
+describe('LeaseElector states', () => {
+  it('moves idle -> campaigning -> leading -> campaigning (lease lost) -> leading -> stopping -> stopped', async () => {
+    const { clock, store } = setup();
+    const a = contender(store, clock, 'a');
+    const seen = (): string => `${a.elector.state}/${a.elector.role}/${String(a.elector.epoch)}`;
+    assert.equal(seen(), 'idle/follower/undefined');
+    a.elector.start();
+    assert.equal(seen(), 'campaigning/follower/undefined', 'campaigning as soon as it starts');
+    await clock.advance(0);
+    assert.equal(seen(), 'leading/leader/1');
+    store.fault = (op) => (op === 'renew' ? 'lost' : op === 'acquire' ? 'fail' : undefined);
+    await clock.advance(5_000);
+    assert.equal(seen(), 'campaigning/follower/undefined', 'the renewal at 5 s was answered "lost"');
+    store.fault = () => undefined;
+    await clock.advance(TIMING.retryPeriodMs);
+    assert.equal(seen(), 'leading/leader/2');
+    const stopped = a.elector.stop();
+    assert.equal(seen(), 'stopping/leader/2', 'still holds the lease while its work drains');
+    await clock.advance(0);
+    await stopped;
+    assert.equal(seen(), 'stopped/stopped/undefined');
+    assert.equal(store.leaseState, 'available');
+    a.elector.start();
+    await a.elector.campaignNow();
+    await clock.advance(10_000);
+    assert.equal(seen(), 'stopped/stopped/undefined', 'a stopped elector never campaigns again');
+    assert.deepEqual(
+      a.terms.map((t) => [t.epoch, t.reason]),
+      [
+        [1, 'lost'],
+        [2, 'released'],
+      ],
+    );
+  });
+
+  it('a follower asked to stop goes stopping -> stopped without touching the lease', async () => {
+    const { clock, store } = setup();
+    const a = contender(store, clock, 'a');
+    const b = contender(store, clock, 'b');
+    a.elector.start();
+    await clock.advance(0);
+    b.elector.start();
+    await clock.advance(1_000);
+    assert.equal(b.elector.state, 'campaigning');
+    const stopped = b.elector.stop();
+    assert.equal(b.elector.state, 'stopping');
+    assert.equal(b.elector.role, 'stopped');
+    await clock.advance(0);
+    await stopped;
+    assert.equal(b.elector.state, 'stopped');
+    assert.deepEqual(callTimes(store, 'release', b.leaseId), []);
+    assert.equal(store.holderLeaseId, a.leaseId);
+    assert.equal(new LeaseElector({ ...TIMING, store, clock, holder: 'never', callbacks: { onStartedLeading: () => undefined } }).state, 'idle');
+  });
+
+  it('stop({ release: false }) ends the term at once, renews no more and leaves the lease to expire L after its last renewal', async () => {
+    const { clock, store } = setup();
+    const a = contender(store, clock, 'a');
+    a.elector.start();
+    await clock.advance(6_000); // last renewal sent at 5 s: the lease runs until 20 s
+    const stopped = a.elector.stop({ release: false });
+    assert.equal(a.terms[0]?.leadership.signal.aborted, true, 'its belief ends now');
+    assert.equal(a.terms[0]?.reason, 'abandoned');
+    assert.equal(a.elector.state, 'stopping');
+    await clock.advance(0);
+    await stopped;
+    assert.equal(a.elector.state, 'stopped');
+    await clock.advance(13_999);
+    assert.equal(store.leaseState, 'leased', 'nobody released it');
+    await clock.advance(1);
+    assert.equal(store.leaseState, 'expired');
+    assert.deepEqual(callTimes(store, 'renew'), [5_000]);
+    assert.deepEqual(callTimes(store, 'release'), []);
+    assert.equal(a.elector.counters().released, 0);
+  });
+
+  it('stop({ release: false }) during a graceful drain keeps the lease unreleased', async () => {
+    const { clock, store } = setup();
+    const a = contender(store, clock, 'a', {}, () => new Promise<void>(() => undefined));
+    a.elector.start();
+    await clock.advance(1_000);
+    const graceful = a.elector.stop();
+    await clock.advance(1_000);
+    const crash = a.elector.stop({ release: false });
+    assert.equal(a.terms[0]?.reason, 'abandoned');
+    assert.equal(a.elector.role, 'stopped');
+    await clock.advance(TIMING.drainTimeoutMs);
+    await Promise.all([graceful, crash]);
+    assert.equal(a.elector.state, 'stopped');
+    assert.deepEqual(callTimes(store, 'release'), []);
+  });
+
+  it('resign() ends the term, releases, and campaigns again only after the sit-out', async () => {
+    const { clock, store } = setup();
+    const a = contender(store, clock, 'a');
+    a.elector.start();
+    await clock.advance(1_000);
+    const leadership = a.terms[0]?.leadership;
+    assert.ok(leadership !== undefined);
+    await leadership.resign('stalled', 15_000);
+    assert.equal(a.elector.state, 'campaigning');
+    assert.equal(a.terms[0]?.reason, 'stalled');
+    assert.deepEqual(callTimes(store, 'release', a.leaseId), [1_000]);
+    assert.equal(store.leaseState, 'available');
+    assert.equal(a.elector.counters().stalls, 1);
+    await a.elector.campaignNow();
+    assert.deepEqual(callTimes(store, 'acquire', a.leaseId), [0], 'a tick during the sit-out does not campaign');
+    await clock.advance(14_999);
+    assert.equal(a.elector.state, 'campaigning');
+    await clock.advance(1);
+    assert.equal(a.elector.state, 'leading');
+    assert.deepEqual(callTimes(store, 'acquire', a.leaseId), [0, 16_000]);
+    await assert.rejects(leadership.verify(), NotLeaderError, 'the resigned term stays over');
   });
 });
 
@@ -351,14 +445,13 @@ describe('LeaseElector configuration', () => {
     ['a lease over 60 s', { leaseSeconds: 61 }, 'leaseSeconds', /15 to 60/],
     ['a fractional lease', { leaseSeconds: 15.5 }, 'leaseSeconds', /whole number/],
     ['a lease that is not a number', { leaseSeconds: NaN }, 'leaseSeconds', /not a finite number/],
-    ['a renew deadline as long as the lease', { renewDeadlineMs: 15_000 }, 'renewDeadlineMs', /shorter than leaseSeconds/],
+    ['a renew deadline as long as the lease', { renewDeadlineMs: 15_000 }, 'renewDeadlineMs', /15000 ms must be less than leaseSeconds \(15 s\)/],
     ['a zero renew deadline', { renewDeadlineMs: 0 }, 'renewDeadlineMs', /greater than 0/],
-    ['a retry period as long as the deadline', { retryPeriodMs: 10_000 }, 'retryPeriodMs', /shorter than renewDeadlineMs/],
+    ['a retry period as long as the deadline', { retryPeriodMs: 10_000 }, 'retryPeriodMs', /10000 ms must be less than renewDeadlineMs \(10000 ms\)/],
     ['a negative retry period', { retryPeriodMs: -1 }, 'retryPeriodMs', /greater than 0/],
-    ['a request timeout as long as the deadline', { requestTimeoutMs: 10_000 }, 'requestTimeoutMs', /shorter than renewDeadlineMs/],
-    ['a zero stall timeout', { stallTimeoutMs: 0 }, 'stallTimeoutMs', /greater than 0/],
+    ['a request timeout as long as the deadline', { requestTimeoutMs: 10_000 }, 'requestTimeoutMs', /must be less than renewDeadlineMs/],
     ['a negative drain timeout', { drainTimeoutMs: -1 }, 'drainTimeoutMs', /0 or more/],
-    ['a renew interval as long as the deadline', { renewIntervalMs: 10_000 }, 'renewIntervalMs', /shorter than renewDeadlineMs/],
+    ['a renew interval as long as the deadline', { renewIntervalMs: 10_000 }, 'renewIntervalMs', /must be less than renewDeadlineMs/],
     ['a zero campaign period', { campaignPeriodMs: 0 }, 'campaignPeriodMs', /greater than 0/],
     ['jitter of 1', { jitter: 1 }, 'jitter', /0 to 0.9/],
     ['a holder with spaces', { holder: 'my host' }, 'holder', /letters, digits/],

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { CachedRead } from '../../../shared/leader/CachedRead';
 import { CoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
 import { cachedStatusSource, healthView, leaderView, publicLeaderView, StorageUnavailableError } from '../../../shared/leader/leaderStatus';
-import { debugMemoryLogger, TIMING } from './contender';
+import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
@@ -20,6 +20,7 @@ function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: Coordinator
     elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
     pass: () => Promise.reject(new Error('secret detail: /srv/app/dist/x.js line 4')),
     passIntervalMs: 5_000,
+    stallTimeoutMs: STALL_TIMEOUT_MS,
   });
   return { clock, store, rt };
 }

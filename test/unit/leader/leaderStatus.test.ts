@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 
 import { CoordinatorRuntime } from '../../../shared/leader/CoordinatorRuntime';
 import { healthView, leaderView, StorageUnavailableError } from '../../../shared/leader/leaderStatus';
-import { debugMemoryLogger, TIMING } from './contender';
+import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
@@ -14,6 +14,7 @@ function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: Coordinator
     elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
     pass: () => Promise.resolve(),
     passIntervalMs: 5_000,
+    stallTimeoutMs: STALL_TIMEOUT_MS,
   });
   return { clock, store, rt };
 }

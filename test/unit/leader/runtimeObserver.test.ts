@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 
 import { CoordinatorRuntime, type RuntimeObserver } from '../../../shared/leader/CoordinatorRuntime';
 import { PassSummary } from '../../../shared/observability/PassSummary';
-import { debugMemoryLogger, TIMING } from './contender';
+import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
@@ -31,6 +31,7 @@ describe('runtime observer', () => {
       elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
       pass: () => (++passes === 2 ? Promise.reject(new Error('second pass fails')) : Promise.resolve()),
       passIntervalMs: 5_000,
+      stallTimeoutMs: STALL_TIMEOUT_MS,
       observer,
     });
     void rt.tick({});
@@ -50,6 +51,7 @@ describe('runtime observer', () => {
       elector: { ...TIMING, store, clock, holder: 'me', logger, random: () => 0 },
       pass: () => Promise.resolve(),
       passIntervalMs: 5_000,
+      stallTimeoutMs: STALL_TIMEOUT_MS,
       observer: {
         termStarted: () => {
           throw new Error('observer broke');
