@@ -85,7 +85,6 @@ export const inputStagingBench: Bench = {
       renewDeadlineMs: shipped.renewDeadlineMs,
       retryPeriodMs: shipped.retryPeriodMs,
       requestTimeoutMs: shipped.requestTimeoutMs,
-      stallTimeoutMs: shipped.stallTimeoutMs,
       drainTimeoutMs: shipped.drainTimeoutMs,
       store: leaseStore,
       holder: 'bench',
@@ -93,10 +92,7 @@ export const inputStagingBench: Bench = {
       callbacks: {
         onStartedLeading: async (leadership) => {
           leading = true;
-          while (!leadership.signal.aborted) {
-            leadership.progress();
-            await new Promise((resolve) => setTimeout(resolve, 250));
-          }
+          await new Promise<void>((resolve) => leadership.signal.addEventListener('abort', () => resolve(), { once: true }));
         },
         onStoppedLeading: () => {
           leading = false;

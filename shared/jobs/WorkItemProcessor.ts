@@ -15,9 +15,9 @@
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
-import { type InputBlobs } from './InputContainers';
 import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
 import { type ChunkStore } from './dispatch/PipelineStore';
+import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
 import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';

@@ -2,7 +2,7 @@
  * Staging against Azurite with the blob store: a real items blob staged into the results container
  * under `jobs/<jobId>/input/` and read back chunk by chunk; and the itemsBlob corpus of the
  * intake, end-to-end and activity tests (plus hostile cases), where the stager must give exactly
- * what today's whole-array planner (`JobActivities.loadItems`) gives: the same items, or the same
+ * what the whole-array planner it replaced (`wholeArrayPlanner.ts`) gives: the same items, or the same
  * code and message.
  */
 import assert from 'node:assert/strict';
@@ -16,6 +16,7 @@ import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
 import { type Json } from '../../../../shared/worktypes/WorkType';
 import { uniqueName } from '../../../support/env';
 import { jobPipeline, jobRun } from '../support/jobPipeline';
+import { wholeArrayItems } from './wholeArrayPlanner';
 
 type Outcome = { items: Json[] } | { code: string; message: string };
 
@@ -54,7 +55,7 @@ describe('input staging (Azurite)', () => {
     const back = [...chunks.entries()].sort((a, b) => a[0] - b[0]).flatMap(([, list]) => list);
     assert.deepEqual(back, items);
     // What the planner would have read.
-    assert.deepEqual(back, await p.activities.loadItems(run));
+    assert.deepEqual(back, await wholeArrayItems(p.blobs, p.registry, run));
     assert.equal(await store.readSegment('staged-1', manifest.segments.length), undefined);
   });
 
@@ -114,7 +115,7 @@ describe('input staging (Azurite)', () => {
     for (const [index, [blob, workType, chunkSize]] of cases.entries()) {
       const source = { kind: 'blob' as const, container: inputs.containerName, blob };
       const run = jobRun(`c-${index}`, workType, source, chunkSize === undefined ? {} : { chunkSize });
-      const planner = await outcome(() => p.activities.loadItems(run));
+      const planner = await outcome(() => wholeArrayItems(p.blobs, p.registry, run));
       const staged = await outcome(async () => {
         await stageInput({ store, registry: p.registry }, run);
         const reader = new ChunkItemsReader(store);

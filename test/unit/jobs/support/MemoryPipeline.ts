@@ -38,8 +38,10 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
 
   constructor(private readonly now: () => number) {}
 
-  private count(name: string): void {
+  /** Counts the call and yields once, as a storage round trip would. */
+  private async enter(name: string): Promise<void> {
     this.calls.set(name, (this.calls.get(name) ?? 0) + 1);
+    await Promise.resolve();
   }
 
   stage(jobId: string, items: readonly Json[], chunkSize: number): { itemCount: number; chunkCount: number } {
@@ -49,7 +51,7 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
 
   // --- ChunkItemsSource ---
   async items(jobId: string, chunks: readonly number[]): Promise<Map<number, Json[]>> {
-    this.count('items');
+    await this.enter('items');
     const staged = this.staged.get(jobId);
     if (staged === undefined) throw new Error(`job ${jobId} was not staged`);
     return new Map(chunks.map((c) => [c, staged.items.slice(c * staged.chunkSize, (c + 1) * staged.chunkSize)]));
@@ -57,7 +59,7 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
 
   // --- WorkQueue ---
   async send(message: WorkItemMessage): Promise<void> {
-    this.count('send');
+    await this.enter('send');
     this.sent.push(message);
     this.queue.push({ id: this.nextId++, message, dequeueCount: 0, visibleAt: this.now() });
   }
@@ -85,12 +87,12 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
 
   // --- ChunkStore ---
   async chunkResultExists(jobId: string, chunk: number): Promise<boolean> {
-    this.count('chunkResultExists');
+    await this.enter('chunkResultExists');
     return this.results.has(`${jobId}/${chunk}`);
   }
 
   async writeChunkResult(result: ChunkResult): Promise<'written' | 'exists'> {
-    this.count('writeChunkResult');
+    await this.enter('writeChunkResult');
     const key = `${result.jobId}/${result.chunk}`;
     if (this.results.has(key)) return 'exists';
     this.results.set(key, result);
@@ -98,17 +100,17 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
   }
 
   async isCancelled(jobId: string): Promise<boolean> {
-    this.count('isCancelled');
+    await this.enter('isCancelled');
     return this.cancelled.has(jobId);
   }
 
   async claimChunk(jobId: string, chunk: number, dispatch: number, claim: ChunkClaim): Promise<void> {
-    this.count('claimChunk');
+    await this.enter('claimChunk');
     this.claims.set(`${jobId}/${chunk}-${dispatch}`, { chunk, dispatch, ...claim });
   }
 
   async beatClaim(jobId: string, chunk: number, dispatch: number, beat: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt: string }): Promise<void> {
-    this.count('beatClaim');
+    await this.enter('beatClaim');
     const key = `${jobId}/${chunk}-${dispatch}`;
     const claim = this.claims.get(key);
     if (claim === undefined) throw new Error(`no claim ${key} to beat`);
@@ -116,19 +118,19 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
   }
 
   async writeChunkItems(jobId: string, chunk: number, items: readonly Json[]): Promise<string> {
-    this.count('writeChunkItems');
+    await this.enter('writeChunkItems');
     const name = `jobs/${jobId}/chunks/${String(chunk).padStart(5, '0')}.json`;
     this.chunkBlobs.set(name, [...items]);
     return name;
   }
 
   async readChunkItems(name: string): Promise<Json[] | undefined> {
-    this.count('readChunkItems');
+    await this.enter('readChunkItems');
     return this.chunkBlobs.get(name);
   }
 
   async observeChunks(jobId: string, chunks: readonly number[]): Promise<ChunkObservation> {
-    this.count('observeChunks');
+    await this.enter('observeChunks');
     const wanted = new Set(chunks);
     const results = [...this.results.values()]
       .filter((r) => r.jobId === jobId && wanted.has(r.chunk))
