@@ -106,12 +106,13 @@ export class JobActivities {
       throw err;
     }
     const { chunkCount, itemCount } = staged;
-    const first = await this.step({ job: dispatchJobOf(run), chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
+    // One pass: the first window goes out with the plan.
+    const first = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
     this.deps.logger.info('job.planned', { jobId: run.jobId, items: itemCount, chunks: chunkCount, sent: first.sent, epoch: run.epoch, startId: run.startId });
     return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
   }
 
-  /** Counts the results that landed, sends chunks again or expires them, and tops the window up. */
+  /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
   async step(input: StepInput): Promise<StepOutcome> {
     return this.deps.dispatcher.step(input);
   }

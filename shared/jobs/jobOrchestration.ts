@@ -1,18 +1,20 @@
 /**
  * The job orchestration (one Durable instance per job, id `job-<jobId>`): plan -> steps -> aggregate.
  *
- * Flow control: the plan activity stages the items and sends the first window of chunks; then, on a
- * durable timer, each step activity counts the results that landed, sends again the chunks whose
- * worker died or never claimed them, and tops the window up (dispatch/DispatchLedger.ts has the rules).
+ * Flow control: the plan activity stages the items and sends the first window of chunks; then each
+ * step activity (a long poll of a few seconds, see dispatch/ChunkDispatcher.ts) counts the results
+ * that landed, sends again the chunks whose worker died or never claimed them, and tops the window up
+ * (dispatch/DispatchLedger.ts has the rules); the next step starts as soon as one answers.
  * So a job keeps at most `JOB_DISPATCH_WINDOW` chunks queued or running, other jobs' chunks get
  * through between its own (fair share by per-job windows on one FIFO queue), and a cancel stops
  * dispatch at once: the `cancel` event wins the wait, or the next step sees the cancel marker.
  *
  * Guarantees: the history stays bounded whatever the job's size: the ledger holds only the window,
- * chunks never appear as history events, and each execution runs at most `POLL.pollsPerGeneration`
- * steps before continuing as new with its state. The wait between steps starts at `POLL.initialMs`
- * after a step that saw or sent anything and grows by `POLL.factor` to `POLL.maxMs` while nothing
- * changes. The custom status carries phase, progress and the leader's epoch. The output is a small
+ * chunks never appear as history events, and each execution runs at most `STEPS_PER_GENERATION`
+ * steps (4 history events each) before continuing as new with its state. No durable timer: a timer
+ * message is held by whichever instance received it, and comes back only a minute after that
+ * instance dies (the control queue's visibility), where a step's activity message comes back in
+ * 20 s (host.json). The custom status carries phase, progress and the leader's epoch. The output is a small
  * `JobSummary`; the full result is in a blob. Every ending goes through the finish activity, which
  * records the summary once (`final.json`) and answers the recorded one. A plan step that stands down
  * (the job already finished, or this run is not the job's current start: see JobIntake) ends the run
@@ -40,21 +42,8 @@ export const JOB_ACTIVITIES = {
 } as const;
 export const CANCEL_EVENT = 'cancel';
 
-export interface PollPolicy {
-  readonly initialMs: number;
-  readonly maxMs: number;
-  readonly factor: number;
-  /** Steps per execution before continue-as-new; about 6 history events each. */
-  readonly pollsPerGeneration: number;
-}
-
-/** The polling every job uses; a state may carry another (tests of continue-as-new on a real backend). */
-export const POLL: PollPolicy = {
-  initialMs: 250,
-  maxMs: 2_000,
-  factor: 1.5,
-  pollsPerGeneration: 20,
-};
+/** Steps per execution before continue-as-new; a generation's history stays under ~100 events. */
+export const STEPS_PER_GENERATION = 20;
 
 /** Activities are retried on infrastructure errors (bad input is an outcome, not an error). */
 const ACTIVITY_RETRY = { firstRetryMs: 2_000, attempts: 4 } as const;
@@ -64,15 +53,14 @@ export interface OrchestrationState {
   readonly plan?: { readonly chunkCount: number; readonly itemCount: number };
   /** The chunks in flight and the counts of finished ones (absent before the plan step). */
   readonly ledger?: DispatchLedger;
-  readonly pollMs: number;
   /** Executions so far, counting this one from 1. */
   readonly generation: number;
-  /** Absent: `POLL`. */
-  readonly poll?: PollPolicy;
+  /** Steps per execution (absent: `STEPS_PER_GENERATION`); tests of continue-as-new on a real backend set fewer. */
+  readonly stepsPerGeneration?: number;
 }
 
-export function initialState(run: JobRun, poll?: PollPolicy): OrchestrationState {
-  return { run, pollMs: (poll ?? POLL).initialMs, generation: 1, ...(poll === undefined ? {} : { poll }) };
+export function initialState(run: JobRun, stepsPerGeneration?: number): OrchestrationState {
+  return { run, generation: 1, ...(stepsPerGeneration === undefined ? {} : { stepsPerGeneration }) };
 }
 
 const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
@@ -80,7 +68,7 @@ const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, 
 export const jobOrchestration: OrchestrationHandler = function* (context: OrchestrationContext): Generator<Task, JobSummary | undefined, unknown> {
   let state = context.df.getInput<OrchestrationState>();
   const { run } = state;
-  const policy = state.poll ?? POLL;
+  const steps = state.stepsPerGeneration ?? STEPS_PER_GENERATION;
   const now = (): Date => context.df.currentUtcDateTime;
   const retry = new df.RetryOptions(ACTIVITY_RETRY.firstRetryMs, ACTIVITY_RETRY.attempts);
   const publish = (phase: JobCustomStatus['phase']): void => {
@@ -117,31 +105,29 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
         return planned.standDown;
       }
       if (!planned.ok) return yield* finish(summaryOf('failed', planned.error));
-      state = { ...state, plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount }, ledger: planned.ledger, pollMs: policy.initialMs };
+      state = { ...state, plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount }, ledger: planned.ledger };
       if (planned.cancelled) return yield* aggregate(true);
     }
     const plan = state.plan;
     if (plan === undefined) throw new Error('unreachable: planned state without a plan');
 
-    // One event task per execution: Task.any below may pick it up on any wait.
+    // One event task per execution: Task.any below may pick it up during any step.
     const cancelEvent = context.df.waitForExternalEvent(CANCEL_EVENT);
-    for (let poll = 0; poll < policy.pollsPerGeneration; poll++) {
+    for (let n = 0; n < steps; n++) {
       const ledger = state.ledger;
       if (ledger === undefined) throw new Error('unreachable: planned state without a ledger');
       publish('running');
       if (isLedgerDone(ledger)) return yield* aggregate(false);
 
-      const timer = context.df.createTimer(new Date(now().getTime() + state.pollMs));
-      const winner = yield context.df.Task.any([timer, cancelEvent]);
-      if (winner === cancelEvent) {
-        timer.cancel();
-        return yield* aggregate(true);
-      }
       const input: StepInput = { job: dispatchJobOf(run), chunkCount: plan.chunkCount, itemCount: plan.itemCount, ledger, at: now().toISOString() };
-      const step = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.step, retry, input)) as StepOutcome;
-      const changed = step.finished + step.sent + step.resent + step.expired > 0;
-      const pollMs = changed ? policy.initialMs : Math.min(Math.round(state.pollMs * policy.factor), policy.maxMs);
-      state = { ...state, ledger: step.ledger, pollMs };
+      const stepTask = context.df.callActivityWithRetry(JOB_ACTIVITIES.step, retry, input);
+      const winner = yield context.df.Task.any([stepTask, cancelEvent]);
+      // A cancel wins at once; the step still running sees the cancel marker and sends nothing more.
+      if (winner === cancelEvent) return yield* aggregate(true);
+      // Task.any does not throw for a failed task: the step's error (after its retries) fails the job below.
+      if (stepTask.isFaulted) throw stepTask.result instanceof Error ? stepTask.result : new Error(String(stepTask.result));
+      const step = stepTask.result as StepOutcome;
+      state = { ...state, ledger: step.ledger };
       if (step.cancelled) {
         publish('running');
         return yield* aggregate(true);

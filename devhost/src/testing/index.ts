@@ -8,6 +8,7 @@ export { eventually, HOST_PROCESS_ENTRY, type HostProcess, startHostProcess } fr
 export {
   type ActivityCall,
   type ActivityScript,
+  completesAfter,
   type EpisodeRecord,
   historyNames,
   type OrchestrationRun,

@@ -9,8 +9,9 @@
  *
  * Scheduling, one episode at a time: every activity the episode scheduled runs at once (scripted
  * by `activities`, in call order, at the episode's time), and its results form the next episode;
- * with no activity pending, the earliest due timer or raised event happens next and the clock jumps
- * to it. Not supported (fails with DEVHOST_TESTING_UNSUPPORTED): sub-orchestrations.
+ * a script that answers `completesAfter(ms, value)` finishes `ms` later instead, so a long activity
+ * can race a raised event. With no result due now, the earliest activity result, due timer or raised
+ * event happens next and the clock jumps to it. Not supported (fails with DEVHOST_TESTING_UNSUPPORTED): sub-orchestrations.
  */
 import type * as AzureFunctions from '@azure/functions';
 import { type InvocationContext } from '@azure/functions';
@@ -36,6 +37,23 @@ export interface ActivityCall {
 
 /** An activity's stand-in: returns its result or throws (the orchestrator then sees the extension's failure text). */
 export type ActivityScript = (input: unknown, call: ActivityCall) => unknown;
+
+const DELAYED = Symbol('completesAfter');
+
+interface Delayed {
+  readonly [DELAYED]: true;
+  readonly ms: number;
+  readonly value: unknown;
+}
+
+/** An activity script's answer for an activity that runs `ms` (virtual) before it answers `value`. */
+export function completesAfter(ms: number, value: unknown): unknown {
+  return { [DELAYED]: true, ms, value } satisfies Delayed;
+}
+
+function isDelayed(value: unknown): value is Delayed {
+  return typeof value === 'object' && value !== null && DELAYED in value;
+}
 
 export interface RaisedEvent {
   readonly at: Date;
@@ -138,6 +156,8 @@ export async function runOrchestration(handler: OrchestrationHandler, options: R
   const raised = [...(options.events ?? [])].sort((a, b) => a.at.getTime() - b.at.getTime());
   let activities: Array<{ id: number; name: string; input: unknown }> = [];
   let timers: Array<{ id: number; fireAt: Date; executionId: string }> = [];
+  /** Results of activities still running (completesAfter), by when they land. */
+  let running: Array<{ at: Date; id: number; value: unknown }> = [];
   const episodes: EpisodeRecord[] = [];
   const calls: ActivityCall[] = [];
   const timersSeen: Array<{ createdAt: Date; fireAt: Date; generation: number }> = [];
@@ -152,6 +172,7 @@ export async function runOrchestration(handler: OrchestrationHandler, options: R
       // Continued as new: the old execution's pending work is gone, as its messages would be eaten.
       activities = [];
       timers = [];
+      running = [];
       generations.push({ input: fromJsonText(state.input), historyLength: 0 });
     }
     const generation = generations.length;
@@ -187,18 +208,31 @@ export async function runOrchestration(handler: OrchestrationHandler, options: R
         const script = Object.entries(scripts).find(([activity]) => activity.toLowerCase() === task.name.toLowerCase())?.[1];
         try {
           if (script === undefined) throw new Error(`runOrchestration has no script for activity "${task.name}".`);
-          const value = await script(JSON.parse(JSON.stringify(task.input ?? null)) as unknown, call);
-          events.push(historyEvent.taskCompleted(clock, task.id, value === undefined ? null : JSON.stringify(value)));
+          const answer = await script(JSON.parse(JSON.stringify(task.input ?? null)) as unknown, call);
+          if (isDelayed(answer)) {
+            running.push({ at: new Date(clock.getTime() + answer.ms), id: task.id, value: answer.value });
+            continue;
+          }
+          events.push(historyEvent.taskCompleted(clock, task.id, answer === undefined ? null : JSON.stringify(answer)));
         } catch (err) {
           const { reason, details } = activityFailure(task.name, err);
           events.push(historyEvent.taskFailed(clock, task.id, reason, details));
         }
       }
-      continue;
+      if (events.length > 0) continue;
     }
     timers.sort((a, b) => a.fireAt.getTime() - b.fireAt.getTime());
+    running.sort((a, b) => a.at.getTime() - b.at.getTime());
     const timer = timers[0];
     const event = raised[0];
+    const landing = running[0];
+    const next = Math.min(timer?.fireAt.getTime() ?? Infinity, event?.at.getTime() ?? Infinity);
+    if (landing !== undefined && landing.at.getTime() < next) {
+      running.shift();
+      if (landing.at > clock) clock = landing.at;
+      events.push(historyEvent.taskCompleted(clock, landing.id, landing.value === undefined ? null : JSON.stringify(landing.value)));
+      continue;
+    }
     if (event !== undefined && (timer === undefined || event.at.getTime() <= timer.fireAt.getTime())) {
       raised.shift();
       if (event.at > clock) clock = event.at;

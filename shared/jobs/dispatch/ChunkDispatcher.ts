@@ -1,11 +1,17 @@
 /**
- * One dispatch step of a job (the `jobStep` activity, and the plan's first step): observe the chunks
- * in flight, decide with `decideStep`, record out-of-attempts chunks as failed, and send what goes out.
+ * A job's dispatch step (the `jobStep` activity; the plan sends the first window with one pass):
+ * observe the chunks in flight, decide with `decideStep`, record out-of-attempts chunks as failed,
+ * and send what goes out. A step long-polls: it looks again every `STEP_WAIT.pollMs` (growing to
+ * `maxPollMs`) and answers as soon as a pass changed something, or the job is cancelled or done, or
+ * after `maxWaitMs`. So the orchestration needs no durable timer between steps: a timer message is
+ * held by the instance that received it and, if that instance dies, comes back only after the
+ * control queue's visibility (1 minute at least), while an activity message comes back after
+ * host.json's `workItemQueueVisibilityTimeout` (20 s).
  *
  * Guarantees: safe to run again with the same input (Durable may retry an activity): it sends the
  * same chunks again, which workers skip or discard (results are created once). Messages are sent
  * before the step answers, so a ledger never names a chunk as in flight that was not sent, unless
- * the send failed and the activity failed with it. Costs per step: one listing of results and one of
+ * the send failed and the activity failed with it. Costs per pass: one listing of results and one of
  * claims per 100-chunk group in flight, one cancel check, and one message per chunk sent.
  */
 import { type Logger } from '../../observability/log';
@@ -14,7 +20,7 @@ import { JOB_LIMITS, type JobOptions } from '../jobLimits';
 import { type WorkItemMessage } from '../JobRun';
 import { type ChunkResult } from '../JobStore';
 import { mapLimit } from '../pool';
-import { decideStep, type DispatchLedger, type DispatchPolicy, type SendReason } from './DispatchLedger';
+import { decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
 /** What a step needs of the job (no items: those come from the staged input). */
@@ -30,9 +36,12 @@ export interface StepInput {
   readonly chunkCount: number;
   readonly itemCount: number;
   readonly ledger: DispatchLedger;
-  /** The orchestration's time (ISO): every age is measured against it. */
+  /** The time (ISO) the step was asked for; its passes measure ages with the activity's clock. */
   readonly at: string;
 }
+
+/** How a step long-polls (see the module comment). */
+export const STEP_WAIT = { pollMs: 250, maxPollMs: 1_000, maxWaitMs: 5_000 } as const;
 
 export interface StepOutcome {
   readonly ledger: DispatchLedger;
@@ -70,12 +79,29 @@ export interface DispatcherDeps {
   /** Recorded as the writer of expired chunks' results. */
   readonly instanceId: string;
   readonly now?: () => Date;
+  /** Waits between a step's passes (tests pass a virtual one). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export class ChunkDispatcher {
   constructor(private readonly deps: DispatcherDeps) {}
 
-  async step(input: StepInput, signal?: AbortSignal): Promise<StepOutcome> {
+  /** Passes until one changes something, the job is cancelled or done, or `wait.maxWaitMs` passed. */
+  async step(input: StepInput, wait: { readonly pollMs: number; readonly maxPollMs: number; readonly maxWaitMs: number } = STEP_WAIT): Promise<StepOutcome> {
+    const started = this.now().getTime();
+    let pollMs = wait.pollMs;
+    for (;;) {
+      const at = this.now();
+      const outcome = await this.pass({ ...input, at: at.toISOString() });
+      const changed = outcome.finished + outcome.sent + outcome.resent + outcome.expired > 0;
+      if (changed || outcome.cancelled || isLedgerDone(outcome.ledger) || at.getTime() - started + pollMs > wait.maxWaitMs) return outcome;
+      await (this.deps.sleep ?? defaultSleep)(pollMs);
+      pollMs = Math.min(pollMs * 2, wait.maxPollMs);
+    }
+  }
+
+  /** One pass at `input.at`: observe, decide, expire, send. */
+  async pass(input: StepInput, signal?: AbortSignal): Promise<StepOutcome> {
     const { job } = input;
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
     const seen = await this.deps.chunks.observeChunks(job.jobId, inFlight, signal);
@@ -105,6 +131,10 @@ export class ChunkDispatcher {
       expired: decision.expire.length,
       finished: decision.finished,
     };
+  }
+
+  private now(): Date {
+    return this.deps.now?.() ?? new Date();
   }
 
   /** A chunk's message: its items inline, or in a blob the message names when they are too big for it. */
@@ -145,9 +175,13 @@ export class ChunkDispatcher {
       attempt: dispatch,
       dispatch,
       writtenBy: `orchestration@${this.deps.instanceId}`,
-      writtenAt: (this.deps.now?.() ?? new Date()).toISOString(),
+      writtenAt: this.now().toISOString(),
     };
     // If a worker's result lands first, the conditional create keeps the worker's.
     await this.deps.chunks.writeChunkResult(result, signal);
   }
+}
+
+function defaultSleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -314,8 +314,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
       submittedAt: new Date().toISOString(),
       via: 'queue',
     };
-    // Started as the pass starts a job, with a polling policy short enough to need several executions.
-    await h.client.startNew('jobOrchestrator', { instanceId: instanceIdFor(run.jobId), input: initialState(run, { initialMs: 100, maxMs: 200, factor: 2, pollsPerGeneration: 2 }) });
+    // Started as the pass starts a job, with few enough steps per execution to need several executions.
+    await h.client.startNew('jobOrchestrator', { instanceId: instanceIdFor(run.jobId), input: initialState(run, 2) });
     const view = await finished('generations', 60_000);
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 78 });

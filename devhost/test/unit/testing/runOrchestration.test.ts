@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler } from 'durable-functions';
 
-import { historyNames, runOrchestration } from '../../../src/testing/runOrchestration';
+import { completesAfter, historyNames, runOrchestration } from '../../../src/testing/runOrchestration';
 
 const START = new Date('2026-03-01T00:00:00.000Z');
 
@@ -19,7 +19,23 @@ const sequence: OrchestrationHandler = function* (context: OrchestrationContext)
   return { greeting, approval, at: context.df.currentUtcDateTime.toISOString() };
 };
 
+/** A long activity raced against an event: whichever lands first wins. */
+const race: OrchestrationHandler = function* (context: OrchestrationContext) {
+  const work = context.df.callActivity('Work', null);
+  const stop = context.df.waitForExternalEvent('Stop');
+  const winner: unknown = yield context.df.Task.any([work, stop]);
+  return { winner: winner === stop ? 'stop' : 'work', at: context.df.currentUtcDateTime.toISOString() };
+};
+
 describe('runOrchestration', () => {
+  it('lets an activity answer later with completesAfter, so it can lose a race to an event, or win it', async () => {
+    const stopAt = new Date(START.getTime() + 1_000);
+    const slow = await runOrchestration(race, { start: START, activities: { Work: () => completesAfter(5_000, 'done') }, events: [{ at: stopAt, name: 'Stop' }] });
+    assert.deepEqual(slow.output, { winner: 'stop', at: stopAt.toISOString() });
+    const quick = await runOrchestration(race, { start: START, activities: { Work: () => completesAfter(500, 'done') }, events: [{ at: stopAt, name: 'Stop' }] });
+    assert.deepEqual(quick.output, { winner: 'work', at: new Date(START.getTime() + 500).toISOString() });
+  });
+
   it('runs activities at once, then jumps the clock to the next timer or event, writing the extension\'s history', async () => {
     const result = await runOrchestration(sequence, {
       name: 'Sequence',

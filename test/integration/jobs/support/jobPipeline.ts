@@ -54,9 +54,9 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
   /** The plan step at `at` (default now). */
   const plan = (run: JobRun, at: Date | string = new Date()): Promise<PlanOutcome> =>
     activities.plan({ run, at: typeof at === 'string' ? at : at.toISOString() });
-  /** One dispatch step of `run` at `at` over `ledger`. */
+  /** One pass of a dispatch step of `run` at `at` over `ledger` (the step activity repeats passes on the real clock). */
   const step = (run: JobRun, planned: { chunkCount: number; itemCount: number }, ledger: DispatchLedger, at: string): Promise<StepOutcome> =>
-    activities.step({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
+    dispatcher.pass({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
   const worker = new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
 
   /** Takes every visible message off the work-items queue (deleting them). */

@@ -6,9 +6,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { DISPATCH_DEFAULTS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
-import { type DispatchPolicy } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { ChunkDispatcher, DISPATCH_DEFAULTS, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { type DispatchPolicy, emptyLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { type ChunkStore } from '../../../../shared/jobs/dispatch/PipelineStore';
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
+import { createLogger } from '../../../../shared/observability/log';
+import { MemoryPipeline } from '../support/MemoryPipeline';
 import { SimCluster } from '../support/SimCluster';
 
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
@@ -54,7 +57,7 @@ describe('ChunkDispatcher: the window', () => {
     sim.addWorker('w1', 8, () => 10);
     const big = 'x'.repeat(JOB_LIMITS.maxMessageJsonBytes);
     sim.store.stage('blobby', [big], 1);
-    const step = await sim.dispatcher.step({
+    const step = await sim.dispatcher.pass({
       job: { jobId: 'blobby', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } },
       chunkCount: 1, itemCount: 1, ledger: { next: 0, inFlight: [], progress: { chunks: { total: 1, done: 0, failed: 0 }, items: { total: 1, done: 0, failed: 0 } }, highestDispatch: 1 },
       at: new Date(0).toISOString(),
@@ -178,5 +181,77 @@ describe('ChunkDispatcher: recovery from a dead worker (the host holds a receive
     const duplicates = sim.store.sent.length - 64;
     // Each waiting chunk is re-sent at 15, 45, 105 s, ... of waiting: logarithmic in the wait.
     assert.ok(duplicates <= 64 * 3, `${duplicates} duplicate messages`);
+  });
+});
+
+describe('ChunkDispatcher.step: a long poll', () => {
+  /** A dispatcher whose sleeps move a virtual clock, and which runs `during(t)` at each wake-up. */
+  function polling(during: (t: number, store: MemoryPipeline) => Promise<void>) {
+    let t = 0;
+    const store = new MemoryPipeline(() => t);
+    const passes: number[] = [];
+    const dispatcher = new ChunkDispatcher({
+      chunks: { ...bind(store), observeChunks: async (jobId, chunks) => (passes.push(t), store.observeChunks(jobId, chunks)) },
+      queue: store,
+      items: store,
+      policy: DISPATCH_DEFAULTS,
+      logger: createLogger('test', () => undefined),
+      instanceId: 'test',
+      now: () => new Date(t),
+      sleep: async (ms) => {
+        t += ms;
+        await during(t, store);
+      },
+    });
+    return { store, passes, dispatcher, now: () => t };
+  }
+
+  function bind(store: MemoryPipeline): ChunkStore {
+    return {
+      chunkResultExists: (j, c) => store.chunkResultExists(j, c),
+      writeChunkResult: (r) => store.writeChunkResult(r),
+      isCancelled: (j) => store.isCancelled(j),
+      claimChunk: (j, c, d, k) => store.claimChunk(j, c, d, k),
+      beatClaim: (j, c, d, b) => store.beatClaim(j, c, d, b),
+      writeChunkItems: (j, c, i) => store.writeChunkItems(j, c, i),
+      readChunkItems: (n) => store.readChunkItems(n),
+      observeChunks: (j, c) => store.observeChunks(j, c),
+    };
+  }
+
+  const job = { jobId: 'lp', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } };
+
+  it('answers as soon as a pass sees a result, looking again at 250, 500, then every 1,000 ms', async () => {
+    const p = polling(async (t, store) => {
+      if (t >= 2_000 && !store.results.has('lp/0')) {
+        await store.writeChunkResult({ jobId: 'lp', chunk: 0, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+      }
+    });
+    p.store.stage('lp', [1, 2], 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 2, itemCount: 2, ledger: emptyLedger(2, 2), at: new Date(0).toISOString() });
+    p.passes.length = 0;
+    const out = await p.dispatcher.step({ job, chunkCount: 2, itemCount: 2, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.equal(out.finished, 1);
+    assert.deepEqual(p.passes, [0, 250, 750, 1_750, 2_750]);
+  });
+
+  it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {
+    const idle = polling(() => Promise.resolve());
+    idle.store.stage('lp', [1], 1);
+    const first = await idle.dispatcher.pass({ job, chunkCount: 1, itemCount: 1, ledger: emptyLedger(1, 1), at: new Date(0).toISOString() });
+    const out = await idle.dispatcher.step({ job, chunkCount: 1, itemCount: 1, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.deepEqual([out.finished, out.sent, out.cancelled], [0, 0, false]);
+    assert.ok(idle.now() <= STEP_WAIT.maxWaitMs, `answered at ${idle.now()} ms`);
+    assert.ok(idle.now() >= STEP_WAIT.maxWaitMs - STEP_WAIT.maxPollMs);
+
+    const cancelled = polling((t, store) => {
+      if (t >= 500) store.cancelled.add('lp');
+      return Promise.resolve();
+    });
+    cancelled.store.stage('lp', [1], 1);
+    const started = await cancelled.dispatcher.pass({ job, chunkCount: 1, itemCount: 1, ledger: emptyLedger(1, 1), at: new Date(0).toISOString() });
+    const stopped = await cancelled.dispatcher.step({ job, chunkCount: 1, itemCount: 1, ledger: started.ledger, at: new Date(0).toISOString() });
+    assert.equal(stopped.cancelled, true);
+    assert.equal(cancelled.now(), 750);
   });
 });

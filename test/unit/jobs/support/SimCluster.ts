@@ -1,17 +1,18 @@
 /**
- * A clock-driven cluster for the dispatcher's tests: the real `ChunkDispatcher` steps each job on the
- * orchestration's cadence (POLL), and simulated workers take messages from the in-memory queue as the
+ * A clock-driven cluster for the dispatcher's tests: the real `ChunkDispatcher` makes each job's
+ * passes at the cadence of its long-polling step (STEP_WAIT), and simulated workers take messages from the in-memory queue as the
  * Functions host does (a batch at a time, invisible while held, 10 minutes like the host's receive),
  * claim, beat every 5 s, and write each chunk's result (the sum of its items) once. A worker can be
  * killed: what it held stays invisible until the queue's visibility ends, as on Azure.
  */
-import { ChunkDispatcher, type DispatchJob } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { ChunkDispatcher, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
-import { POLL } from '../../../../shared/jobs/jobOrchestration';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline, type QueuedMessage } from './MemoryPipeline';
 
 export const HOST_RECEIVE_VISIBILITY_MS = 10 * 60_000;
+/** A step's answer reaching the orchestration and the next step starting. */
+const ROUND_TRIP_MS = 100;
 const TICK_MS = 50;
 
 export interface SimJob {
@@ -77,8 +78,8 @@ export class SimCluster {
   async submit(jobId: string, items: readonly number[], chunkSize: number, attempts = 3, deadlineSeconds = 300): Promise<SimJob> {
     const { itemCount, chunkCount } = this.store.stage(jobId, items, chunkSize);
     const job: DispatchJob = { jobId, workType: 'sum', epoch: 1, options: { chunkSize, attempts, deadlineSeconds } };
-    const first = await this.dispatcher.step({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: new Date(this.t).toISOString() });
-    const sim: SimJob = { job, chunkCount, itemCount, ledger: first.ledger, pollMs: POLL.initialMs, nextStepAt: this.t + POLL.initialMs, submittedAt: this.t, maxInFlight: first.ledger.inFlight.length };
+    const first = await this.dispatcher.pass({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: new Date(this.t).toISOString() });
+    const sim: SimJob = { job, chunkCount, itemCount, ledger: first.ledger, pollMs: STEP_WAIT.pollMs, nextStepAt: this.t + ROUND_TRIP_MS, submittedAt: this.t, maxInFlight: first.ledger.inFlight.length };
     this.jobs.set(jobId, sim);
     return sim;
   }
@@ -98,12 +99,14 @@ export class SimCluster {
 
   private async stepIfDue(j: SimJob): Promise<void> {
     if (j.doneAt !== undefined || this.t < j.nextStepAt) return;
-    const out = await this.dispatcher.step({ job: j.job, chunkCount: j.chunkCount, itemCount: j.itemCount, ledger: j.ledger, at: new Date(this.t).toISOString() });
+    const out = await this.dispatcher.pass({ job: j.job, chunkCount: j.chunkCount, itemCount: j.itemCount, ledger: j.ledger, at: new Date(this.t).toISOString() });
     j.ledger = out.ledger;
     j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
+    // The step activity's long poll: after a pass that changed something the orchestration records it
+    // and asks again (about a round trip); otherwise the step looks again, less often each time.
     const changed = out.finished + out.sent + out.resent + out.expired > 0;
-    j.pollMs = changed ? POLL.initialMs : Math.min(Math.round(j.pollMs * POLL.factor), POLL.maxMs);
-    j.nextStepAt = this.t + j.pollMs;
+    j.pollMs = changed ? STEP_WAIT.pollMs : Math.min(j.pollMs * 2, STEP_WAIT.maxPollMs);
+    j.nextStepAt = this.t + (changed ? ROUND_TRIP_MS : j.pollMs);
     if (out.cancelled) {
       j.cancelled = true;
       j.doneAt = this.t;
