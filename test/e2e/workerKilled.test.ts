@@ -6,6 +6,7 @@
  * - after claiming, before writing a result: its claims go silent and the chunks are sent again;
  * - after receiving a batch, before claiming any of it: nobody claimed those chunks, a later send was
  *   claimed by the other instance, and they are sent again in the same round.
+ * - the same with the leader as the victim.
  * Either way the job completes exactly (every item counted once) within L + 30 s of the kill
  * (L = 15 s, the lease), where before it waited for the queue's 10 minutes or the 300 s deadline.
  * The tests print the time from the kill to completion (diagnostics, for the README's figures).
@@ -32,17 +33,17 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
     app.remove();
   });
 
-  async function killWorkerAt(jobId: string, holdAt: (s: Scenario, r: ProxiedRequest) => boolean): Promise<void> {
+  async function killWorkerAt(jobId: string, holdAt: (s: Scenario, r: ProxiedRequest) => boolean, victimLeads = false): Promise<void> {
     const s = new Scenario(app.dir);
     scenarios.push(s);
     const proxy = await startStorageProxy(s.conn);
     proxies.push(proxy);
     // Names unique per scenario: a host id shares its timer lock with any other process using it.
-    const leader = await s.start(`${jobId}-lead`);
-    await s.leading(leader).catch((err: unknown) => {
-      throw new Error(`${String(err)}; the leader printed: ${leader.lines().slice(-15).join('\n')}`);
-    });
-    const victim = await s.start(`${jobId}-victim`, proxy.connectionString);
+    let victim = victimLeads ? await s.start(`${jobId}-victim`, proxy.connectionString) : undefined;
+    const first = victim ?? (await s.start(`${jobId}-lead`));
+    await s.leading(first);
+    const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`);
+    victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
     const hold = proxy.hold((r) => holdAt(s, r));
     // 4,000 items in 400 chunks: the window (64) keeps both instances busy for several seconds.
     const items = Array.from({ length: 4_000 }, (_, i) => i * 3 + 1);
@@ -72,5 +73,9 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
 
   it('after it received a batch, before claiming: the chunks nobody claimed are sent again in the same round', async () => {
     await killWorkerAt('wk-unclaimed', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-unclaimed/claims/`));
+  });
+
+  it('the leader, killed while it holds claimed chunks: the other instance leads and the job completes', async () => {
+    await killWorkerAt('wk-leader', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-leader/results/`), true);
   });
 });
