@@ -1,7 +1,9 @@
 /**
  * The orchestration's activities: plan (fence the run, stage the job's items, send the first
- * window), step (count landed results, send chunks again or expire them, top the window up: see
- * dispatch/), aggregate (combine every chunk's partial once, store the full result) and finish.
+ * window and wait a few seconds for its first results), step (count landed results, send chunks
+ * again or expire them, top the window up: see dispatch/), aggregate (combine every chunk's partial
+ * once, store the full result, record the final summary) and finish (record the final summary of a
+ * job that ended without aggregating: refused, failed).
  *
  * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): staging
  * rewrites the same segments, a step sends the same chunks again (workers skip or discard them:
@@ -17,7 +19,7 @@
  */
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
-import { type ChunkDispatcher, type DispatchJob, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
+import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
 import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary } from './JobRun';
@@ -36,6 +38,11 @@ export interface JobPipelineDeps {
   /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
   readonly leaseEpoch?: () => Promise<number | undefined>;
   readonly now?: () => Date;
+  /**
+   * After sending the first window, the plan waits this long (a step's long poll) for the first
+   * results, so a small job needs no step of its own: two Durable hops fewer. Default STEP_WAIT.maxWaitMs.
+   */
+  readonly planWaitMs?: number;
 }
 
 export type PlanOutcome =
@@ -107,9 +114,13 @@ export class JobActivities {
     }
     const { chunkCount, itemCount } = staged;
     // One pass: the first window goes out with the plan.
-    const first = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
+    const job = dispatchJobOf(run);
+    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
     this.deps.logger.info('job.planned', { jobId: run.jobId, items: itemCount, chunks: chunkCount, sent: first.sent, epoch: run.epoch, startId: run.startId });
-    return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
+    const waitMs = this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs;
+    if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
+    const waited = await this.deps.dispatcher.step({ job, chunkCount, itemCount, ledger: first.ledger, at: input.at }, { ...STEP_WAIT, maxWaitMs: waitMs });
+    return { ok: true, cancelled: waited.cancelled, chunkCount, itemCount, ledger: waited.ledger };
   }
 
   /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
@@ -202,7 +213,8 @@ export class JobActivities {
       ...itemErrors.map((e) => ({ code: e.code, message: `item ${e.index}: ${e.message}` })),
     ].slice(0, SUMMARY_ERRORS);
     this.deps.logger.info('job.aggregated', { jobId: run.jobId, status, chunks: progress.chunks, items: progress.items, epoch: run.epoch });
-    return {
+    // Recorded once here (one Durable hop fewer than a separate finish): a run that finished first wins.
+    return this.deps.store.writeFinal({
       jobId: run.jobId,
       workType: run.workType,
       status,
@@ -213,7 +225,7 @@ export class JobActivities {
       ...(errors.length > 0 ? { errors } : {}),
       epoch: run.epoch,
       finishedAt,
-    };
+    });
   }
 }
 

@@ -161,7 +161,10 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
     const plan = state.plan ?? { chunkCount: 0, itemCount: 0 };
     publish('aggregating');
     const input: AggregateInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
-    const summary = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary;
-    return yield* finish(summary);
+    // Aggregation records the final summary itself and answers the recorded one.
+    const stored = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary;
+    state = { ...state, ledger: { ...(state.ledger ?? { next: 0, inFlight: [], highestDispatch: 0 }), progress: stored.progress } };
+    publish('done');
+    return stored;
   }
 };

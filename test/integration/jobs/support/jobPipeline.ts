@@ -47,9 +47,12 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
     logger,
     instanceId: 'test-instance',
   });
-  /** The activities as the app wires them, with a test's own extras (a lease epoch, a clock). */
+  /**
+   * The activities as the app wires them, with a test's own extras (a lease epoch, a clock). The plan
+   * does not wait for first results here: these tests move the messages themselves, after it answers.
+   */
   const makeActivities = (extra: Partial<JobPipelineDeps> = {}): JobActivities =>
-    new JobActivities({ store, dispatcher, stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal), registry, logger, ...extra });
+    new JobActivities({ store, dispatcher, stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal), registry, logger, planWaitMs: 0, ...extra });
   const activities = makeActivities();
   /** The plan step at `at` (default now). */
   const plan = (run: JobRun, at: Date | string = new Date()): Promise<PlanOutcome> =>
