@@ -20,7 +20,7 @@
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
-import { type DispatchLedger, emptyLedger } from './dispatch/DispatchLedger';
+import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
 import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from './JobStore';
@@ -46,10 +46,23 @@ export interface JobPipelineDeps {
 }
 
 export type PlanOutcome =
-  | { readonly ok: true; readonly cancelled: boolean; readonly chunkCount: number; readonly itemCount: number; readonly ledger: DispatchLedger }
+  | {
+      readonly ok: true;
+      readonly cancelled: boolean;
+      readonly chunkCount: number;
+      readonly itemCount: number;
+      readonly ledger: DispatchLedger;
+      /** Present when every chunk finished while the plan waited: the job is aggregated and recorded. */
+      readonly summary?: JobSummary;
+    }
   | { readonly ok: false; readonly error: JobErrorInfo }
   /** This run must not do the job: `summary` is the job's recorded final summary, or a superseded marker. */
   | { readonly ok: false; readonly standDown: JobSummary };
+
+/** A step's outcome; once its ledger is done, the step aggregates too and answers the recorded summary. */
+export interface JobStepOutcome extends StepOutcome {
+  readonly summary?: JobSummary;
+}
 
 export interface PlanInput {
   readonly run: JobRun;
@@ -58,7 +71,8 @@ export interface PlanInput {
 }
 
 export interface AggregateInput {
-  readonly run: JobRun;
+  /** The job (a whole run, or the part of it a step carries). */
+  readonly run: DispatchJob;
   readonly chunkCount: number;
   readonly itemCount: number;
   readonly cancelled: boolean;
@@ -120,12 +134,19 @@ export class JobActivities {
     const waitMs = this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs;
     if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
     const waited = await this.deps.dispatcher.step({ job, chunkCount, itemCount, ledger: first.ledger, at: input.at }, { ...STEP_WAIT, maxWaitMs: waitMs });
-    return { ok: true, cancelled: waited.cancelled, chunkCount, itemCount, ledger: waited.ledger };
+    const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
+    return { ok: true, cancelled: waited.cancelled, chunkCount, itemCount, ledger: waited.ledger, ...(done.summary === undefined ? {} : { summary: done.summary }) };
   }
 
   /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
-  async step(input: StepInput): Promise<StepOutcome> {
-    return this.deps.dispatcher.step(input);
+  async step(input: StepInput): Promise<JobStepOutcome> {
+    return this.aggregateIfDone(input.job, input.chunkCount, input.itemCount, await this.deps.dispatcher.step(input));
+  }
+
+  /** The last chunk's result landed: aggregate here, one Durable hop fewer than a separate activity. */
+  private async aggregateIfDone(job: DispatchJob, chunkCount: number, itemCount: number, outcome: StepOutcome): Promise<JobStepOutcome> {
+    if (outcome.cancelled || !isLedgerDone(outcome.ledger)) return outcome;
+    return { ...outcome, summary: await this.aggregate({ run: job, chunkCount, itemCount, cancelled: false }) };
   }
 
   /**

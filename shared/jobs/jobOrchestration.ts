@@ -4,7 +4,9 @@
  * Flow control: the plan activity stages the items and sends the first window of chunks; then each
  * step activity (a long poll of a few seconds, see dispatch/ChunkDispatcher.ts) counts the results
  * that landed, sends again the chunks whose worker died or never claimed them, and tops the window up
- * (dispatch/DispatchLedger.ts has the rules); the next step starts as soon as one answers.
+ * (dispatch/DispatchLedger.ts has the rules); the next step starts as soon as one answers. The
+ * step (or the plan, for a job small enough to finish while it waits) that sees the last result
+ * aggregates and records the final summary itself; a cancelled job is aggregated by its own activity.
  * So a job keeps at most `JOB_DISPATCH_WINDOW` chunks queued or running, other jobs' chunks get
  * through between its own (fair share by per-job windows on one FIFO queue), and a cancel stops
  * dispatch at once: the `cancel` event wins the wait, or the next step sees the cancel marker.
@@ -27,9 +29,9 @@ import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
 import { publicMessage } from '../errors';
-import { type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
+import { type StepInput } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, isLedgerDone } from './dispatch/DispatchLedger';
-import { type AggregateInput, dispatchJobOf, type PlanInput, type PlanOutcome } from './JobActivities';
+import { type AggregateInput, dispatchJobOf, type JobStepOutcome, type PlanInput, type PlanOutcome } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobRun, type JobSummary } from './JobRun';
 
@@ -106,6 +108,7 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
       }
       if (!planned.ok) return yield* finish(summaryOf('failed', planned.error));
       state = { ...state, plan: { chunkCount: planned.chunkCount, itemCount: planned.itemCount }, ledger: planned.ledger };
+      if (planned.summary !== undefined) return recorded(planned.summary);
       if (planned.cancelled) return yield* aggregate(true);
     }
     const plan = state.plan;
@@ -126,8 +129,9 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
       if (winner === cancelEvent) return yield* aggregate(true);
       // Task.any does not throw for a failed task: the step's error (after its retries) fails the job below.
       if (stepTask.isFaulted) throw stepTask.result instanceof Error ? stepTask.result : new Error(String(stepTask.result));
-      const step = stepTask.result as StepOutcome;
+      const step = stepTask.result as JobStepOutcome;
       state = { ...state, ledger: step.ledger };
+      if (step.summary !== undefined) return recorded(step.summary);
       if (step.cancelled) {
         publish('running');
         return yield* aggregate(true);
@@ -160,9 +164,13 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
     const plan = state.plan ?? { chunkCount: 0, itemCount: 0 };
     publish('aggregating');
-    const input: AggregateInput = { run, chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
+    const input: AggregateInput = { run: dispatchJobOf(run), chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
     // Aggregation records the final summary itself and answers the recorded one.
-    const stored = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary;
+    return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary);
+  }
+
+  /** The job's recorded final summary (aggregated by the last step, or by the aggregate activity) ends the run. */
+  function recorded(stored: JobSummary): JobSummary {
     state = { ...state, ledger: { ...(state.ledger ?? { next: 0, inFlight: [], highestDispatch: 0 }), progress: stored.progress } };
     publish('done');
     return stored;

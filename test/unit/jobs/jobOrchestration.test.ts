@@ -147,6 +147,25 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     }
   });
 
+  it('ends with the summary a step recorded when it saw the last result, without an aggregate activity', async () => {
+    const input: AggregateInput = { run: run(), chunkCount: 4, itemCount: 40, cancelled: false };
+    const summary = aggregate(input, undefined as never) as JobSummary;
+    const viaStep = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.step]: () => ({ ...stepped(4, 4), summary }),
+    });
+    assert.deepEqual(viaStep.output, summary);
+    assert.deepEqual(viaStep.calls.map((c) => c.name), [JOB_ACTIVITIES.plan, JOB_ACTIVITIES.step]);
+    assert.equal(lastStatus(viaStep).phase, 'done');
+    assert.deepEqual(lastStatus(viaStep).progress, summary.progress);
+    // A small job finishes while the plan waits for its first results: the plan answers the summary.
+    const viaPlan = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: () => ({ ok: true, cancelled: false, chunkCount: 4, itemCount: 40, ledger: ledger(4, 4), summary }) satisfies PlanOutcome,
+    });
+    assert.deepEqual(viaPlan.output, summary);
+    assert.deepEqual(viaPlan.calls.map((c) => c.name), [JOB_ACTIVITIES.plan]);
+  });
+
   it('keeps its history the same size whatever the number of chunks and items', async () => {
     const lengths: number[] = [];
     for (const chunkCount of [3, 10_000]) {
