@@ -3,8 +3,10 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { fairnessBench } from './fairness';
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
+import { recoveryBench } from './recovery';
 import { smallJobLatencyBench } from './smallJobLatency';
 
 export interface BenchContext {
@@ -28,4 +30,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench];
