@@ -9,7 +9,7 @@
  *
  * Not measured: several small jobs at once; instances other than `--instances` (1 by default, as `npm start`).
  *
- * Run: `npm run bench -- fairness [--big-items 300000] [--small-jobs 3] [--instances 1]`.
+ * Run: `npm run bench -- fairness [--big-items 500000] [--small-jobs 3] [--instances 1]`.
  */
 import { type AppCluster, type Json, percentile, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
 import { type Bench } from './index';
@@ -50,7 +50,7 @@ export const fairnessBench: Bench = {
   name: 'fairness',
   description: 'a 4-item job\'s POST -> completed alone vs right after a huge noop job started; the huge job\'s first result, completion and queue depth',
   async run(ctx) {
-    const bigItems = Number(ctx.options.get('big-items') ?? 300_000);
+    const bigItems = Number(ctx.options.get('big-items') ?? 500_000);
     const smallJobs = Number(ctx.options.get('small-jobs') ?? 3);
     const instances = Number(ctx.options.get('instances') ?? 1);
     const chunkSize = 100;
@@ -122,7 +122,6 @@ export const fairnessBench: Bench = {
             '|---|---:|',
             `| alone (baseline), median of ${alone.length} | ${secs(aloneMedian)} (all: ${alone.map(secs).join(', ')}) |`,
             `| submitted when the huge job showed running (${secs(bigRunningAt - bigPostedAt)} s after its POST) | ${secs(behindMs)} |`,
-            '',
             planned === undefined
               ? '| submitted once the huge job counted all its chunks | (the huge job finished first) |'
               : `| submitted once the huge job counted all its chunks (${secs(planned.at - bigPostedAt)} s after its POST) | ${secs(planned.latencyMs)} |`,
