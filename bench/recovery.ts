@@ -11,7 +11,7 @@
  *
  * Not chosen on purpose: whether the kill falls in dispatching (planning) or later; the phase is reported.
  *
- * Run: `npm run bench -- recovery [--trials 2] [--items 150000] [--chunk-size 100] [--trial-timeout 150]` (seconds from the
+ * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 150]` (seconds from the
  * kill after which a trial counts as not recovered, its job cancelled).
  */
 import { type AppCluster, claimedUnfinished, type Json, listNames, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
@@ -87,7 +87,7 @@ export const recoveryBench: Bench = {
   description: 'kill -> completed for a sum job when an instance holding claimed chunks is SIGKILLed (3 instances), vs the same job without a kill',
   async run(ctx) {
     const trials = Number(ctx.options.get('trials') ?? 2);
-    const items = Number(ctx.options.get('items') ?? 150_000);
+    const items = Number(ctx.options.get('items') ?? 200_000);
     const chunkSize = Number(ctx.options.get('chunk-size') ?? 100);
     // Past this (from the kill) a trial counts as not recovered; the job is cancelled so the next trial runs alone.
     const trialTimeoutMs = Number(ctx.options.get('trial-timeout') ?? 150) * 1000;
