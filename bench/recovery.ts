@@ -2,17 +2,19 @@
  * Benchmark: recovery from a killed worker. Three development-host processes as
  * `npm start --instances 3` runs them (one app, one host id), one Azurite, the shipped host.json and
  * settings. A `sum` job of the items 1..N (many chunks, so it runs tens of seconds) is submitted by
- * HTTP; once chunks are being claimed, the instance holding claimed-but-unfinished chunks (read from
- * the claim blobs) is SIGKILLed: a non-leader in even trials, the leader (GET /api/leader) in odd
- * ones, once 10% of its chunks have results (the table shows the job's phase then). Measured: kill -> `completed` (seen by polling GET /api/jobs/{id}), and the job's whole
- * duration against the same job run without a kill in the same run (the baseline), so the extra time
- * the kill caused is printed too. Each trial checks the result is exact (count N, sum N(N+1)/2) and
- * every chunk has exactly one result. The target is L + 30 s (L = LEADER_LEASE_SECONDS).
+ * HTTP; once 10% of its chunks have results, the instance holding claimed-but-unfinished chunks (read
+ * from the claim blobs) is SIGKILLed: a non-leader in trials 1, 3, ..., the leader (GET /api/leader)
+ * in trials 2, 4, .... Measured: kill -> `completed` (seen by polling GET /api/jobs/{id}), and the
+ * job's whole duration against the same job run without a kill in the same run (the baseline), so
+ * the extra time the kill caused is printed too. Each trial checks the result is exact (count N,
+ * sum N(N+1)/2) and every chunk has exactly one result. The target is L + 30 s
+ * (L = LEADER_LEASE_SECONDS). A trial that does not complete in time is reported with where its
+ * missing chunks are (claimed by whom, or never claimed) and its job is cancelled.
  *
  * Not chosen on purpose: whether the kill falls in dispatching (planning) or later; the phase is reported.
  *
- * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 150]` (seconds from the
- * kill after which a trial counts as not recovered, its job cancelled).
+ * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 150]`
+ * (seconds from the kill after which a trial counts as not recovered).
  */
 import { type AppCluster, claimedUnfinished, type Json, listNames, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
 import { type Bench, type BenchContext } from './index';
