@@ -13,7 +13,7 @@
  *
  * Not chosen on purpose: whether the kill falls in dispatching (planning) or later; the phase is reported.
  *
- * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 150]`
+ * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 120]`
  * (seconds from the kill after which a trial counts as not recovered).
  */
 import { type AppCluster, claimedUnfinished, type Json, listNames, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
@@ -92,7 +92,7 @@ export const recoveryBench: Bench = {
     const items = Number(ctx.options.get('items') ?? 200_000);
     const chunkSize = Number(ctx.options.get('chunk-size') ?? 100);
     // Past this (from the kill) a trial counts as not recovered; the job is cancelled so the next trial runs alone.
-    const trialTimeoutMs = Number(ctx.options.get('trial-timeout') ?? 150) * 1000;
+    const trialTimeoutMs = Number(ctx.options.get('trial-timeout') ?? 120) * 1000;
     if (!Number.isInteger(trials) || trials < 1 || !Number.isInteger(items) || items < 1 || !Number.isInteger(chunkSize) || chunkSize < 1) {
       throw new Error('--trials, --items and --chunk-size must be positive whole numbers');
     }
