@@ -3,9 +3,11 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { fairnessBench } from './fairness';
 import { inputStagingBench } from './inputStaging';
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
+import { recoveryBench } from './recovery';
 import { smallJobLatencyBench } from './smallJobLatency';
 
 export interface BenchContext {
@@ -29,4 +31,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, inputStagingBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench];

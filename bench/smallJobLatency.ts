@@ -130,16 +130,18 @@ export const smallJobLatencyBench: Bench = {
       h.extensions.queues.maxPollingInterval = '00:00:02';
     });
     const row = (name: string, f: SmallJobLatencyFigures): string =>
-      `| ${name} | ${f.postMs.p50} | ${f.takenMs.p50} (p99 ${f.takenMs.p99}) | ${f.completedMs.p50} (p99 ${f.completedMs.p99}, max ${f.completedMs.max}) | ${f.idleTransactionsPerSecond} |`;
+      `| ${name} | ${f.postMs.p50} | ${f.takenMs.p50} (p99 ${f.takenMs.p99}) | ${f.completedMs.p50} | ${f.completedMs.p99} (max ${f.completedMs.max}) | ${f.idleTransactionsPerSecond} |`;
     return {
       title: 'Small job latency and idle cost (4 items, one instance)',
       lines: [
-        '| host.json | POST answered p50 ms (HTTP floor) | taken by the leader p50 ms | completed p50 ms | idle storage transactions/s |',
-        '|---|---|---|---|---|',
+        '| host.json | POST answered p50 ms (HTTP floor) | taken by the leader p50 ms | POST -> completed p50 ms | POST -> completed p99 ms | idle storage transactions/s |',
+        '|---|---:|---:|---:|---:|---:|',
         row('shipped (Durable polling ceiling 1 s, queues 1 s)', shipped),
         row('previous ceilings (Durable 5 s, queues 2 s): baseline', previous),
         '',
-        `${jobs} jobs per variant, one at a time, 0.3-2.3 s apart; completed p50 ${Math.round((shipped.completedMs.p50 / Math.max(1, previous.completedMs.p50)) * 100) / 100}x the baseline's, ` +
+        `${jobs} jobs per variant, one at a time, 0.3-2.3 s apart (p99 is nearest-rank: the slowest job below 100 jobs); ` +
+          `completed p50 ${Math.round((shipped.completedMs.p50 / Math.max(1, previous.completedMs.p50)) * 100) / 100}x the baseline's, ` +
+          `p99 ${Math.round((shipped.completedMs.p99 / Math.max(1, previous.completedMs.p99)) * 100) / 100}x, ` +
           `idle cost ${Math.round((shipped.idleTransactionsPerSecond / Math.max(0.01, previous.idleTransactionsPerSecond)) * 100) / 100}x (idle measured over ${idle} s after 15 s of settling).`,
       ],
     };

@@ -1,0 +1,191 @@
+/**
+ * Benchmark: recovery from a killed worker. Three development-host processes as
+ * `npm start --instances 3` runs them (one app, one host id), one Azurite, the shipped host.json and
+ * settings. A `sum` job of the items 1..N (many chunks, so it runs tens of seconds) is submitted by
+ * HTTP; once 10% of its chunks have results, the instance holding claimed-but-unfinished chunks (read
+ * from the claim blobs) is SIGKILLed: a non-leader in trials 1, 3, ..., the leader (GET /api/leader)
+ * in trials 2, 4, .... Measured: kill -> `completed` (seen by polling GET /api/jobs/{id}), and the
+ * job's whole duration against the same job run without a kill in the same run (the baseline), so
+ * the extra time the kill caused is printed too. Each trial checks the result is exact (count N,
+ * sum N(N+1)/2) and every chunk has exactly one result. The target is L + 30 s
+ * (L = LEADER_LEASE_SECONDS). A trial that does not complete in time is reported with where its
+ * missing chunks are (claimed by whom, or never claimed) and its job is cancelled.
+ *
+ * Not chosen on purpose: whether the kill falls in dispatching (planning) or later; the phase is reported.
+ *
+ * Run: `npm run bench -- recovery [--trials 2] [--items 200000] [--chunk-size 100] [--trial-timeout 120]`
+ * (seconds from the kill after which a trial counts as not recovered).
+ */
+import { type AppCluster, claimedUnfinished, type Json, listNames, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
+import { type Bench, type BenchContext } from './index';
+
+interface Trial {
+  readonly target: 'non-leader' | 'leader';
+  readonly killed: string;
+  readonly wasLeader: boolean;
+  /** Claimed-but-unfinished chunks the killed instance held when killed. */
+  readonly held: number;
+  /** Chunk results present when it was killed, of `chunks`. */
+  readonly doneAtKill: number;
+  /** The job's phase per GET /api/jobs/{id} when the victim was chosen. */
+  readonly phase: string;
+  readonly killAfterPostMs: number;
+  /** Undefined when the job did not complete within the trial's time limit. */
+  readonly killToCompletedMs?: number;
+  readonly totalMs?: number;
+  /** Chunks with more than one claim (dispatched or delivered again). */
+  readonly reclaimed: number;
+  readonly exact: boolean;
+  readonly status: string;
+}
+
+function sumTo(n: number): bigint {
+  return (BigInt(n) * BigInt(n + 1)) / 2n;
+}
+
+/** Exact result and one result per chunk; a string saying what is wrong, or undefined. */
+async function checkJob(cluster: AppCluster, jobId: string, view: Json, items: number, chunks: number): Promise<string | undefined> {
+  const result = view.result as { count?: unknown; sum?: unknown } | undefined;
+  const progress = (view.progress as { chunks?: { total?: number; done?: number; failed?: number } } | undefined)?.chunks;
+  const results = await listNames(cluster.results, `jobs/${jobId}/results/`);
+  const problems: string[] = [];
+  if (view.status !== 'completed') problems.push(`status ${String(view.status)}`);
+  if (result?.count !== items) problems.push(`count ${String(result?.count)} (expected ${items})`);
+  if (String(result?.sum) !== sumTo(items).toString()) problems.push(`sum ${String(result?.sum)} (expected ${sumTo(items)})`);
+  if (progress?.total !== chunks || progress.done !== chunks || (progress.failed ?? 0) !== 0) problems.push(`progress ${JSON.stringify(progress)}`);
+  if (results.length !== chunks || new Set(results).size !== chunks) problems.push(`${results.length} result blobs for ${chunks} chunks`);
+  return problems.length === 0 ? undefined : problems.join('; ');
+}
+
+async function chooseVictim(ctx: BenchContext, cluster: AppCluster, jobId: string, chunks: number, target: Trial['target'], leader: string): Promise<{ id: string; held: number; done: number; phase: string }> {
+  // Steady state first (results flowing), then the first moment the wanted kind of instance holds chunks.
+  const enoughDone = Math.max(1, Math.ceil(chunks * 0.1));
+  const giveUpAt = performance.now() + 60_000;
+  for (;;) {
+    // The phase the status API shows at the kill (this pipeline may still be dispatching then); read
+    // before the claims, so the kill follows the claim snapshot as closely as possible.
+    const phase = String((await cluster.call('GET', `/api/jobs/${jobId}`).catch(() => undefined))?.json.phase);
+    const { holders, results } = await claimedUnfinished(cluster, jobId);
+    if (results >= chunks) throw new Error('the job finished before an instance could be killed: use more --items');
+    const held = new Map<string, number>();
+    for (const holder of holders.values()) held.set(holder, (held.get(holder) ?? 0) + 1);
+    if (results >= enoughDone) {
+      const candidates = [...held].filter(([id]) => cluster.instances.has(id) && (target === 'leader' ? id === leader : id !== leader)).sort((a, b) => b[1] - a[1]);
+      const best = candidates[0];
+      if (best !== undefined) return { id: best[0], held: best[1], done: results, phase };
+      if (performance.now() > giveUpAt) {
+        // Never caught holding work: kill it anyway and say so in the table.
+        const id = target === 'leader' ? leader : ([...cluster.instances.keys()].find((k) => k !== leader) ?? leader);
+        ctx.note(`recovery: ${id} never held a claimed unfinished chunk at a poll; killing it anyway`);
+        return { id, held: 0, done: results, phase };
+      }
+    }
+    await sleep(150);
+  }
+}
+
+export const recoveryBench: Bench = {
+  name: 'recovery',
+  description: 'kill -> completed for a sum job when an instance holding claimed chunks is SIGKILLed (3 instances), vs the same job without a kill',
+  async run(ctx) {
+    const trials = Number(ctx.options.get('trials') ?? 2);
+    const items = Number(ctx.options.get('items') ?? 200_000);
+    const chunkSize = Number(ctx.options.get('chunk-size') ?? 100);
+    // Past this (from the kill) a trial counts as not recovered; the job is cancelled so the next trial runs alone.
+    const trialTimeoutMs = Number(ctx.options.get('trial-timeout') ?? 120) * 1000;
+    if (!Number.isInteger(trials) || trials < 1 || !Number.isInteger(items) || items < 1 || !Number.isInteger(chunkSize) || chunkSize < 1) {
+      throw new Error('--trials, --items and --chunk-size must be positive whole numbers');
+    }
+    const chunks = Math.ceil(items / chunkSize);
+    const cluster = await startAppCluster(ctx.connectionString, { instances: 3, label: 'rec' });
+    try {
+      const leaseSeconds = Number(cluster.settings.LEADER_LEASE_SECONDS ?? 15);
+      const targetMs = (leaseSeconds + 30) * 1000;
+      const itemsBlob = await uploadItems(
+        cluster,
+        'sum.json',
+        Array.from({ length: items }, (_, i) => i + 1),
+      );
+      const submission = (jobId: string): Json & { jobId: string } => ({ jobId, workType: 'sum', itemsBlob, options: { chunkSize } });
+      ctx.note(`recovery: 3 instances up; leader ${await cluster.leader()}; baseline job of ${items} items in ${chunks} chunks`);
+      // Warm the instances (queues, containers, first orchestration) so the baseline is not the first job.
+      await runJob(cluster, { jobId: 'rec-warmup', workType: 'sum', items: [1, 2, 3] }, 120_000);
+      const base = await runJob(cluster, submission('rec-baseline'), 600_000);
+      const baselineProblem = await checkJob(cluster, 'rec-baseline', base.view, items, chunks);
+      if (baselineProblem !== undefined) throw new Error(`baseline job wrong: ${baselineProblem}`);
+      const baselineMs = base.finishedAt - base.postedAt;
+      ctx.note(`recovery: baseline ${secs(baselineMs)} s`);
+
+      const results: Trial[] = [];
+      for (let t = 0; t < trials; t++) {
+        const target: Trial['target'] = t % 2 === 0 ? 'non-leader' : 'leader';
+        for (const id of ['instance-1', 'instance-2', 'instance-3']) await cluster.restart(id);
+        const leader = await cluster.leader(90_000);
+        const jobId = `rec-trial-${t}`;
+        const postedAt = await submitJob(cluster, submission(jobId));
+        const victim = await chooseVictim(ctx, cluster, jobId, chunks, target, leader);
+        const killedAt = performance.now();
+        await cluster.kill(victim.id);
+        ctx.note(`recovery: trial ${t + 1}: killed ${victim.id} (${victim.id === leader ? 'leader' : 'non-leader'}) holding ${victim.held} claimed chunks, ${victim.done}/${chunks} done`);
+        const finished = await waitForJob(cluster, jobId, trialTimeoutMs, { note: ctx.note }).catch(() => undefined);
+        const claims = await listNames(cluster.results, `jobs/${jobId}/claims/`);
+        const perChunk = new Map<string, number>();
+        for (const name of claims) {
+          const chunk = /claims\/(\d+)-/.exec(name)?.[1] ?? name;
+          perChunk.set(chunk, (perChunk.get(chunk) ?? 0) + 1);
+        }
+        const reclaimed = [...perChunk.values()].filter((n) => n > 1).length;
+        const common = { target, killed: victim.id, wasLeader: victim.id === leader, held: victim.held, doneAtKill: victim.done, phase: victim.phase, killAfterPostMs: killedAt - postedAt, reclaimed };
+        if (finished === undefined) {
+          // Where the missing chunks are: claimed (by whom) or never claimed (a message the dead instance took and never claimed).
+          const left = await claimedUnfinished(cluster, jobId);
+          const byHolder = new Map<string, number>();
+          for (const h of left.holders.values()) byHolder.set(h, (byHolder.get(h) ?? 0) + 1);
+          const unfinished = chunks - left.results;
+          const stuck = `${unfinished} chunks without a result: ${[...byHolder].map(([h, n]) => `${n} claimed by ${h}`).join(', ') || 'none claimed'}, ${unfinished - left.holders.size} never claimed`;
+          ctx.note(`recovery: trial ${t + 1} not completed after ${secs(trialTimeoutMs)} s from the kill; ${stuck}; cancelling it`);
+          await cluster.call('DELETE', `/api/jobs/${jobId}`).catch(() => undefined);
+          results.push({ ...common, exact: false, status: `not completed after ${secs(trialTimeoutMs)} s: ${stuck}` });
+          continue;
+        }
+        const problem = await checkJob(cluster, jobId, finished.view, items, chunks);
+        if (problem !== undefined) ctx.note(`recovery: trial ${t + 1} NOT exact: ${problem}`);
+        results.push({
+          ...common,
+          killToCompletedMs: finished.finishedAt - killedAt,
+          totalMs: finished.finishedAt - postedAt,
+          exact: problem === undefined,
+          status: problem ?? String(finished.view.status),
+        });
+      }
+      const yes = (ok: boolean): string => (ok ? 'yes' : '**no**');
+      const lines = [
+        `sum job of ${items} items (1..${items}) in ${chunks} chunks of ${chunkSize} by itemsBlob; 3 instances (one app), shipped host.json and settings; L = ${leaseSeconds} s, target L + 30 = ${secs(targetMs)} s.`,
+        '',
+        '| trial | killed | chunks held at kill | chunks done at kill | phase at kill | kill after POST (s) | kill -> completed (s) | POST -> completed (s) | extra vs baseline (s) | chunks claimed again | exact, each chunk once | kill -> completed <= target | extra <= target |',
+        '|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|',
+        `| baseline (no kill) | - | - | - | - | - | - | ${secs(baselineMs)} | 0 | - | yes | - | - |`,
+        ...results.map((r, i) => {
+          const who = `${r.killed} (${r.wasLeader ? 'leader' : 'non-leader'})`;
+          const at = `${r.held} | ${r.doneAtKill}/${chunks} | ${r.phase} | ${secs(r.killAfterPostMs)}`;
+          if (r.killToCompletedMs === undefined || r.totalMs === undefined) {
+            return `| ${i + 1} | ${who} | ${at} | > ${secs(trialTimeoutMs)} | - | - | ${r.reclaimed} | **no**: ${r.status} | **no** | **no** |`;
+          }
+          const extra = r.totalMs - baselineMs;
+          const exact = r.exact ? 'yes' : `**no**: ${r.status}`;
+          return `| ${i + 1} | ${who} | ${at} | ${secs(r.killToCompletedMs)} | ${secs(r.totalMs)} | ${secs(extra)} | ${r.reclaimed} | ${exact} | ${yes(r.killToCompletedMs <= targetMs)} | ${yes(extra <= targetMs)} |`;
+        }),
+        '',
+        'kill -> completed runs from the SIGKILL to the first status poll (every 200 ms) that saw `completed`; it includes the work the job had left, done by 2 instances instead of 3.',
+        'extra vs baseline = (POST -> completed with the kill) - (POST -> completed of the same job with no kill, same run): the time the kill cost.',
+        '"Chunks held" are chunks whose latest claim blob names the killed instance and that had no result in the snapshot taken just before the kill (a chunk',
+        'takes milliseconds, so some of them may have finished before the kill landed); "claimed again" counts chunks with more than one claim blob (re-dispatched).',
+        'A trial not completed within the time limit is diagnosed: the chunks without a result, claimed (by whom) or never claimed (delivered to an instance',
+        'that died before claiming them: their queue message stays invisible until its visibility timeout, 10 minutes on the Functions host).',
+      ];
+      return { title: 'Recovery from a killed instance (3 instances, sum job)', lines };
+    } finally {
+      await cluster.stop();
+    }
+  },
+};
