@@ -1,9 +1,10 @@
 /**
  * A job's dispatch step (the `jobStep` activity; the plan sends the first window with one pass):
- * observe the chunks in flight, decide with `decideStep`, record out-of-attempts chunks as failed,
- * and send what goes out. A step long-polls: it looks again every `STEP_WAIT.pollMs` (growing to
- * `maxPollMs`) and answers as soon as a pass changed something, or the job is cancelled or done, or
- * after `maxWaitMs`. So the orchestration needs no durable timer between steps: a timer message is
+ * passes that observe the chunks in flight, decide with `decideStep`, record out-of-attempts chunks
+ * as failed, and send what goes out. A step runs passes for a few seconds (`STEP_WAIT`: every 200 ms
+ * while results land, backing off to 1 s when nothing changes) and answers when the job is cancelled
+ * or done, or after 2 s of refilling, or 5 s of quiet: the window refills many times a second without
+ * a Durable round trip each time, and the orchestration needs no durable timer between steps: a timer message is
  * held by the instance that received it and, if that instance dies, comes back only after the
  * control queue's visibility (1 minute at least), while an activity message comes back after
  * host.json's `workItemQueueVisibilityTimeout` (20 s).
@@ -40,8 +41,20 @@ export interface StepInput {
   readonly at: string;
 }
 
+export interface StepWait {
+  /** Between passes while results keep landing. */
+  readonly busyPollMs: number;
+  /** Between passes after one that changed nothing, doubling to `maxPollMs`. */
+  readonly pollMs: number;
+  readonly maxPollMs: number;
+  /** A step that changed something answers after about this long. */
+  readonly busyReturnMs: number;
+  /** A step that changed nothing answers after at most this long. */
+  readonly maxWaitMs: number;
+}
+
 /** How a step long-polls (see the module comment). */
-export const STEP_WAIT = { pollMs: 250, maxPollMs: 1_000, maxWaitMs: 5_000 } as const;
+export const STEP_WAIT: StepWait = { busyPollMs: 200, pollMs: 250, maxPollMs: 1_000, busyReturnMs: 2_000, maxWaitMs: 5_000 };
 
 export interface StepOutcome {
   readonly ledger: DispatchLedger;
@@ -86,17 +99,33 @@ export interface DispatcherDeps {
 export class ChunkDispatcher {
   constructor(private readonly deps: DispatcherDeps) {}
 
-  /** Passes until one changes something, the job is cancelled or done, or `wait.maxWaitMs` passed. */
-  async step(input: StepInput, wait: { readonly pollMs: number; readonly maxPollMs: number; readonly maxWaitMs: number } = STEP_WAIT): Promise<StepOutcome> {
+  /**
+   * Passes over the window, topping it up, until the job is cancelled or done, or `busyReturnMs` passed
+   * since the step began with at least one change, or `maxWaitMs` passed without any: the orchestration
+   * records a step's ledger every few seconds while the window refills many times a second.
+   */
+  async step(input: StepInput, wait: StepWait = STEP_WAIT): Promise<StepOutcome> {
     const started = this.now().getTime();
-    let pollMs = wait.pollMs;
+    let ledger = input.ledger;
+    const total = { sent: 0, resent: 0, expired: 0, finished: 0 };
+    let quietMs = wait.pollMs;
     for (;;) {
       const at = this.now();
-      const outcome = await this.pass({ ...input, at: at.toISOString() });
+      const outcome = await this.pass({ ...input, ledger, at: at.toISOString() });
+      ledger = outcome.ledger;
+      total.sent += outcome.sent;
+      total.resent += outcome.resent;
+      total.expired += outcome.expired;
+      total.finished += outcome.finished;
+      const result = { ledger, cancelled: outcome.cancelled, ...total };
+      if (outcome.cancelled || isLedgerDone(ledger)) return result;
       const changed = outcome.finished + outcome.sent + outcome.resent + outcome.expired > 0;
-      if (changed || outcome.cancelled || isLedgerDone(outcome.ledger) || at.getTime() - started + pollMs > wait.maxWaitMs) return outcome;
+      const anyChange = total.finished + total.sent + total.resent + total.expired > 0;
+      const pollMs = changed ? wait.busyPollMs : quietMs;
+      quietMs = changed ? wait.pollMs : Math.min(quietMs * 2, wait.maxPollMs);
+      const elapsed = at.getTime() - started;
+      if ((anyChange && elapsed + pollMs > wait.busyReturnMs) || elapsed + pollMs > wait.maxWaitMs) return result;
       await (this.deps.sleep ?? defaultSleep)(pollMs);
-      pollMs = Math.min(pollMs * 2, wait.maxPollMs);
     }
   }
 

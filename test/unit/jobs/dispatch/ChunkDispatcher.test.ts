@@ -190,7 +190,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
     let t = 0;
     const store = new MemoryPipeline(() => t);
     const passes: number[] = [];
-    const dispatcher = new ChunkDispatcher({
+    const deps: ConstructorParameters<typeof ChunkDispatcher>[0] = {
       chunks: { ...bind(store), observeChunks: async (jobId, chunks) => (passes.push(t), store.observeChunks(jobId, chunks)) },
       queue: store,
       items: store,
@@ -202,8 +202,13 @@ describe('ChunkDispatcher.step: a long poll', () => {
         t += ms;
         await during(t, store);
       },
-    });
-    return { store, passes, dispatcher, now: () => t };
+    };
+    const dispatcher = new ChunkDispatcher(deps);
+    return { store, passes, dispatcher, now: () => t, deps };
+  }
+
+  function dispatcherDeps(p: { deps: ConstructorParameters<typeof ChunkDispatcher>[0] }): ConstructorParameters<typeof ChunkDispatcher>[0] {
+    return p.deps;
   }
 
   function bind(store: MemoryPipeline): ChunkStore {
@@ -221,7 +226,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
 
   const job = { jobId: 'lp', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } };
 
-  it('answers as soon as a pass sees a result, looking again at 250, 500, then every 1,000 ms', async () => {
+  it('after a quiet spell looks again at 250, 500, then every 1,000 ms, and answers once a result lands after 2 s', async () => {
     const p = polling(async (t, store) => {
       if (t >= 2_000 && !store.results.has('lp/0')) {
         await store.writeChunkResult({ jobId: 'lp', chunk: 0, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
@@ -233,6 +238,24 @@ describe('ChunkDispatcher.step: a long poll', () => {
     const out = await p.dispatcher.step({ job, chunkCount: 2, itemCount: 2, ledger: first.ledger, at: new Date(0).toISOString() });
     assert.equal(out.finished, 1);
     assert.deepEqual(p.passes, [0, 250, 750, 1_750, 2_750]);
+  });
+
+  it('keeps refilling the window every 200 ms while results land, and answers after about 2 s', async () => {
+    const p = polling(async (_t, store) => {
+      for (const m of store.queue.splice(0)) {
+        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+      }
+    });
+    p.store.stage('lp', Array.from({ length: 100 }, () => 1), 1);
+    const two = new ChunkDispatcher({ ...dispatcherDeps(p), policy: { ...DISPATCH_DEFAULTS, window: 2 } });
+    const first = await two.pass({ job, chunkCount: 100, itemCount: 100, ledger: emptyLedger(100, 100), at: new Date(0).toISOString() });
+    p.passes.length = 0;
+    const out = await two.step({ job, chunkCount: 100, itemCount: 100, ledger: first.ledger, at: new Date(0).toISOString() });
+    // Quiet at first (250 ms), then every 200 ms while results land, until 2 s are up.
+    assert.deepEqual(p.passes, [0, 250, 450, 650, 850, 1_050, 1_250, 1_450, 1_650, 1_850]);
+    assert.equal(out.finished, 18, 'two results counted per pass after the first');
+    assert.deepEqual(out.ledger.progress.chunks, { total: 100, done: 18, failed: 0 });
+    assert.equal(out.ledger.next, 20);
   });
 
   it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {

@@ -102,11 +102,11 @@ export class SimCluster {
     const out = await this.dispatcher.pass({ job: j.job, chunkCount: j.chunkCount, itemCount: j.itemCount, ledger: j.ledger, at: new Date(this.t).toISOString() });
     j.ledger = out.ledger;
     j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
-    // The step activity's long poll: after a pass that changed something the orchestration records it
-    // and asks again (about a round trip); otherwise the step looks again, less often each time.
+    // The step activity's passes: every busyPollMs while results land, backing off while nothing changes
+    // (the orchestration's round trip between steps, every few seconds, is left out).
     const changed = out.finished + out.sent + out.resent + out.expired > 0;
+    j.nextStepAt = this.t + (changed ? STEP_WAIT.busyPollMs : j.pollMs);
     j.pollMs = changed ? STEP_WAIT.pollMs : Math.min(j.pollMs * 2, STEP_WAIT.maxPollMs);
-    j.nextStepAt = this.t + (changed ? ROUND_TRIP_MS : j.pollMs);
     if (out.cancelled) {
       j.cancelled = true;
       j.doneAt = this.t;
