@@ -12,7 +12,7 @@ import { type ChunkStore } from '../../../../shared/jobs/dispatch/PipelineStore'
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline } from '../support/MemoryPipeline';
-import { SimCluster } from '../support/SimCluster';
+import { SimCluster, type SimJob } from '../support/SimCluster';
 
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
 const sumTo = (n: number): number => (n * (n + 1)) / 2;
@@ -93,6 +93,27 @@ describe('ChunkDispatcher: fair share and cancel', () => {
     // Without a window (every chunk queued at once, as before) it waits for the whole backlog.
     const unwindowed = await smallJobLatency(10_000, true);
     assert.ok(unwindowed > 100_000, `without a window it waited ${unwindowed} ms`);
+  });
+
+  it('ten concurrent jobs interleave: each keeps its window, all finish exactly, none waits for the others to end', async () => {
+    const sim = cluster({ window: 16 });
+    for (let w = 0; w < 3; w++) sim.addWorker(`w${w}`, 8, () => 500);
+    const jobs: SimJob[] = [];
+    for (let j = 0; j < 10; j++) jobs.push(await sim.submit(`j${j}`, range(2_000), 10));
+    let maxDepth = 0;
+    await sim.runUntil(3_600_000, () => {
+      maxDepth = Math.max(maxDepth, sim.store.depth());
+      return jobs.every((j) => j.doneAt !== undefined);
+    });
+    for (const [i, j] of jobs.entries()) {
+      assert.ok(j.doneAt !== undefined, `job ${i} finished`);
+      assert.equal(sim.exactSum(`j${i}`), sumTo(2_000));
+      assert.ok(j.maxInFlight <= 16);
+    }
+    assert.ok(maxDepth <= 160, `at most ten windows queued (saw ${maxDepth})`);
+    // Shared fairly: the first and the last to finish are close, not one after the other.
+    const ends = jobs.map((j) => j.doneAt ?? 0).sort((a, b) => a - b);
+    assert.ok((ends[0] ?? 0) > 0.8 * (ends[9] ?? 0), `first job done at ${ends[0]} ms, last at ${ends[9]} ms`);
   });
 
   it('a cancel stops dispatch at the next step, and leaves at most a window of messages to skip', async () => {
