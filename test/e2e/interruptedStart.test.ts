@@ -12,7 +12,7 @@
  *   submission's pending record does not outlive the start.
  * A start message whose send fails without a kill is in startSendFailed.test.ts (one file per
  * minute or two of processes, so each stays well inside the runner's per-file time limit).
- * The tests print how long the repairs took (diagnostics), for the README's figures.
+ * The tests print how long the repairs took (diagnostics), for the figures in docs/jobs.md ("How it holds up").
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

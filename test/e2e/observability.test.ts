@@ -2,7 +2,7 @@
  * What the app writes for Application Insights, read from a real development host process running
  * the real app against Azurite: leader changes, pass summaries, the job lifecycle (submitted,
  * started, rejected, planned, chunk done and failed, cancelled, finished) as one JSON object per
- * line, each with the fields the README's Kusto queries read (shared/observability/events.ts).
+ * line, each with the fields the Kusto queries of docs/operations.md read (shared/observability/events.ts).
  *
  * How lines reach Application Insights (Azure Functions host source, WorkerProcess.cs): the host
  * reads the worker's stdout and stderr line by line and logs each under the category

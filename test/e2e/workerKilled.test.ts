@@ -9,7 +9,7 @@
  * - the same with the leader as the victim.
  * Either way the job completes exactly (every item counted once) within L + 30 s of the kill
  * (L = 15 s, the lease), where before it waited for the queue's 10 minutes or the 300 s deadline.
- * The tests print the time from the kill to completion (diagnostics, for the README's figures).
+ * The tests print the time from the kill to completion (diagnostics, for the figures in docs/).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -1,6 +1,6 @@
 /**
  * Every error code the app can emit (in an HTTP answer, a job's status, a chunk or item error, a log
- * line) is in the README's error table, and the table lists no code the app no longer emits. Codes
+ * line) is in the error table of docs/jobs.md (linked from the README), and the table lists no code the app no longer emits. Codes
  * are read from the sources where they are born: error constructors, `code:` fields, fallbacks given
  * to `toCoordinatorError`, and the job error table.
  */
@@ -42,9 +42,9 @@ function emittedCodes(): Map<string, string> {
 }
 
 function documentedCodes(): Set<string> {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs', 'jobs.md'), 'utf8');
   const start = readme.indexOf('### Error codes');
-  assert.ok(start >= 0, 'the README has an "Error codes" section');
+  assert.ok(start >= 0, 'docs/jobs.md has an "Error codes" section');
   const end = readme.indexOf('\n#', start + 1);
   const rows = readme.slice(start, end < 0 ? undefined : end).split('\n').filter((line) => line.startsWith('| `'));
   // The first column of each row: one or more codes in backticks.
@@ -52,13 +52,13 @@ function documentedCodes(): Set<string> {
 }
 
 describe('error codes', () => {
-  it('every code the app emits is in the README error table', () => {
+  it('every code the app emits is in the error table (docs/jobs.md)', () => {
     const documented = documentedCodes();
     const missing = [...emittedCodes()].filter(([code]) => !documented.has(code)).map(([code, file]) => `${code} (${file})`);
     assert.deepEqual(missing, []);
   });
 
-  it('the README error table lists no code the app does not emit', () => {
+  it('the error table (docs/jobs.md) lists no code the app does not emit', () => {
     const emitted = emittedCodes();
     assert.deepEqual([...documentedCodes()].filter((code) => !emitted.has(code)), []);
   });

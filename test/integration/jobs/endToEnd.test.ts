@@ -163,7 +163,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('keeps a large result out of the status and serves it at resultUrl', async () => {
-    // A plug-in registered on the app's own registry, as README "Work types" shows.
+    // A plug-in registered on the app's own registry, as the README's "Add a work type" shows.
     workTypes.register({
       name: 'e2e-big-result',
       description: 'a result over the inline limit',

@@ -5,7 +5,7 @@ import { readRepoFile, readRepoJson } from './repoFiles';
 
 type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 
-/** Top-level host.json keys that need no reason in the README: the schema version and the standard bundle. */
+/** Top-level host.json keys that need no reason in docs/deploy.md: the schema version and the standard bundle. */
 const SELF_EXPLANATORY = new Set(['version', 'extensionBundle']);
 
 /** Every leaf as [dotted path, value as text]; arrays count as one leaf, shown as JSON. */
@@ -16,12 +16,12 @@ function leaves(value: Json, path: string[] = []): [string, string][] {
   return [[path.join('.'), typeof value === 'object' ? JSON.stringify(value) : String(value)]];
 }
 
-/** Rows of the README's host.json table: the settings named in the first cell, and the value cell. */
+/** Rows of the host.json table in docs/deploy.md: the settings named in the first cell, and the value cell. */
 function documentedRows(): { names: string[]; value: string }[] {
-  const readme = readRepoFile('README.md');
+  const readme = readRepoFile('docs', 'deploy.md');
   const start = readme.indexOf('<!-- section:deploy -->');
   const end = readme.indexOf('<!-- /section:deploy -->');
-  assert.ok(start >= 0 && end > start, 'README.md has no deploy section');
+  assert.ok(start >= 0 && end > start, 'docs/deploy.md has no deploy section');
   return readme
     .slice(start, end)
     .split('\n')
@@ -45,15 +45,15 @@ describe('host.json', () => {
     assert.match(get('extensionBundle.version') ?? '', /^\[4\./, 'extension bundle v4 carries Durable Functions for Node.js v4');
   });
 
-  it('every value is explained in the README deploy section, with the value it really has', () => {
+  it('every value is explained in the deploy doc (docs/deploy.md), with the value it really has', () => {
     const rows = documentedRows();
-    assert.ok(rows.length > 0, 'the README deploy section has no host.json table');
+    assert.ok(rows.length > 0, 'docs/deploy.md has no host.json table');
     for (const [path, value] of leaves(host)) {
       if (SELF_EXPLANATORY.has(path.split('.')[0] ?? '')) continue;
       const exact = rows.find((row) => row.names.includes(path));
       const ancestor = rows.find((row) => row.names.some((name) => path.startsWith(`${name}.`)));
-      assert.ok(exact !== undefined || ancestor !== undefined, `host.json ${path} has no row in the README's host.json table`);
-      if (exact !== undefined) assert.equal(exact.value, value, `README states ${path} = ${exact.value}, host.json has ${value}`);
+      assert.ok(exact !== undefined || ancestor !== undefined, `host.json ${path} has no row in the host.json table of docs/deploy.md`);
+      if (exact !== undefined) assert.equal(exact.value, value, `docs/deploy.md states ${path} = ${exact.value}, host.json has ${value}`);
     }
   });
 });

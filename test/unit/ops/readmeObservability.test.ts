@@ -1,5 +1,5 @@
 /**
- * The README's Observability section against the app's event catalogue
+ * The Observability section (docs/operations.md) against the app's event catalogue
  * (shared/observability/events.ts, which test/e2e/observability.test.ts holds the real output to):
  * every Kusto query reads only events that exist and fields those events carry, and the events
  * table lists every event with fields that exist. A renamed field fails here, not on a dashboard.
@@ -11,7 +11,7 @@ import { describe, it } from 'node:test';
 
 import { OPERATOR_EVENTS } from '../../../shared/observability/events';
 
-const readme = readFileSync(join(__dirname, '..', '..', '..', '..', 'README.md'), 'utf8');
+const readme = readFileSync(join(__dirname, '..', '..', '..', '..', 'docs', 'operations.md'), 'utf8');
 const section = readme.slice(readme.indexOf('### Observability (Application Insights)'), readme.indexOf('<!-- /section:operate -->'));
 
 function fieldsOf(event: string): Set<string> {
@@ -19,7 +19,7 @@ function fieldsOf(event: string): Set<string> {
   return new Set([...Object.keys(spec?.fields ?? {}), ...Object.keys(spec?.optional ?? {})]);
 }
 
-describe('README observability section', () => {
+describe('docs/operations.md observability section', () => {
   const queries = [...section.matchAll(/```kusto\n([\s\S]*?)```/g)].map((m) => m[1] ?? '');
 
   it('has the queries operators asked for', () => {
