@@ -15,26 +15,15 @@
  * The tests print how long the repairs took (diagnostics), for the figures in docs/jobs.md ("How it holds up").
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 
 import { type HostProcess } from 'devhost/testing';
 
-import { type HeldRequest, type ProxiedRequest, putMessageText, startStorageProxy, type StorageProxy } from '../support/storageProxy';
-import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+import { type HeldRequest, type ProxiedRequest, putMessageText } from '../support/storageProxy';
+import { proxiedScenarios, type Scenario, sumOf } from './support/realApp';
 
 describe('a leader killed while it starts a job', () => {
-  let app: { dir: string; remove(): void };
-  const scenarios: Scenario[] = [];
-  const proxies: StorageProxy[] = [];
-
-  before(() => {
-    app = createRealAppRoot();
-  });
-  after(async () => {
-    await Promise.all(scenarios.map((s) => s.stopAll()));
-    await Promise.all(proxies.map((p) => p.close()));
-    app.remove();
-  });
+  const scenarios = proxiedScenarios();
 
   /**
    * The leader (through a proxy) and a follower; `holdAt` picks the leader's request to die on.
@@ -45,10 +34,7 @@ describe('a leader killed while it starts a job', () => {
     submit: (s: Scenario, follower: HostProcess) => Promise<void>,
     holdAt: (s: Scenario, request: ProxiedRequest) => boolean,
   ): Promise<{ s: Scenario; follower: HostProcess; held: HeldRequest; leaderEpoch: number; killedAt: number }> {
-    const s = new Scenario(app.dir);
-    scenarios.push(s);
-    const proxy = await startStorageProxy(s.conn);
-    proxies.push(proxy);
+    const { s, proxy } = await scenarios.start();
     const leader = await s.start(`kill-a-${jobId.slice(-4)}`, proxy.connectionString);
     const led = await s.leading(leader);
     const follower = await s.start(`kill-b-${jobId.slice(-4)}`);

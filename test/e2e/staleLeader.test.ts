@@ -12,32 +12,17 @@
  *   the status still shows the exact result.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 
 import { eventually } from 'devhost/testing';
 
-import { startStorageProxy, type StorageProxy } from '../support/storageProxy';
-import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+import { proxiedScenarios, sumOf } from './support/realApp';
 
 describe('a leader paused between its check and its act', () => {
-  let app: { dir: string; remove(): void };
-  const scenarios: Scenario[] = [];
-  const proxies: StorageProxy[] = [];
-
-  before(() => {
-    app = createRealAppRoot();
-  });
-  after(async () => {
-    await Promise.all(scenarios.map((s) => s.stopAll()));
-    await Promise.all(proxies.map((p) => p.close()));
-    app.remove();
-  });
+  const scenarios = proxiedScenarios();
 
   async function pausedInItsStart(jobId: string, items: number[]) {
-    const s = new Scenario(app.dir);
-    scenarios.push(s);
-    const proxy = await startStorageProxy(s.conn);
-    proxies.push(proxy);
+    const { s, proxy } = await scenarios.start();
     const old = await s.start(`stale-a-${jobId.slice(-3)}`, proxy.connectionString);
     const oldTerm = await s.leading(old);
     const next = await s.start(`stale-b-${jobId.slice(-3)}`);

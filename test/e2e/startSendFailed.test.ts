@@ -6,24 +6,13 @@
  * job finishes exactly once with the exact result.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 
-import { type ProxiedRequest, putMessageText, startStorageProxy, type StorageProxy } from '../support/storageProxy';
-import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+import { type ProxiedRequest, putMessageText } from '../support/storageProxy';
+import { proxiedScenarios, type Scenario, sumOf } from './support/realApp';
 
 describe('a start message that storage refuses', () => {
-  let app: { dir: string; remove(): void };
-  const scenarios: Scenario[] = [];
-  const proxies: StorageProxy[] = [];
-
-  before(() => {
-    app = createRealAppRoot();
-  });
-  after(async () => {
-    await Promise.all(scenarios.map((s) => s.stopAll()));
-    await Promise.all(proxies.map((p) => p.close()));
-    app.remove();
-  });
+  const scenarios = proxiedScenarios();
 
   function isStartMessage(s: Scenario, r: ProxiedRequest, jobId: string): boolean {
     const text = putMessageText(r.body) ?? '';
@@ -33,10 +22,7 @@ describe('a start message that storage refuses', () => {
   it('is started again by the same leader when sending its start message failed', async (t) => {
     const jobId = 'start-message-lost';
     const items = Array.from({ length: 25 }, (_, i) => 3 * i + 1);
-    const s = new Scenario(app.dir);
-    scenarios.push(s);
-    const proxy = await startStorageProxy(s.conn);
-    proxies.push(proxy);
+    const { s, proxy } = await scenarios.start();
     const leader = await s.start('lost-a', proxy.connectionString);
     await s.leading(leader);
     // The first sends of this instance's start message fail (the SDK's retries included): the

@@ -12,32 +12,18 @@
  * The tests print the time from the kill to completion (diagnostics, for the figures in docs/).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 
-import { type ProxiedRequest, startStorageProxy, type StorageProxy } from '../support/storageProxy';
-import { createRealAppRoot, Scenario, sumOf } from './support/realApp';
+import { type ProxiedRequest } from '../support/storageProxy';
+import { proxiedScenarios, type Scenario, sumOf } from './support/realApp';
 
 const BOUND_MS = 15_000 + 30_000;
 
 describe('a worker killed while it holds chunks (shipped host.json)', () => {
-  let app: { dir: string; remove(): void };
-  const scenarios: Scenario[] = [];
-  const proxies: StorageProxy[] = [];
-
-  before(() => {
-    app = createRealAppRoot();
-  });
-  after(async () => {
-    await Promise.all(scenarios.map((s) => s.stopAll()));
-    await Promise.all(proxies.map((p) => p.close()));
-    app.remove();
-  });
+  const scenarios = proxiedScenarios();
 
   async function killWorkerAt(jobId: string, holdAt: (s: Scenario, r: ProxiedRequest) => boolean, victimLeads = false): Promise<void> {
-    const s = new Scenario(app.dir);
-    scenarios.push(s);
-    const proxy = await startStorageProxy(s.conn);
-    proxies.push(proxy);
+    const { s, proxy } = await scenarios.start();
     // Names unique per scenario: a host id shares its timer lock with any other process using it.
     let victim = victimLeads ? await s.start(`${jobId}-victim`, proxy.connectionString) : undefined;
     const first = victim ?? (await s.start(`${jobId}-lead`));

@@ -9,12 +9,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { after, before } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { AZURITE_ACCOUNT, eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName } from '../../support/env';
+import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
 
 const OUT_DIR = join(__dirname, '..', '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -196,4 +198,32 @@ export class Scenario {
       }),
     );
   }
+}
+
+/**
+ * For a describe block: the real app's folder made before its tests and removed after, and each
+ * test's scenario with a storage proxy in front of Azurite, all stopped and closed after the block.
+ */
+export function proxiedScenarios(): { start(): Promise<{ s: Scenario; proxy: StorageProxy }> } {
+  let app: { dir: string; remove(): void } | undefined;
+  const scenarios: Scenario[] = [];
+  const proxies: StorageProxy[] = [];
+  before(() => {
+    app = createRealAppRoot();
+  });
+  after(async () => {
+    await Promise.all(scenarios.map((s) => s.stopAll()));
+    await Promise.all(proxies.map((p) => p.close()));
+    app?.remove();
+  });
+  return {
+    async start() {
+      if (app === undefined) throw new Error('proxiedScenarios().start() runs inside a test of its describe block');
+      const s = new Scenario(app.dir);
+      scenarios.push(s);
+      const proxy = await startStorageProxy(s.conn);
+      proxies.push(proxy);
+      return { s, proxy };
+    },
+  };
 }
