@@ -29,7 +29,8 @@ import { FunctionHost } from 'devhost';
 import { connectionStringFor, startAzurite } from 'devhost/testing';
 import * as df from 'durable-functions';
 
-import { runJobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
+import { appRoot } from '../shared/app/appRoot';
+import { jobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../shared/jobs/JobService';
 import { encodeQueueMessage } from '../shared/jobs/JobSubmission';
 import { createLogger } from '../shared/observability/log';
@@ -215,7 +216,7 @@ async function runJob(host: FunctionHost, client: df.DurableClient, jobId: strin
   const submission = warmup ? { jobId, workType: 'noop', items: [1, 2, 3] } : { jobId, workType: 'noop', itemsBlob, options: { chunkSize } };
   const response = await fetch(`${host.baseUrl}/api/jobs`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(submission) });
   if (response.status !== 202) throw new Error(`submit: ${response.status} ${await response.text()}`);
-  await runJobCoordinationPass({ epoch: 1, holder: 'bench', signal: new AbortController().signal, services: { durableClient: client }, progress: () => undefined });
+  await jobCoordinationPass(appRoot().jobs, () => client)({ epoch: 1, holder: 'bench', signal: new AbortController().signal, progress: () => undefined });
   const deadline = Date.now() + 10 * 60_000;
   for (;;) {
     const status = await fetch(`${host.baseUrl}/api/jobs/${jobId}`);

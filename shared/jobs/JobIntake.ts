@@ -48,11 +48,11 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { initialState, type OrchestrationState } from './jobOrchestration';
-import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
 import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobRun } from './JobRun';
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from './JobStore';
 import { type AcceptedJob, decodeQueueMessage, isValidJobId, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
 import { QueueReadability } from './QueueReadability';
 
 export interface IntakeContext {
@@ -170,7 +170,7 @@ export class JobIntake {
    * Checks the unconfirmed starts, then reads the jobs queue in batches until it is empty, the pass
    * budget is spent, or `signal` aborts.
    */
-  async runPass(ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeReport> {
+  async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     await this.checkStarts(ctx, orchestrations, counts);
@@ -207,7 +207,7 @@ export class JobIntake {
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
   private async checkStarts(
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
     counts: { checked: number; confirmed: number; restarted: number },
   ): Promise<void> {
     const marked = await this.deps.store.listUnconfirmed(ctx.signal);
@@ -231,7 +231,7 @@ export class JobIntake {
   private async advance(
     jobId: string,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
@@ -295,7 +295,7 @@ export class JobIntake {
   }
 
   /** Starts the record's run; an instance already running this very start counts as success. */
-  private async start(start: StartRecord, orchestrations: JobOrchestrations): Promise<void> {
+  private async start(start: StartRecord, orchestrations: OrchestrationClient): Promise<void> {
     const instanceId = instanceIdFor(start.jobId, start.generation);
     try {
       await orchestrations.start(instanceId, initialState(start.run));
@@ -312,7 +312,7 @@ export class JobIntake {
     if (record?.status === 'pending') await this.deps.store.deleteRecord(jobId, ctx.signal);
   }
 
-  async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeOutcome> {
+  async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     let parsed: unknown;
     let job: AcceptedJob;
@@ -437,7 +437,7 @@ export class JobIntake {
     job: AcceptedJob,
     cause: unknown,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<IntakeOutcome> {
     const { store } = this.deps;
     const found = await store.readStart(job.jobId, ctx.signal);
@@ -477,7 +477,7 @@ export class JobIntake {
     submittedJobId: string | undefined,
     fingerprint: string | undefined,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<IntakeOutcome> {
     const { logger } = this.deps;
     let recordId = `m-${message.messageId}`;
@@ -515,7 +515,7 @@ export class JobIntake {
     jobId: string,
     fingerprint: string | undefined,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<boolean> {
     if ((await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined) return true;
     const start = await this.deps.store.readStart(jobId, ctx.signal);

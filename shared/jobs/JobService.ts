@@ -23,11 +23,11 @@ import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { JOB_LIMITS } from './jobLimits';
 import { type OrchestrationState } from './jobOrchestration';
-import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
 import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary, parseInstanceId } from './JobRun';
 import { type JobRecord, type JobStore, type StartRecord } from './JobStore';
 import { decodeUtf8, describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -125,7 +125,7 @@ export class JobService {
   }
 
   /** Validates and enqueues a submission given as the request body's bytes (UTF-8 JSON). */
-  async submit(body: Uint8Array, orchestrations: JobOrchestrations): Promise<Submitted> {
+  async submit(body: Uint8Array, orchestrations: OrchestrationClient): Promise<Submitted> {
     const { store } = this.deps;
     if (body.byteLength > JOB_LIMITS.maxMessageJsonBytes) {
       throw new JobError('PAYLOAD_TOO_LARGE', `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`);
@@ -180,7 +180,7 @@ export class JobService {
 
   private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
 
-  async get(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+  async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
     if (current.snapshot !== undefined) return this.fromSnapshot(jobId, current.snapshot);
@@ -199,7 +199,7 @@ export class JobService {
    */
   private async current(
     jobId: string,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<{ snapshot?: OrchestrationSnapshot; start?: StartRecord; stoodDown?: OrchestrationSnapshot }> {
     const first = await orchestrations.getStatus(instanceIdFor(jobId));
     if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
@@ -218,7 +218,7 @@ export class JobService {
    * last job shown, so jobs submitted in between do not shift the pages. Each call still reads every
    * record and every orchestration (what the page is cut from); the retention period bounds both.
    */
-  async list(orchestrations: JobOrchestrations, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
+  async list(orchestrations: OrchestrationClient, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
     const limit = parseLimit(page.limit);
     const after = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
     const all = await this.listAll(orchestrations, status);
@@ -229,7 +229,7 @@ export class JobService {
     return { jobs, ...(more ? { continuation: continuationOf(last) } : {}) };
   }
 
-  private async listAll(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
+  private async listAll(orchestrations: OrchestrationClient, status?: string): Promise<JobListEntry[]> {
     if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
       throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
     }
@@ -264,7 +264,7 @@ export class JobService {
    * job is refused (cancel it first); an instance a repair left Pending stays, as Durable purges
    * only finished instances.
    */
-  async purge(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+  async purge(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
     const view = await this.get(jobId, orchestrations);
     if (view.status === 'pending' || view.status === 'running') {
       throw new JobError('JOB_NOT_FINISHED', `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`);
@@ -272,7 +272,7 @@ export class JobService {
     return this.purgeFinished(jobId, orchestrations);
   }
 
-  private async purgeFinished(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+  private async purgeFinished(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
     const generations = (await this.deps.store.readStart(jobId))?.value.generation ?? 1;
     let instances = 0;
     for (let g = 1; g <= generations; g++) {
@@ -292,7 +292,7 @@ export class JobService {
    * The retention sweep the leader runs (at most once an hour): purges up to `max` finished jobs
    * whose last change is older than `retentionDays`, oldest first. Answers the job ids purged.
    */
-  async purgeExpired(orchestrations: JobOrchestrations, retentionDays: number, max = 100): Promise<string[]> {
+  async purgeExpired(orchestrations: OrchestrationClient, retentionDays: number, max = 100): Promise<string[]> {
     if (retentionDays <= 0) return [];
     const cutoff = this.now().getTime() - retentionDays * 86_400_000;
     const expired = (await this.listAll(orchestrations))
@@ -312,7 +312,7 @@ export class JobService {
   }
 
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
-  async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+  async cancel(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const { snapshot } = await this.current(jobId, orchestrations);
     const view = snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, snapshot);
@@ -331,7 +331,7 @@ export class JobService {
    * (resubmit). Rebuilt from the orchestration's input (items inline, or the itemsBlob reference,
    * and the options with their defaults filled in). A job that never started has none.
    */
-  async submission(jobId: string, orchestrations: JobOrchestrations): Promise<Record<string, Json>> {
+  async submission(jobId: string, orchestrations: OrchestrationClient): Promise<Record<string, Json>> {
     assertJobId(jobId);
     const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
     const run = (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;

@@ -1,6 +1,6 @@
 /**
  * The narrow view of Durable that the job pipeline needs (status of one instance, start, cancel
- * event, list), with `durableJobOrchestrations` adapting the durable-functions client to it.
+ * event, list), with `durableOrchestrationClient` adapting the durable-functions client to it.
  *
  * Guarantees: `getStatus` answers undefined for an instance that does not exist (the client's
  * 404), never throws for it; anything else the client throws passes through. Every call settles
@@ -35,7 +35,7 @@ export interface OrchestrationSnapshot {
   readonly lastUpdatedTime: Date;
 }
 
-export interface JobOrchestrations {
+export interface OrchestrationClient {
   getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
@@ -56,7 +56,7 @@ function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
   };
 }
 
-export function durableJobOrchestrations(client: DurableClient, options: { readonly timeoutMs?: number } = {}): JobOrchestrations {
+export function durableOrchestrationClient(client: DurableClient, options: { readonly timeoutMs?: number } = {}): OrchestrationClient {
   const ms = options.timeoutMs ?? DURABLE_CALL_TIMEOUT_MS;
   return {
     async getStatus(instanceId) {
