@@ -32,7 +32,7 @@ import * as df from 'durable-functions';
 import { appRoot } from '../shared/app/appRoot';
 import { jobCoordinationPass } from '../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../shared/jobs/JobService';
-import { encodeQueueMessage } from '../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../shared/jobs/messageCodec';
 import { createLogger } from '../shared/observability/log';
 import { type Bench } from './index';
 

@@ -8,7 +8,7 @@ import { appRoot } from '../shared/app/appRoot';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
 import { type AggregateInput, type PlanInput } from '../shared/jobs/JobActivities';
 import { JOB_ACTIVITIES } from '../shared/jobs/jobOrchestration';
-import { type JobSummary } from '../shared/jobs/JobRun';
+import { type JobSummary } from '../shared/jobs/JobSummary';
 
 df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => appRoot().jobs.activities.plan(input) });
 df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => appRoot().jobs.activities.step(input) });

@@ -22,8 +22,9 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
-import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary } from './JobRun';
+import { type JobRun } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from './JobStore';
+import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummary } from './JobSummary';
 import { mapLimit } from './pool';
 
 /** Reads, checks and stores a job's items where the dispatcher reads them (input/InputStager.ts). */

@@ -21,13 +21,14 @@ import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
+import { assertJobId, instanceIdFor, isValidJobId, parseInstanceId } from './jobIds';
 import { JOB_LIMITS } from './jobLimits';
-import { type OrchestrationState } from './jobOrchestration';
-import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary, parseInstanceId } from './JobRun';
 import { type JobRecord, type JobStore, type StartRecord } from './JobStore';
-import { decodeUtf8, describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
+import { validateSubmission } from './JobSubmission';
+import { isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
+import { decodeUtf8, encodeQueueMessage, parseJsonText } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
-import { type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
+import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -334,7 +335,7 @@ export class JobService {
   async submission(jobId: string, orchestrations: OrchestrationClient): Promise<Record<string, Json>> {
     assertJobId(jobId);
     const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
-    const run = (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
+    const run = runOf(snapshot);
     if (run === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no started run to resubmit (a pending or rejected submission keeps no items).`);
     const items: Record<string, Json> = run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
     return { workType: run.workType, ...items, options: { ...run.options } };
@@ -348,15 +349,15 @@ export class JobService {
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
-    const input = s.input as Partial<OrchestrationState> | undefined;
+    const run = runOf(s);
     const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
     const base = {
       jobId,
-      workType: input?.run?.workType ?? null,
+      workType: run?.workType ?? null,
       // The run's submission time: Durable's createdTime restarts at every continue-as-new on Azure Storage.
-      createdAt: input?.run?.submittedAt ?? s.createdTime.toISOString(),
+      createdAt: run?.submittedAt ?? s.createdTime.toISOString(),
       updatedAt: s.lastUpdatedTime.toISOString(),
-      epoch: input?.run?.epoch ?? custom?.epoch ?? null,
+      epoch: run?.epoch ?? custom?.epoch ?? null,
       phase: custom?.phase ?? null,
     };
     switch (s.runtimeStatus) {
@@ -417,14 +418,6 @@ function fromRecord(record: JobRecord): JobView {
     epoch: record.epoch ?? null,
     ...(record.submittedJobId === undefined ? {} : { submittedJobId: record.submittedJobId }),
   };
-}
-
-export function assertJobId(jobId: string): void {
-  if (!isValidJobId(jobId)) throw new JobError('INVALID_JOB_ID', describeJobIdProblem(jobId));
-}
-
-function fingerprintOf(snapshot: OrchestrationSnapshot): string | undefined {
-  return (snapshot.input as Partial<OrchestrationState> | undefined)?.run?.fingerprint;
 }
 
 function duplicate(jobId: string): JobError {

@@ -38,8 +38,9 @@ import { type BlobRef } from './BlobRef';
 import { type ChunkObservation } from './dispatch/DispatchLedger';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type JobErrorInfo } from './JobError';
-import { type JobRun, type JobSummary } from './JobRun';
-import { isValidJobId } from './JobSubmission';
+import { isValidJobId } from './jobIds';
+import { type JobRun } from './JobRun';
+import { type JobSummary } from './JobSummary';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
 export type RecordStatus = 'pending' | 'rejected';

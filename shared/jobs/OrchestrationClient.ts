@@ -12,6 +12,7 @@ import { type DurableClient, type DurableOrchestrationStatus } from 'durable-fun
 
 import { JobError } from './JobError';
 import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState } from './jobOrchestration';
+import { type JobRun } from './JobRun';
 
 /** Per call; listing a whole task hub gets twice as long. */
 export const DURABLE_CALL_TIMEOUT_MS = 30_000;
@@ -33,6 +34,16 @@ export interface OrchestrationSnapshot {
   readonly customStatus: unknown;
   readonly createdTime: Date;
   readonly lastUpdatedTime: Date;
+}
+
+/** The job run an instance was started with (its input's `run`), as far as the input holds one. */
+export function runOf(snapshot: OrchestrationSnapshot | undefined): JobRun | undefined {
+  return (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
+}
+
+/** The fingerprint of the submission an instance runs: equal to a submission's own when they are the same job. */
+export function fingerprintOf(snapshot: OrchestrationSnapshot | undefined): string | undefined {
+  return runOf(snapshot)?.fingerprint;
 }
 
 export interface OrchestrationClient {

@@ -19,8 +19,8 @@ import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
-import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';
+import { parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
 import { mapLimit } from './pool';
 
 export interface WorkerDeps {

@@ -17,8 +17,8 @@
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
-import { type WorkItemMessage } from '../JobRun';
 import { type ChunkResult } from '../JobStore';
+import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
 import { decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';

@@ -10,9 +10,9 @@ import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { appRoot } from '../../../shared/app/appRoot';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
+import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
-import { instanceIdFor } from '../../../shared/jobs/JobRun';
-import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient, type OrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { memoryLogger } from '../../../shared/observability/log';
 import { noopWorkType } from '../../../shared/worktypes/noopWorkType';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
 import { type JobView } from '../../../shared/jobs/JobService';
-import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 
 describe('jobs run by the elected leader (whole app, development host, Azurite)', () => {

@@ -10,7 +10,8 @@ import { describe, it } from 'node:test';
 import { InputContainers, reservedContainers } from '../../../shared/jobs/InputContainers';
 import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS } from '../../../shared/jobs/jobLimits';
-import { decodeQueueMessage, encodeQueueMessage, MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
+import { MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
+import { decodeQueueMessage, encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 
 // The allow-list is wider than the settings would accept (job-*, azure-*), so the reserved containers
