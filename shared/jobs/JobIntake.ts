@@ -57,6 +57,7 @@ import { decodeQueueMessage } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 import { QueueReadability } from './QueueReadability';
+import { type Now, nowOf } from './wallClock';
 
 export interface IntakeContext {
   readonly epoch: number;
@@ -72,7 +73,7 @@ export interface IntakeDeps {
   readonly registry: WorkTypeRegistry;
   readonly inputContainers: InputContainers;
   readonly logger: Logger;
-  readonly now?: () => Date;
+  readonly now?: Now;
 }
 
 /** A submission to reject: its message, why, and what it asked for as far as it could be read. */
@@ -159,21 +160,19 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
 }
 
 export class JobIntake {
+  private readonly now: Now;
 
   /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
   private readonly readability: QueueReadability;
 
   constructor(private readonly deps: IntakeDeps) {
+    this.now = nowOf(deps);
     this.readability = new QueueReadability({
       queue: deps.jobsQueue,
       logger: deps.logger,
-      now: () => this.now(),
+      now: this.now,
       heldSeconds: INTAKE.visibilityTimeoutSeconds,
     });
-  }
-
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
   }
 
   private readonly ensureQueues = onceUntilSuccess((signal) =>

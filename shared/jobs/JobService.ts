@@ -29,6 +29,7 @@ import { isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary }
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { type Now, nowOf } from './wallClock';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -107,7 +108,7 @@ export interface JobServiceDeps {
   readonly logger: Logger;
   /** Builds the status route for a job (Location header, resultUrl). */
   readonly statusPath: (jobId: string) => string;
-  readonly now?: () => Date;
+  readonly now?: Now;
 }
 
 export interface Submitted {
@@ -119,11 +120,12 @@ export interface Submitted {
 
 export class JobService {
 
-  constructor(private readonly deps: JobServiceDeps) {}
+  private readonly now: Now;
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
+  constructor(private readonly deps: JobServiceDeps) {
+    this.now = nowOf(deps);
   }
+
 
   /** Validates and enqueues a submission given as the request body's bytes (UTF-8 JSON). */
   async submit(body: Uint8Array, orchestrations: OrchestrationClient): Promise<Submitted> {

@@ -18,6 +18,7 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type BlobRef, isBlobRef, parseBlobRef } from './BlobRef';
 import { canonicalJson, sha256Hex } from './canonicalJson';
 import { type InputContainers } from './InputContainers';
+import { ItemRejections } from './ItemRejections';
 import { JobError } from './JobError';
 import { assertJobId } from './jobIds';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from './jobLimits';
@@ -103,17 +104,9 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
 
   let source: ItemSource;
   if (submission.items !== undefined) {
-    const problems: string[] = [];
-    let rejected = 0;
-    submission.items.forEach((item, index) => {
-      const reason = workType.validateItem(item);
-      if (reason === undefined) return;
-      rejected += 1;
-      if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
-    });
-    if (rejected > 0) {
-      throw new JobError('ITEM_REJECTED', `${rejected} of ${submission.items.length} items rejected by work type "${workType.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
-    }
+    const rejections = new ItemRejections(workType);
+    submission.items.forEach((item, index) => rejections.check(item, index));
+    rejections.throwIfAny(submission.items.length);
     assertChunkCount(submission.items.length, options.chunkSize);
     source = { kind: 'inline', items: submission.items };
   } else {

@@ -20,6 +20,7 @@ import { JOB_LIMITS, type JobOptions } from '../jobLimits';
 import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
+import { type Now, nowOf } from '../wallClock';
 import { decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
@@ -78,13 +79,17 @@ export interface DispatcherDeps {
   readonly logger: Logger;
   /** Recorded as the writer of expired chunks' results. */
   readonly instanceId: string;
-  readonly now?: () => Date;
+  readonly now?: Now;
   /** Waits between a step's passes (tests pass a virtual one). */
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export class ChunkDispatcher {
-  constructor(private readonly deps: DispatcherDeps) {}
+  private readonly now: Now;
+
+  constructor(private readonly deps: DispatcherDeps) {
+    this.now = nowOf(deps);
+  }
 
   /** Passes until one changes something, the job is cancelled or done, or `wait.maxWaitMs` passed. */
   async step(input: StepInput, wait: { readonly pollMs: number; readonly maxPollMs: number; readonly maxWaitMs: number } = STEP_WAIT): Promise<StepOutcome> {
@@ -133,9 +138,6 @@ export class ChunkDispatcher {
     };
   }
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
-  }
 
   /** A chunk's message: its items inline, or in a blob the message names when they are too big for it. */
   private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<WorkItemMessage> {

@@ -23,6 +23,7 @@ import { StringDecoder } from 'node:string_decoder';
 
 import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
+import { ItemRejections } from '../ItemRejections';
 import { JobError } from '../JobError';
 import { JOB_LIMITS } from '../jobLimits';
 import { type JobRun } from '../JobRun';
@@ -95,19 +96,13 @@ async function stageBlob(
 ): Promise<number> {
   const where = `${container}/${blob}`;
   let count = 0;
-  let rejected = 0;
-  const problems: string[] = [];
+  const rejections = new ItemRejections(type);
   const splitter = new JsonArraySplitter({
     // The rule for inline items, which sit one level deeper (inside the submission).
     maxDepth: MAX_NESTING_DEPTH - 1,
     onElement: (json, index) => {
       count = index + 1;
-      const reason = type.validateItem(JSON.parse(json) as Json);
-      if (reason !== undefined) {
-        rejected += 1;
-        if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
-        writer.stop();
-      }
+      if (!rejections.check(JSON.parse(json) as Json, index)) writer.stop();
       // Past the item or chunk limit the job is refused; counting (and validating) goes on for the message.
       if (count > JOB_LIMITS.maxItems || Math.ceil(count / chunkSize) > JOB_LIMITS.maxChunks) writer.stop();
       writer.add(json);
@@ -138,10 +133,7 @@ async function stageBlob(
     throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} is not JSON.`);
   }
   if (count === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${where} holds an empty array.`);
-  if (rejected > 0) {
-    const by = `rejected by work type "${type.name}"`;
-    throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} ${by}: ${problems.join('; ')}.`);
-  }
+  rejections.throwIfAny(count, where);
   assertChunkCount(count, chunkSize);
   return count;
 }
