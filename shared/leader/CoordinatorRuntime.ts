@@ -66,6 +66,19 @@ export interface CoordinatorRuntimeOptions {
   readonly observer?: RuntimeObserver;
 }
 
+/** The last pass that finished, and the last that failed (cleared by the next success). */
+export interface LastPass {
+  readonly epoch: number;
+  readonly at: string;
+  readonly durationMs: number;
+}
+
+export interface LastPassError {
+  readonly code: string;
+  readonly message: string;
+  readonly at: string;
+}
+
 export interface RuntimeState {
   readonly role: ElectorRole;
   /** This instance's holder id (what the lease metadata shows when it leads). */
@@ -73,8 +86,8 @@ export interface RuntimeState {
   /** This instance's epoch while it leads. */
   readonly epoch: number | undefined;
   readonly passes: number;
-  readonly lastPass: { readonly epoch: number; readonly at: string; readonly durationMs: number } | undefined;
-  readonly lastPassError: { readonly code: string; readonly message: string; readonly at: string } | undefined;
+  readonly lastPass: LastPass | undefined;
+  readonly lastPassError: LastPassError | undefined;
   /** The leader this instance last observed (itself included). */
   readonly observedLeader: { readonly holder: string; readonly epoch: number } | undefined;
 }
