@@ -13,7 +13,7 @@ import { type Clock } from './Clock';
 import { type LastPass, type LastPassError, type RuntimeState } from './CoordinatorRuntime';
 import { type CurrentLeader, type ElectorCounters, type ElectorRole } from './LeaseElector';
 
-/** The part of a CoordinatorRuntime these views read (whatever its services type). */
+/** The part of a CoordinatorRuntime these views read. */
 export interface RuntimeStatusSource {
   state(): RuntimeState;
   counters(): Readonly<ElectorCounters>;
