@@ -71,7 +71,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       }
       itemCount = items.length;
     } else {
-      itemCount = await stageBlob(deps.store, type, run.source.container, run.source.blob, chunkSize, writer, pacer, signal);
+      itemCount = await stageBlob({ store: deps.store, type, container: run.source.container, blob: run.source.blob, chunkSize, writer, pacer, signal });
     }
     const segments = await writer.finish();
     const chunkCount = Math.ceil(itemCount / chunkSize);
@@ -84,16 +84,19 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
   }
 }
 
-async function stageBlob(
-  store: InputStore,
-  type: AnyWorkType,
-  container: string,
-  blob: string,
-  chunkSize: number,
-  writer: SegmentWriter,
-  pacer: Pacer,
-  signal: AbortSignal | undefined,
-): Promise<number> {
+/** One itemsBlob's staging: where it is, the work type that checks its items, and the writer and pacer it feeds. */
+interface BlobStaging {
+  readonly store: InputStore;
+  readonly type: AnyWorkType;
+  readonly container: string;
+  readonly blob: string;
+  readonly chunkSize: number;
+  readonly writer: SegmentWriter;
+  readonly pacer: Pacer;
+  readonly signal: AbortSignal | undefined;
+}
+
+async function stageBlob({ store, type, container, blob, chunkSize, writer, pacer, signal }: BlobStaging): Promise<number> {
   const where = `${container}/${blob}`;
   let count = 0;
   const rejections = new ItemRejections(type);
