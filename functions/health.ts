@@ -5,8 +5,10 @@
  */
 import { app, type HttpResponseInit } from '@azure/functions';
 
+import { appRoot } from '../shared/app/appRoot';
 import { healthView } from '../shared/leader/leaderStatus';
-import { status } from './leaderTimer';
+
+const { status } = appRoot().leader();
 
 export async function getHealth(): Promise<HttpResponseInit> {
   return { status: 200, jsonBody: await healthView(status) };

@@ -4,13 +4,13 @@
  */
 import * as df from 'durable-functions';
 
+import { appRoot } from '../shared/app/appRoot';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
 import { type AggregateInput, type PlanInput } from '../shared/jobs/JobActivities';
-import { jobComponents } from '../shared/jobs/jobComponents';
 import { JOB_ACTIVITIES } from '../shared/jobs/jobOrchestration';
-import { type JobSummary } from '../shared/jobs/JobRun';
+import { type JobSummary } from '../shared/jobs/JobSummary';
 
-df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => jobComponents().activities.plan(input) });
-df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => jobComponents().activities.step(input) });
-df.app.activity(JOB_ACTIVITIES.aggregate, { handler: (input: AggregateInput) => jobComponents().activities.aggregate(input) });
-df.app.activity(JOB_ACTIVITIES.finish, { handler: (summary: JobSummary) => jobComponents().activities.finish(summary) });
+df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => appRoot().jobs.activities.plan(input) });
+df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => appRoot().jobs.activities.step(input) });
+df.app.activity(JOB_ACTIVITIES.aggregate, { handler: (input: AggregateInput) => appRoot().jobs.activities.aggregate(input) });
+df.app.activity(JOB_ACTIVITIES.finish, { handler: (summary: JobSummary) => appRoot().jobs.activities.finish(summary) });

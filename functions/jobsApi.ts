@@ -6,32 +6,42 @@
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
  * (they go to the log). The logic is in shared/jobs/JobService.ts.
+ * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
+ * root and so make this instance campaign (AppRoot.offer); a read never does.
  */
 import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
-import { jobComponents } from '../shared/jobs/jobComponents';
+import { appRoot } from '../shared/app/appRoot';
 import { JobError } from '../shared/jobs/JobError';
-import { durableJobOrchestrations, type JobOrchestrations } from '../shared/jobs/JobOrchestrations';
-import { nudgeProcessRuntime } from '../shared/leader/CoordinatorRuntime';
+import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/OrchestrationClient';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
-import { offerDurableClient } from './coordinationPass';
 
-function orchestrations(context: InvocationContext): JobOrchestrations {
-  return durableJobOrchestrations(offerDurableClient(df.getClient(context)));
+const root = appRoot();
+
+/** For the routes that only read: this invocation's client, kept to itself. */
+function reading(context: InvocationContext): OrchestrationClient {
+  return durableOrchestrationClient(df.getClient(context));
+}
+
+/** For the routes that change something: the client is also handed to the root (AppRoot.offer). */
+function changing(context: InvocationContext): OrchestrationClient {
+  const client = df.getClient(context);
+  root.offer(client);
+  return durableOrchestrationClient(client);
 }
 
 function errorResponse(err: unknown, context: InvocationContext): HttpResponseInit {
   if (err instanceof JobError) {
-    jobComponents().logger.warn('api.refused', { function: context.functionName, code: err.code, reason: err.message });
+    root.jobs.logger.warn('api.refused', { function: context.functionName, code: err.code, reason: err.message });
     return { status: err.httpStatus, jsonBody: { code: err.code, message: err.message } };
   }
   if (isStorageUnreachable(err)) {
-    const setting = jobComponents().settings.storageConnectionName;
-    jobComponents().logger.error('api.storage_unreachable', { function: context.functionName, setting, error: err });
+    const setting = root.settings.storageConnectionName;
+    root.jobs.logger.error('api.storage_unreachable', { function: context.functionName, setting, error: err });
     return { status: 503, jsonBody: { code: 'SERVICE_UNAVAILABLE', message: `The app's storage (${setting}) could not be reached; nothing was changed. Try again.` } };
   }
-  jobComponents().logger.error('api.failed', { function: context.functionName, invocationId: context.invocationId, error: err });
+  root.jobs.logger.error('api.failed', { function: context.functionName, invocationId: context.invocationId, error: err });
   return { status: 500, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };
 }
 
@@ -46,27 +56,27 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 }
 
 export const submitJob = guarded(async (request, context) => {
-  const submitted = await jobComponents().service.submit(new Uint8Array(await request.arrayBuffer()), orchestrations(context));
+  const submitted = await root.jobs.service.submit(new Uint8Array(await request.arrayBuffer()), changing(context));
   // When this instance leads, its intake takes the submission now rather than at its next pass.
-  if (submitted.enqueued) nudgeProcessRuntime();
+  if (submitted.enqueued) root.nudge();
   const location = new URL(submitted.location, request.url).href;
   return { status: 202, headers: { Location: location }, jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued } };
 });
 
 export const getJob = guarded(async (request, context) => {
-  const view = await jobComponents().service.get(request.params.jobId ?? '', orchestrations(context));
+  const view = await root.jobs.service.get(request.params.jobId ?? '', reading(context));
   // Absolute, like statusUrl and Location: the service knows the route, the request knows the host.
   return { status: 200, jsonBody: view.resultUrl === undefined ? view : { ...view, resultUrl: new URL(view.resultUrl, request.url).href } };
 });
 
 export const getJobResult = guarded(async (request) => {
-  const text = await jobComponents().service.resultText(request.params.jobId ?? '');
+  const text = await root.jobs.service.resultText(request.params.jobId ?? '');
   return { status: 200, headers: { 'Content-Type': 'application/json' }, body: text };
 });
 
 export const listJobs = guarded(async (request, context) => {
   const status = request.query.get('status') ?? undefined;
-  const page = await jobComponents().service.list(orchestrations(context), status === '' ? undefined : status, {
+  const page = await root.jobs.service.list(reading(context), status === '' ? undefined : status, {
     limit: request.query.get('limit') ?? undefined,
     continuation: request.query.get('continuation') ?? undefined,
   });
@@ -78,14 +88,14 @@ export const listJobs = guarded(async (request, context) => {
 
 export const cancelJob = guarded(async (request, context) => {
   if (request.query.get('purge') === 'true') {
-    return { status: 200, jsonBody: { ...(await jobComponents().service.purge(request.params.jobId ?? '', orchestrations(context))), purged: true } };
+    return { status: 200, jsonBody: { ...(await root.jobs.service.purge(request.params.jobId ?? '', changing(context))), purged: true } };
   }
-  const view = await jobComponents().service.cancel(request.params.jobId ?? '', orchestrations(context));
+  const view = await root.jobs.service.cancel(request.params.jobId ?? '', changing(context));
   return { status: 202, jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href } };
 });
 
 export const getJobSubmission = guarded(async (request, context) => {
-  return { status: 200, jsonBody: await jobComponents().service.submission(request.params.jobId ?? '', orchestrations(context)) };
+  return { status: 200, jsonBody: await root.jobs.service.submission(request.params.jobId ?? '', reading(context)) };
 });
 
 const durableClient = df.input.durableClient();

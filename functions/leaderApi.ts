@@ -10,10 +10,12 @@
  */
 import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 
+import { appRoot, LEADER_READ_TTL_MS } from '../shared/app/appRoot';
 import { toCoordinatorError } from '../shared/errors';
 import { clusterView } from '../shared/leader/clusterView';
 import { publicLeaderView, StorageUnavailableError } from '../shared/leader/leaderStatus';
-import { clusterRecords, LEADER_READ_TTL_MS, status } from './leaderTimer';
+
+const { status, clusterRecords } = appRoot().leader();
 
 function failure(err: unknown, context: InvocationContext): HttpResponseInit {
   const error = toCoordinatorError(err);

@@ -3,23 +3,21 @@
  * decodes base64, redelivers on a throw (up to host.json queues.maxDequeueCount = 5) and passes
  * the delivery count in `triggerMetadata.dequeueCount`; the worker records a chunk as failed on
  * its job's last attempt so the message never needs the poison queue. Logic: WorkItemProcessor.
- * Its Durable client input is there for leader election, not for the work: see offerDurableClient.
+ * Its Durable client input is there for leader election, not for the work: see AppRoot.offer.
  */
 import { app, type InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
-import { loadSettings } from '../shared/config/settings';
-import { jobComponents } from '../shared/jobs/jobComponents';
-import { offerDurableClient } from './coordinationPass';
+import { appRoot } from '../shared/app/appRoot';
 
-const settings = loadSettings();
+const root = appRoot();
 
 export async function workItemsWorker(message: unknown, context: InvocationContext): Promise<void> {
-  // Not used by the worker itself: it lets this instance campaign for leadership (see offerDurableClient).
-  offerDurableClient(df.getClient(context));
+  // Not used by the worker itself: it lets this instance campaign for leadership (AppRoot.offer).
+  root.offer(df.getClient(context));
   const meta = context.triggerMetadata ?? {};
   const dequeueCount = Number(meta.dequeueCount ?? 1);
-  const outcome = await jobComponents().worker.handle(message, {
+  const outcome = await root.jobs.worker.handle(message, {
     dequeueCount: Number.isFinite(dequeueCount) && dequeueCount >= 1 ? dequeueCount : 1,
     ...(typeof meta.id === 'string' ? { messageId: meta.id } : {}),
   });
@@ -27,8 +25,8 @@ export async function workItemsWorker(message: unknown, context: InvocationConte
 }
 
 app.storageQueue('workItemsWorker', {
-  queueName: settings.jobs.workItemsQueue,
-  connection: settings.storageConnectionName,
+  queueName: root.settings.jobs.workItemsQueue,
+  connection: root.settings.storageConnectionName,
   extraInputs: [df.input.durableClient()],
   handler: workItemsWorker,
 });

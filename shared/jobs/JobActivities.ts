@@ -22,9 +22,11 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
-import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobRun, type JobSummary } from './JobRun';
+import { type JobRun } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from './JobStore';
+import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummary } from './JobSummary';
 import { mapLimit } from './pool';
+import { type Now, nowOf } from './wallClock';
 
 /** Reads, checks and stores a job's items where the dispatcher reads them (input/InputStager.ts). */
 export type StageInput = (run: JobRun, signal?: AbortSignal) => Promise<{ readonly itemCount: number; readonly chunkCount: number }>;
@@ -37,7 +39,7 @@ export interface JobPipelineDeps {
   readonly logger: Logger;
   /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
   readonly leaseEpoch?: () => Promise<number | undefined>;
-  readonly now?: () => Date;
+  readonly now?: Now;
   /**
    * After sending the first window, the plan waits this long (a step's long poll) for the first
    * results, so a small job needs no step of its own: two Durable hops fewer. Default STEP_WAIT.maxWaitMs.
@@ -92,11 +94,12 @@ export function dispatchJobOf(run: JobRun): DispatchJob {
 
 export class JobActivities {
 
-  constructor(private readonly deps: JobPipelineDeps) {}
+  private readonly now: Now;
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
+  constructor(private readonly deps: JobPipelineDeps) {
+    this.now = nowOf(deps);
   }
+
 
   async plan(input: PlanInput): Promise<PlanOutcome> {
     const { run } = input;

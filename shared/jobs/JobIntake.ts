@@ -47,13 +47,17 @@ import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
-import { initialState, type OrchestrationState } from './jobOrchestration';
-import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
-import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobRun } from './JobRun';
+import { instanceIdFor, isValidJobId } from './jobIds';
+import { initialState } from './jobOrchestration';
+import { type JobRun } from './JobRun';
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from './JobStore';
-import { type AcceptedJob, decodeQueueMessage, isValidJobId, validateSubmission } from './JobSubmission';
+import { type AcceptedJob, validateSubmission } from './JobSubmission';
+import { isSuperseded, type JobCustomStatus } from './JobSummary';
+import { decodeQueueMessage } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 import { QueueReadability } from './QueueReadability';
+import { type Now, nowOf } from './wallClock';
 
 export interface IntakeContext {
   readonly epoch: number;
@@ -69,7 +73,22 @@ export interface IntakeDeps {
   readonly registry: WorkTypeRegistry;
   readonly inputContainers: InputContainers;
   readonly logger: Logger;
-  readonly now?: () => Date;
+  readonly now?: Now;
+}
+
+/** A submission to reject: its message, why, and what it asked for as far as it could be read. */
+interface Rejection {
+  readonly message: DequeuedMessageItem;
+  readonly error: JobErrorInfo;
+  /** The job id the submission asked for, when it named a valid one. */
+  readonly submittedJobId?: string | undefined;
+  /** The submission's fingerprint, when it was valid enough to have one. */
+  readonly fingerprint?: string | undefined;
+}
+
+/** What a valid submission asked for, for its rejection record. */
+function askedBy(job: AcceptedJob): Pick<Rejection, 'submittedJobId' | 'fingerprint'> {
+  return { submittedJobId: job.jobId, fingerprint: job.fingerprint };
 }
 
 export type IntakeOutcome = 'started' | 'already_started' | 'rejected' | 'retry_later';
@@ -126,7 +145,7 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.
   if (FINISHED.has(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
   const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
-  if (startIdOf(instance) === start.startId) {
+  if (runOf(instance)?.startId === start.startId) {
     const phase = (instance.customStatus as Partial<JobCustomStatus> | null | undefined)?.phase;
     if (status === 'ContinuedAsNew' || (phase !== undefined && PAST_PLAN.has(phase))) return { kind: 'confirmed' };
     // A Pending instance may never get its start message; Durable refuses to start over it.
@@ -141,21 +160,19 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
 }
 
 export class JobIntake {
+  private readonly now: Now;
 
   /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
   private readonly readability: QueueReadability;
 
   constructor(private readonly deps: IntakeDeps) {
+    this.now = nowOf(deps);
     this.readability = new QueueReadability({
       queue: deps.jobsQueue,
       logger: deps.logger,
-      now: () => this.now(),
+      now: this.now,
       heldSeconds: INTAKE.visibilityTimeoutSeconds,
     });
-  }
-
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
   }
 
   private readonly ensureQueues = onceUntilSuccess((signal) =>
@@ -170,7 +187,7 @@ export class JobIntake {
    * Checks the unconfirmed starts, then reads the jobs queue in batches until it is empty, the pass
    * budget is spent, or `signal` aborts.
    */
-  async runPass(ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeReport> {
+  async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     await this.checkStarts(ctx, orchestrations, counts);
@@ -207,7 +224,7 @@ export class JobIntake {
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
   private async checkStarts(
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
     counts: { checked: number; confirmed: number; restarted: number },
   ): Promise<void> {
     const marked = await this.deps.store.listUnconfirmed(ctx.signal);
@@ -231,7 +248,7 @@ export class JobIntake {
   private async advance(
     jobId: string,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
@@ -295,13 +312,13 @@ export class JobIntake {
   }
 
   /** Starts the record's run; an instance already running this very start counts as success. */
-  private async start(start: StartRecord, orchestrations: JobOrchestrations): Promise<void> {
+  private async start(start: StartRecord, orchestrations: OrchestrationClient): Promise<void> {
     const instanceId = instanceIdFor(start.jobId, start.generation);
     try {
       await orchestrations.start(instanceId, initialState(start.run));
     } catch (err) {
       const existing = await orchestrations.getStatus(instanceId);
-      if (existing !== undefined && startIdOf(existing) === start.startId) return;
+      if (existing !== undefined && runOf(existing)?.startId === start.startId) return;
       throw err;
     }
   }
@@ -312,7 +329,7 @@ export class JobIntake {
     if (record?.status === 'pending') await this.deps.store.deleteRecord(jobId, ctx.signal);
   }
 
-  async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: JobOrchestrations): Promise<IntakeOutcome> {
+  async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     let parsed: unknown;
     let job: AcceptedJob;
@@ -339,14 +356,14 @@ export class JobIntake {
         reason = new JobError('VALIDATION_FAILED', `The submission could not be checked after ${message.dequeueCount} tries: ${err instanceof Error ? err.message : String(err)}`);
       }
       const asked = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? (parsed).jobId : undefined;
-      return this.reject(message, reason, isValidJobId(asked) ? asked : undefined, undefined, ctx, orchestrations);
+      return this.reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined }, ctx, orchestrations);
     }
 
     try {
       const known = await store.readStart(job.jobId, ctx.signal);
       if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
         const since = known.value.run.submittedAt;
-        return this.reject(message, duplicateError(job.jobId, since), job.jobId, job.fingerprint, ctx, orchestrations);
+        return this.reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) }, ctx, orchestrations);
       }
       if (known?.value.state === 'active') return await this.alreadyAccepted(message, job, ctx);
       if (known === undefined) {
@@ -355,7 +372,7 @@ export class JobIntake {
         if (existing !== undefined) {
           if (fingerprintOf(existing) !== job.fingerprint) {
             const since = existing.createdTime.toISOString();
-            return this.reject(message, duplicateError(job.jobId, since), job.jobId, job.fingerprint, ctx, orchestrations);
+            return this.reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) }, ctx, orchestrations);
           }
           await this.deleteMessage(message, ctx);
           logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
@@ -364,15 +381,15 @@ export class JobIntake {
       }
       const record = await store.readRecord(job.jobId, ctx.signal);
       if (record !== undefined && (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)) {
-        return this.reject(message, duplicateError(job.jobId, record.createdAt), job.jobId, job.fingerprint, ctx, orchestrations);
+        return this.reject({ message, error: duplicateError(job.jobId, record.createdAt), ...askedBy(job) }, ctx, orchestrations);
       }
       if (record?.status === 'rejected') {
         // This very message was rejected before and came back (crash before its delete): finish that.
-        return this.reject(message, record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, job.jobId, job.fingerprint, ctx, orchestrations);
+        return this.reject({ message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) }, ctx, orchestrations);
       }
       if (known !== undefined) {
         // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
-        return this.reject(message, startFailed(message.dequeueCount, 'given up earlier'), job.jobId, job.fingerprint, ctx, orchestrations);
+        return this.reject({ message, error: startFailed(message.dequeueCount, 'given up earlier'), ...askedBy(job) }, ctx, orchestrations);
       }
 
       const startId = randomUUID();
@@ -437,13 +454,13 @@ export class JobIntake {
     job: AcceptedJob,
     cause: unknown,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<IntakeOutcome> {
     const { store } = this.deps;
     const found = await store.readStart(job.jobId, ctx.signal);
     if (found !== undefined && found.value.state === 'active' && found.value.fingerprint === job.fingerprint) {
       const instance = await orchestrations.getStatus(instanceIdFor(job.jobId, found.value.generation));
-      if (instance !== undefined && startIdOf(instance) === found.value.startId) return this.alreadyAccepted(message, job, ctx);
+      if (instance !== undefined && runOf(instance)?.startId === found.value.startId) return this.alreadyAccepted(message, job, ctx);
       const epoch = Math.max(found.value.epoch, ctx.epoch);
       const given: StartRecord = { ...found.value, state: 'rejected', epoch, holder: ctx.holder, at: this.now().toISOString() };
       const retired = await store.replaceStart(given, found.etag, ctx.signal);
@@ -451,7 +468,7 @@ export class JobIntake {
       await store.clearUnconfirmed(job.jobId, ctx.signal);
     }
     const reason = startFailed(message.dequeueCount, cause instanceof Error ? cause.message : String(cause));
-    return this.reject(message, reason, job.jobId, job.fingerprint, ctx, orchestrations);
+    return this.reject({ message, error: reason, ...askedBy(job) }, ctx, orchestrations);
   }
 
   private async deleteMessage(message: DequeuedMessageItem, ctx: IntakeContext): Promise<void> {
@@ -471,15 +488,9 @@ export class JobIntake {
    * Records the rejection, copies the original message to the poison queue (once), then deletes it.
    * The record lives under the submitted job id when that id is free, else under `m-<message id>`.
    */
-  private async reject(
-    message: DequeuedMessageItem,
-    error: JobErrorInfo,
-    submittedJobId: string | undefined,
-    fingerprint: string | undefined,
-    ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
-  ): Promise<IntakeOutcome> {
+  private async reject(rejection: Rejection, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger } = this.deps;
+    const { message, error, submittedJobId, fingerprint } = rejection;
     let recordId = `m-${message.messageId}`;
     const mayUseJobId = submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID';
     if (mayUseJobId && !(await this.idTaken(submittedJobId, fingerprint, ctx, orchestrations))) recordId = submittedJobId;
@@ -515,7 +526,7 @@ export class JobIntake {
     jobId: string,
     fingerprint: string | undefined,
     ctx: IntakeContext,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<boolean> {
     if ((await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined) return true;
     const start = await this.deps.store.readStart(jobId, ctx.signal);
@@ -572,15 +583,6 @@ export class JobIntake {
 
 function isAbort(err: unknown): boolean {
   return err instanceof Error && err.name === 'AbortError';
-}
-
-function startIdOf(snapshot: OrchestrationSnapshot): string | undefined {
-  return (snapshot.input as Partial<OrchestrationState> | undefined)?.run?.startId;
-}
-
-function fingerprintOf(snapshot: OrchestrationSnapshot): string | undefined {
-  const input = snapshot.input as Partial<OrchestrationState> | undefined;
-  return input?.run?.fingerprint;
 }
 
 function startFailed(deliveries: number, why: string): JobError {

@@ -21,13 +21,15 @@ import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
+import { assertJobId, instanceIdFor, isValidJobId, parseInstanceId } from './jobIds';
 import { JOB_LIMITS } from './jobLimits';
-import { type OrchestrationState } from './jobOrchestration';
-import { type JobOrchestrations, type OrchestrationSnapshot } from './JobOrchestrations';
-import { instanceIdFor, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary, parseInstanceId } from './JobRun';
 import { type JobRecord, type JobStore, type StartRecord } from './JobStore';
-import { decodeUtf8, describeJobIdProblem, encodeQueueMessage, isValidJobId, parseJsonText, validateSubmission } from './JobSubmission';
+import { validateSubmission } from './JobSubmission';
+import { isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
+import { decodeUtf8, encodeQueueMessage, parseJsonText } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { type Now, nowOf } from './wallClock';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -106,7 +108,7 @@ export interface JobServiceDeps {
   readonly logger: Logger;
   /** Builds the status route for a job (Location header, resultUrl). */
   readonly statusPath: (jobId: string) => string;
-  readonly now?: () => Date;
+  readonly now?: Now;
 }
 
 export interface Submitted {
@@ -118,14 +120,15 @@ export interface Submitted {
 
 export class JobService {
 
-  constructor(private readonly deps: JobServiceDeps) {}
+  private readonly now: Now;
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
+  constructor(private readonly deps: JobServiceDeps) {
+    this.now = nowOf(deps);
   }
 
+
   /** Validates and enqueues a submission given as the request body's bytes (UTF-8 JSON). */
-  async submit(body: Uint8Array, orchestrations: JobOrchestrations): Promise<Submitted> {
+  async submit(body: Uint8Array, orchestrations: OrchestrationClient): Promise<Submitted> {
     const { store } = this.deps;
     if (body.byteLength > JOB_LIMITS.maxMessageJsonBytes) {
       throw new JobError('PAYLOAD_TOO_LARGE', `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`);
@@ -180,7 +183,7 @@ export class JobService {
 
   private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
 
-  async get(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+  async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
     if (current.snapshot !== undefined) return this.fromSnapshot(jobId, current.snapshot);
@@ -199,7 +202,7 @@ export class JobService {
    */
   private async current(
     jobId: string,
-    orchestrations: JobOrchestrations,
+    orchestrations: OrchestrationClient,
   ): Promise<{ snapshot?: OrchestrationSnapshot; start?: StartRecord; stoodDown?: OrchestrationSnapshot }> {
     const first = await orchestrations.getStatus(instanceIdFor(jobId));
     if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
@@ -218,7 +221,7 @@ export class JobService {
    * last job shown, so jobs submitted in between do not shift the pages. Each call still reads every
    * record and every orchestration (what the page is cut from); the retention period bounds both.
    */
-  async list(orchestrations: JobOrchestrations, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
+  async list(orchestrations: OrchestrationClient, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
     const limit = parseLimit(page.limit);
     const after = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
     const all = await this.listAll(orchestrations, status);
@@ -229,7 +232,7 @@ export class JobService {
     return { jobs, ...(more ? { continuation: continuationOf(last) } : {}) };
   }
 
-  private async listAll(orchestrations: JobOrchestrations, status?: string): Promise<JobListEntry[]> {
+  private async listAll(orchestrations: OrchestrationClient, status?: string): Promise<JobListEntry[]> {
     if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
       throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
     }
@@ -264,7 +267,7 @@ export class JobService {
    * job is refused (cancel it first); an instance a repair left Pending stays, as Durable purges
    * only finished instances.
    */
-  async purge(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+  async purge(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
     const view = await this.get(jobId, orchestrations);
     if (view.status === 'pending' || view.status === 'running') {
       throw new JobError('JOB_NOT_FINISHED', `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`);
@@ -272,7 +275,7 @@ export class JobService {
     return this.purgeFinished(jobId, orchestrations);
   }
 
-  private async purgeFinished(jobId: string, orchestrations: JobOrchestrations): Promise<{ jobId: string; instances: number; blobs: number }> {
+  private async purgeFinished(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
     const generations = (await this.deps.store.readStart(jobId))?.value.generation ?? 1;
     let instances = 0;
     for (let g = 1; g <= generations; g++) {
@@ -292,7 +295,7 @@ export class JobService {
    * The retention sweep the leader runs (at most once an hour): purges up to `max` finished jobs
    * whose last change is older than `retentionDays`, oldest first. Answers the job ids purged.
    */
-  async purgeExpired(orchestrations: JobOrchestrations, retentionDays: number, max = 100): Promise<string[]> {
+  async purgeExpired(orchestrations: OrchestrationClient, retentionDays: number, max = 100): Promise<string[]> {
     if (retentionDays <= 0) return [];
     const cutoff = this.now().getTime() - retentionDays * 86_400_000;
     const expired = (await this.listAll(orchestrations))
@@ -312,7 +315,7 @@ export class JobService {
   }
 
   /** Cancels a pending or running job: the marker makes workers skip its chunks, the event wakes the orchestration. */
-  async cancel(jobId: string, orchestrations: JobOrchestrations): Promise<JobView> {
+  async cancel(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const { snapshot } = await this.current(jobId, orchestrations);
     const view = snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, snapshot);
@@ -331,10 +334,10 @@ export class JobService {
    * (resubmit). Rebuilt from the orchestration's input (items inline, or the itemsBlob reference,
    * and the options with their defaults filled in). A job that never started has none.
    */
-  async submission(jobId: string, orchestrations: JobOrchestrations): Promise<Record<string, Json>> {
+  async submission(jobId: string, orchestrations: OrchestrationClient): Promise<Record<string, Json>> {
     assertJobId(jobId);
     const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
-    const run = (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
+    const run = runOf(snapshot);
     if (run === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no started run to resubmit (a pending or rejected submission keeps no items).`);
     const items: Record<string, Json> = run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
     return { workType: run.workType, ...items, options: { ...run.options } };
@@ -348,15 +351,15 @@ export class JobService {
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
-    const input = s.input as Partial<OrchestrationState> | undefined;
+    const run = runOf(s);
     const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
     const base = {
       jobId,
-      workType: input?.run?.workType ?? null,
+      workType: run?.workType ?? null,
       // The run's submission time: Durable's createdTime restarts at every continue-as-new on Azure Storage.
-      createdAt: input?.run?.submittedAt ?? s.createdTime.toISOString(),
+      createdAt: run?.submittedAt ?? s.createdTime.toISOString(),
       updatedAt: s.lastUpdatedTime.toISOString(),
-      epoch: input?.run?.epoch ?? custom?.epoch ?? null,
+      epoch: run?.epoch ?? custom?.epoch ?? null,
       phase: custom?.phase ?? null,
     };
     switch (s.runtimeStatus) {
@@ -417,14 +420,6 @@ function fromRecord(record: JobRecord): JobView {
     epoch: record.epoch ?? null,
     ...(record.submittedJobId === undefined ? {} : { submittedJobId: record.submittedJobId }),
   };
-}
-
-export function assertJobId(jobId: string): void {
-  if (!isValidJobId(jobId)) throw new JobError('INVALID_JOB_ID', describeJobIdProblem(jobId));
-}
-
-function fingerprintOf(snapshot: OrchestrationSnapshot): string | undefined {
-  return (snapshot.input as Partial<OrchestrationState> | undefined)?.run?.fingerprint;
 }
 
 function duplicate(jobId: string): JobError {

@@ -38,8 +38,9 @@ import { type BlobRef } from './BlobRef';
 import { type ChunkObservation } from './dispatch/DispatchLedger';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type JobErrorInfo } from './JobError';
-import { type JobRun, type JobSummary } from './JobRun';
-import { isValidJobId } from './JobSubmission';
+import { isValidJobId } from './jobIds';
+import { type JobRun } from './JobRun';
+import { type JobSummary } from './JobSummary';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
 export type RecordStatus = 'pending' | 'rejected';
@@ -491,26 +492,9 @@ export class JobStore implements ChunkStore {
   /** The job's chunk results (from metadata), claims and its cancel marker, in one listing. */
   async listJob(jobId: string, signal?: AbortSignal): Promise<JobListing> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
-    const results: ChunkResultEntry[] = [];
-    const claims: ChunkClaimEntry[] = [];
-    let cancelled = false;
-    try {
-      for await (const blob of this.container.listBlobsFlat({ prefix, includeMetadata: true, abortSignal: signal })) {
-        const rest = blob.name.slice(prefix.length);
-        if (rest === 'cancel.json') {
-          cancelled = true;
-          continue;
-        }
-        const meta = blob.metadata ?? {};
-        const claim = claimEntry(rest, meta);
-        if (claim !== undefined) claims.push(claim);
-        const result = resultEntry(rest, meta);
-        if (result !== undefined) results.push(result);
-      }
-    } catch (err) {
-      if (!isStatus(err, 404)) throw err;
-    }
-    return { cancelled, results, claims };
+    const listing: JobListing = { cancelled: false, results: [], claims: [] };
+    const cancelled = await this.collectEntries(prefix, '', listing, signal);
+    return { ...listing, cancelled };
   }
 
   /**
@@ -521,27 +505,42 @@ export class JobStore implements ChunkStore {
   async observeChunks(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<ChunkObservation> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const groups = [...new Set(chunks.map((c) => pad(c).slice(0, CHUNK_DIGITS - 2)))];
-    const results: ChunkResultEntry[] = [];
-    const claims: ChunkClaimEntry[] = [];
-    const list = async (sub: string): Promise<void> => {
-      try {
-        for await (const blob of this.container.listBlobsFlat({ prefix: `${prefix}${sub}`, includeMetadata: true, abortSignal: signal })) {
-          const rest = blob.name.slice(prefix.length);
-          const meta = blob.metadata ?? {};
-          const claim = claimEntry(rest, meta);
-          if (claim !== undefined) claims.push(claim);
-          const result = resultEntry(rest, meta);
-          if (result !== undefined) results.push(result);
-        }
-      } catch (err) {
-        if (!isStatus(err, 404)) throw err;
-      }
-    };
+    const found: Pick<JobListing, 'results' | 'claims'> = { results: [], claims: [] };
     const [cancelled] = await Promise.all([
       this.isCancelled(jobId, signal),
-      ...groups.flatMap((g) => [list(`results/${g}`), list(`claims/${g}`)]),
+      ...groups.flatMap((g) => [this.collectEntries(prefix, `results/${g}`, found, signal), this.collectEntries(prefix, `claims/${g}`, found, signal)]),
     ]);
-    return { cancelled, results, claims };
+    return { cancelled, ...found };
+  }
+
+  /**
+   * Adds the results and claims among the blobs under `<jobPrefix><sub>` (read from their metadata)
+   * to `into`; true when the job's cancel marker was among them. A missing container lists nothing.
+   */
+  private async collectEntries(
+    jobPrefix: string,
+    sub: string,
+    into: Pick<JobListing, 'results' | 'claims'>,
+    signal: AbortSignal | undefined,
+  ): Promise<boolean> {
+    let cancelled = false;
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix: `${jobPrefix}${sub}`, includeMetadata: true, abortSignal: signal })) {
+        const rest = blob.name.slice(jobPrefix.length);
+        if (rest === 'cancel.json') {
+          cancelled = true;
+          continue;
+        }
+        const meta = blob.metadata ?? {};
+        const claim = claimEntry(rest, meta);
+        if (claim !== undefined) into.claims.push(claim);
+        const result = resultEntry(rest, meta);
+        if (result !== undefined) into.results.push(result);
+      }
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    return cancelled;
   }
 
   // --- the job's result ---

@@ -18,7 +18,9 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type BlobRef, isBlobRef, parseBlobRef } from './BlobRef';
 import { canonicalJson, sha256Hex } from './canonicalJson';
 import { type InputContainers } from './InputContainers';
+import { ItemRejections } from './ItemRejections';
 import { JobError } from './JobError';
+import { assertJobId } from './jobIds';
 import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from './jobLimits';
 
 /** A submission as a client writes it (the schema's shape). */
@@ -53,53 +55,11 @@ export interface ValidationContext {
 const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false });
 const validateSchema = ajv.compile<JobSubmission>(schema);
 
-/** The base64 text a queue client sends for a submission (the Functions host's default encoding). */
-export function encodeQueueMessage(submission: unknown): string {
-  return Buffer.from(JSON.stringify(submission), 'utf8').toString('base64');
-}
-
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-
-/** A queue message's text to the JSON value it carries. */
-export function decodeQueueMessage(text: string): unknown {
-  const compact = text.replace(/\s+/g, '');
-  if (compact.length === 0 || !BASE64.test(compact)) {
-    throw new JobError('NOT_BASE64', 'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).');
-  }
-  return parseJsonText(decodeUtf8(Buffer.from(compact, 'base64'), 'The message decodes from base64 but not to UTF-8 text.'));
-}
-
-/** Bytes to text, refusing what is not UTF-8 (a lenient decode would put U+FFFD into the job's items). */
-export function decodeUtf8(bytes: Uint8Array, refusal = 'The submission is not UTF-8 text.'): string {
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new JobError('INVALID_JSON', refusal);
-  }
-}
-
-export function parseJsonText(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new JobError('INVALID_JSON', `The submission is not JSON: ${err instanceof Error ? err.message : String(err)}.`);
-  }
-}
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-export function describeJobIdProblem(value: unknown): string {
-  if (typeof value !== 'string') return `jobId must be a string, got ${value === null ? 'null' : typeof value}.`;
-  if (value.length === 0 || value.length > 64) return `jobId must be 1-64 characters; this one has ${value.length}.`;
-  const bad = [...new Set(value.replace(/[A-Za-z0-9_-]/g, ''))].slice(0, 5).map((c) => JSON.stringify(c));
-  return `jobId may only hold letters, digits, '_' and '-'; it contains ${bad.join(', ')}.`;
-}
-
-export function isValidJobId(value: unknown): value is string {
-  return typeof value === 'string' && JOB_LIMITS.jobIdPattern.test(value);
-}
 
 /**
  * JSON nests as deep as the sender likes (JSON.parse copes with thousands of levels), but the
@@ -127,7 +87,7 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
   if (!isPlainObject(value)) {
     throw new JobError('NOT_AN_OBJECT', `A submission is a JSON object { workType, items | itemsBlob, ... }, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}.`);
   }
-  if ('jobId' in value && !isValidJobId(value.jobId)) throw new JobError('INVALID_JOB_ID', describeJobIdProblem(value.jobId));
+  if ('jobId' in value) assertJobId(value.jobId);
   const hasItems = 'items' in value;
   const hasBlob = 'itemsBlob' in value;
   if (hasItems && hasBlob) throw new JobError('ITEMS_AMBIGUOUS', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array), not both.');
@@ -144,17 +104,9 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
 
   let source: ItemSource;
   if (submission.items !== undefined) {
-    const problems: string[] = [];
-    let rejected = 0;
-    submission.items.forEach((item, index) => {
-      const reason = workType.validateItem(item);
-      if (reason === undefined) return;
-      rejected += 1;
-      if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
-    });
-    if (rejected > 0) {
-      throw new JobError('ITEM_REJECTED', `${rejected} of ${submission.items.length} items rejected by work type "${workType.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
-    }
+    const rejections = new ItemRejections(workType);
+    submission.items.forEach((item, index) => rejections.check(item, index));
+    rejections.throwIfAny(submission.items.length);
     assertChunkCount(submission.items.length, options.chunkSize);
     source = { kind: 'inline', items: submission.items };
   } else {

@@ -17,6 +17,7 @@
 import { type QueueClient } from '@azure/storage-queue';
 
 import { type Logger } from '../observability/log';
+import { type Now } from './wallClock';
 
 export const QUEUE_READABILITY = {
   /** Check the queue's message count at most this often while receives come back empty. */
@@ -34,7 +35,7 @@ export class QueueReadability {
     private readonly deps: {
       readonly queue: QueueClient;
       readonly logger: Logger;
-      readonly now: () => Date;
+      readonly now: Now;
       /** How long a received message may legitimately stay invisible (the intake's visibility timeout). */
       readonly heldSeconds: number;
     },

@@ -19,9 +19,10 @@ import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
-import { parseWorkItemMessage, type WorkItemMessage } from './JobRun';
 import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';
+import { parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
 import { mapLimit } from './pool';
+import { type Now, nowOf } from './wallClock';
 
 export interface WorkerDeps {
   readonly store: ChunkStore;
@@ -30,7 +31,7 @@ export interface WorkerDeps {
   readonly registry: WorkTypeRegistry;
   readonly logger: Logger;
   readonly instanceId: string;
-  readonly now?: () => Date;
+  readonly now?: Now;
 }
 
 export interface Delivery {
@@ -46,7 +47,11 @@ const ITEM_CONCURRENCY = 8;
 const MAX_ITEM_ERRORS_PER_CHUNK = 100;
 
 export class WorkItemProcessor {
-  constructor(private readonly deps: WorkerDeps) {}
+  private readonly now: Now;
+
+  constructor(private readonly deps: WorkerDeps) {
+    this.now = nowOf(deps);
+  }
 
   /** Handles one delivery; throws to have the host deliver it again. */
   async handle(body: unknown, delivery: Delivery): Promise<WorkOutcome> {
@@ -65,11 +70,11 @@ export class WorkItemProcessor {
     }
 
     // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
-    const claimedAt = this.now();
+    const claimedAt = this.now().toISOString();
     await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt }, signal);
     // Heartbeats while it works: a claim that goes silent is sent again in seconds (dispatch/DispatchLedger.ts).
     const heartbeat = setInterval(() => {
-      const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now() };
+      const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now().toISOString() };
       store.beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal).catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));
     }, CLAIM_LIVENESS.heartbeatSeconds * 1000);
     heartbeat.unref();
@@ -102,7 +107,7 @@ export class WorkItemProcessor {
         attempt: delivery.dequeueCount,
         dispatch: message.dispatch,
         writtenBy: this.deps.instanceId,
-        writtenAt: this.now(),
+        writtenAt: this.now().toISOString(),
       };
     }
 
@@ -122,9 +127,6 @@ export class WorkItemProcessor {
     return 'written';
   }
 
-  private now(): string {
-    return (this.deps.now?.() ?? new Date()).toISOString();
-  }
 
   private async process(message: WorkItemMessage, attempt: number, signal: AbortSignal): Promise<ChunkResult> {
     const type = this.deps.registry.get(message.workType);
@@ -167,7 +169,7 @@ export class WorkItemProcessor {
       attempt,
       dispatch: message.dispatch,
       writtenBy: this.deps.instanceId,
-      writtenAt: this.now(),
+      writtenAt: this.now().toISOString(),
     };
   }
 }

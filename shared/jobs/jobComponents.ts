@@ -1,9 +1,9 @@
 /**
- * The job pipeline's parts wired from the app's settings, once per process (the functions in
- * functions/ call this; tests build the parts themselves with their own names and clients).
+ * The job pipeline's parts wired from the app's settings (the app's root, shared/app, builds them
+ * once per process; tests build the parts themselves with their own names and clients).
  * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`).
  */
-import { loadSettings, type Settings } from '../config/settings';
+import { type Settings } from '../config/settings';
 import { parseRecord } from '../leader/LeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
@@ -90,12 +90,4 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
     }),
     service: new JobService({ jobsQueue, store, registry, inputContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
   };
-}
-
-let components: JobComponents | undefined;
-
-/** The process's components, built from `process.env` on first use. */
-export function jobComponents(): JobComponents {
-  components ??= buildJobComponents(loadSettings());
-  return components;
 }

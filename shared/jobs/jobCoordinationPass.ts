@@ -1,11 +1,14 @@
 /**
- * The job pipeline's coordination pass, run by the leader (functions/coordinationPass.ts exports
- * it to the leader runtime): take job submissions off the jobs queue and start their
- * orchestrations (see JobIntake for the guarantees). Followers never run it.
+ * The job pipeline's coordination pass, which the leader runs (on acquiring, on each of its timer
+ * ticks, and on the runtime's own interval while it leads): first it completes or repairs the starts
+ * still in progress, then reads the jobs queue in batches and starts one orchestration per valid
+ * submission (instance id `job-<jobId>`, stamped with the epoch), records invalid ones as rejected
+ * jobs with their original message in `<jobsQueue>-poison`, and deletes a message only after that
+ * (JobIntake has the guarantees). Idempotent (an extra pass costs a read, never a duplicate); honours
+ * `ctx.signal` between messages and reports `ctx.progress()` for the leader's watchdog. Followers never run it.
  *
- * The Durable client comes from the timer invocation that runs the pass (`df.getClient`); a pass
- * without one (the runtime's own interval between timer firings has no invocation) reuses the last
- * client this process saw, since the client is only a set of URLs into this host's extension.
+ * The Durable client is the latest one a function handed over (shared/app/DurableClientHolder); a
+ * pass before any handover logs `intake.no_durable_client` and does nothing.
  *
  * After the intake, at most once an hour, the retention sweep purges finished jobs older than
  * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
@@ -13,34 +16,34 @@
 import { type DurableClient } from 'durable-functions';
 
 import { type CoordinationContext } from '../leader/CoordinatorRuntime';
-import { jobComponents } from './jobComponents';
+import { type JobComponents } from './jobComponents';
 import { type IntakeReport } from './JobIntake';
-import { durableJobOrchestrations } from './JobOrchestrations';
+import { durableOrchestrationClient } from './OrchestrationClient';
 
-export interface JobPassServices {
-  durableClient?: DurableClient;
-}
-
-let lastClient: DurableClient | undefined;
-let lastSweep = 0;
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 
-export async function runJobCoordinationPass(ctx: CoordinationContext<JobPassServices>): Promise<IntakeReport | undefined> {
-  const client = ctx.services.durableClient ?? lastClient;
-  if (client === undefined) {
-    jobComponents().logger.warn('intake.no_durable_client', { epoch: ctx.epoch, hint: 'the pass runs again on the next timer firing, which brings a client' });
-    return undefined;
-  }
-  lastClient = client;
-  const components = jobComponents();
-  const orchestrations = durableJobOrchestrations(client);
-  const report = await components.intake.runPass(ctx, orchestrations);
-  const retentionDays = components.settings.jobs.retentionDays;
-  if (retentionDays > 0 && !ctx.signal.aborted && Date.now() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
-    lastSweep = Date.now();
-    const purged = await components.service.purgeExpired(orchestrations, retentionDays);
-    if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
-    ctx.progress();
-  }
-  return report;
+export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
+
+export function jobCoordinationPass(
+  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings'>,
+  durableClient: () => DurableClient | undefined,
+): JobCoordinationPass {
+  let lastSweep = 0;
+  return async (ctx) => {
+    const client = durableClient();
+    if (client === undefined) {
+      components.logger.warn('intake.no_durable_client', { epoch: ctx.epoch, hint: 'the pass runs again on the next timer firing, which brings a client' });
+      return undefined;
+    }
+    const orchestrations = durableOrchestrationClient(client);
+    const report = await components.intake.runPass(ctx, orchestrations);
+    const retentionDays = components.settings.jobs.retentionDays;
+    if (retentionDays > 0 && !ctx.signal.aborted && Date.now() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
+      lastSweep = Date.now();
+      const purged = await components.service.purgeExpired(orchestrations, retentionDays);
+      if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
+      ctx.progress();
+    }
+    return report;
+  };
 }

@@ -33,7 +33,8 @@ import { type StepInput } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { type AggregateInput, dispatchJobOf, type JobStepOutcome, type PlanInput, type PlanOutcome } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
-import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobRun, type JobSummary } from './JobRun';
+import { type JobRun } from './JobRun';
+import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
 
 export const JOB_ORCHESTRATOR = 'jobOrchestrator';
 export const JOB_ACTIVITIES = {

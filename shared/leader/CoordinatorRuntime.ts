@@ -1,7 +1,8 @@
 /**
- * The process-wide wiring of the elector to the leader's work: every timer firing calls `tick`,
- * which campaigns and, while this instance leads, runs a coordination pass; other invocations that
- * hold the pass's services call `offer`, which starts campaigning without a tick; while leading the
+ * The wiring of the elector to the leader's work: every timer firing calls `tick`, which campaigns
+ * and, while this instance leads, runs a coordination pass; other invocations that should make this
+ * instance campaign (they brought what the pass needs: shared/app) call `offer`, which starts
+ * campaigning without a tick; while leading the
  * runtime also runs passes every `passIntervalMs` on its own (on Azure the host's timer lock may
  * sit on another instance, so this instance's timer may never fire while it leads).
  *
@@ -31,16 +32,15 @@ import {
   type StepDownReason,
 } from './LeaseElector';
 
-export interface CoordinationContext<S> {
+export interface CoordinationContext {
   readonly epoch: number;
   readonly holder: string;
   readonly signal: AbortSignal;
-  readonly services: S;
   /** Report progress; a pass silent for longer than the stall timeout makes the leader step down. */
   progress(): void;
 }
 
-export type CoordinationPass<S> = (ctx: CoordinationContext<S>) => Promise<void>;
+export type CoordinationPass = (ctx: CoordinationContext) => Promise<void>;
 
 /**
  * What operators' records hear from the runtime (term history, heartbeats, pass summaries:
@@ -54,9 +54,9 @@ export interface RuntimeObserver {
   stopped?(): Promise<void>;
 }
 
-export interface CoordinatorRuntimeOptions<S> {
+export interface CoordinatorRuntimeOptions {
   readonly elector: Omit<LeaseElectorOptions, 'callbacks'>;
-  readonly pass: CoordinationPass<S>;
+  readonly pass: CoordinationPass;
   /** While leading, run a pass this often even without ticks. < stallTimeoutMs. */
   readonly passIntervalMs: number;
   /** The watchdog: step down when the leader's work reported no progress for this long. */
@@ -66,6 +66,19 @@ export interface CoordinatorRuntimeOptions<S> {
   readonly observer?: RuntimeObserver;
 }
 
+/** The last pass that finished, and the last that failed (cleared by the next success). */
+export interface LastPass {
+  readonly epoch: number;
+  readonly at: string;
+  readonly durationMs: number;
+}
+
+export interface LastPassError {
+  readonly code: string;
+  readonly message: string;
+  readonly at: string;
+}
+
 export interface RuntimeState {
   readonly role: ElectorRole;
   /** This instance's holder id (what the lease metadata shows when it leads). */
@@ -73,8 +86,8 @@ export interface RuntimeState {
   /** This instance's epoch while it leads. */
   readonly epoch: number | undefined;
   readonly passes: number;
-  readonly lastPass: { readonly epoch: number; readonly at: string; readonly durationMs: number } | undefined;
-  readonly lastPassError: { readonly code: string; readonly message: string; readonly at: string } | undefined;
+  readonly lastPass: LastPass | undefined;
+  readonly lastPassError: LastPassError | undefined;
   /** The leader this instance last observed (itself included). */
   readonly observedLeader: { readonly holder: string; readonly epoch: number } | undefined;
 }
@@ -86,15 +99,16 @@ interface LeaderTerm {
   lastProgressAt: number;
 }
 
-export class CoordinatorRuntime<S> {
+export class CoordinatorRuntime {
   readonly elector: LeaseElector;
-  private readonly pass: CoordinationPass<S>;
+  private readonly pass: CoordinationPass;
   private readonly passIntervalMs: number;
   private readonly stallTimeoutMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly observer: RuntimeObserver;
-  private services: S | undefined;
+  /** Set by the first tick or offer: nothing campaigns or passes before one (see offer). */
+  private offered = false;
   private term: LeaderTerm | undefined;
   private passInFlight: Promise<void> | undefined;
   private passes = 0;
@@ -104,7 +118,7 @@ export class CoordinatorRuntime<S> {
   private stopping: Promise<void> | undefined;
   private signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
 
-  constructor(options: CoordinatorRuntimeOptions<S>) {
+  constructor(options: CoordinatorRuntimeOptions) {
     checkLeaderTiming({ ...options.elector, passIntervalMs: options.passIntervalMs, stallTimeoutMs: options.stallTimeoutMs });
     this.pass = options.pass;
     this.passIntervalMs = options.passIntervalMs;
@@ -127,9 +141,9 @@ export class CoordinatorRuntime<S> {
     });
   }
 
-  /** A timer firing: campaign (acquire-or-renew) and, while leading, run one pass with these services. */
-  async tick(services: S): Promise<RuntimeState> {
-    this.services = services;
+  /** A timer firing: campaign (acquire-or-renew) and, while leading, run one pass. */
+  async tick(): Promise<RuntimeState> {
+    this.offered = true;
     if (this.stopping !== undefined) return this.state();
     const before = this.term;
     await this.elector.campaignNow();
@@ -143,14 +157,14 @@ export class CoordinatorRuntime<S> {
   }
 
   /**
-   * Any invocation that holds the services passes need (a Durable client: the work-items worker and
-   * the jobs API have one) hands them over here. From then on this instance campaigns between ticks
-   * too, so it can take over without its own timer firing: on Azure one app's timer fires on one
-   * instance at a time (the host's listener lock), and waiting for that lock to move would make
-   * failover as slow as the host's lock period.
+   * An invocation that brought what passes need (the app's root keeps it: a Durable client from the
+   * work-items worker or a mutating jobs route) calls this. From then on this instance campaigns
+   * between ticks too, so it can take over without its own timer firing: on Azure one app's timer
+   * fires on one instance at a time (the host's listener lock), and waiting for that lock to move
+   * would make failover as slow as the host's lock period.
    */
-  offer(services: S): void {
-    this.services = services;
+  offer(): void {
+    this.offered = true;
     if (this.stopping === undefined) this.elector.start();
   }
 
@@ -227,7 +241,7 @@ export class CoordinatorRuntime<S> {
         // Idle leadership is healthy; only a pass that hangs starves the watchdog.
         term.lastProgressAt = this.clock.now();
         this.nudged = false;
-        if (this.services !== undefined) await this.runPass(term);
+        if (this.offered) await this.runPass(term);
         if (this.nudged || leadership.signal.aborted) continue;
         const wake = new AbortController();
         this.wake = wake;
@@ -264,9 +278,8 @@ export class CoordinatorRuntime<S> {
   /** Runs a pass unless one is already running (then waits for that one): passes never overlap. */
   private runPass(term: LeaderTerm): Promise<void> {
     if (this.passInFlight !== undefined) return this.passInFlight;
-    const services = this.services;
     const { leadership } = term;
-    if (services === undefined || leadership.signal.aborted) return Promise.resolve();
+    if (!this.offered || leadership.signal.aborted) return Promise.resolve();
     const progress = (): void => {
       term.lastProgressAt = this.clock.now();
     };
@@ -274,7 +287,7 @@ export class CoordinatorRuntime<S> {
       const startedAt = this.clock.now();
       progress();
       try {
-        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, services, progress });
+        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, progress });
         progress();
         this.passes += 1;
         const durationMs = Math.round(this.clock.now() - startedAt);
@@ -308,43 +321,22 @@ export class CoordinatorRuntime<S> {
   }
 }
 
-let processRuntime: CoordinatorRuntime<unknown> | undefined;
-
 /**
- * The one runtime of this process, built from the settings on first use (the timer function and
- * the HTTP functions share it). Installs the SIGTERM/SIGINT handlers.
+ * The runtime the app runs, from its settings: the lease blob, the timings, the operators' records
+ * (term history and heartbeats start beating here). The app's root (shared/app) builds it once.
  */
-export function processCoordinatorRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
-  if (processRuntime === undefined) {
-    const runtime = createRuntime(settings, pass);
-    runtime.installSignalHandlers();
-    // The runtime is generic only in the services the timer hands it; one process has one pass type.
-    processRuntime = runtime as CoordinatorRuntime<unknown>;
-  }
-  return processRuntime as CoordinatorRuntime<S>;
-}
-
-/**
- * Offers services to this process's runtime when the app created one (the leader timer's module
- * does, at load); a no-op otherwise, so a function can offer without depending on that module.
- */
-export function offerToProcessRuntime<S>(services: S): void {
-  (processRuntime as CoordinatorRuntime<S> | undefined)?.offer(services);
-}
-
-/** Nudges this process's runtime (CoordinatorRuntime.nudge); a no-op when there is none or it follows. */
-export function nudgeProcessRuntime(): void {
-  processRuntime?.nudge();
-}
-
-function createRuntime<S>(settings: Settings, pass: CoordinationPass<S>): CoordinatorRuntime<S> {
+export function createCoordinatorRuntime(
+  settings: Settings,
+  pass: CoordinationPass,
+  records: ClusterRecords = ClusterRecords.fromSettings(settings),
+): CoordinatorRuntime {
   const leader = settings.leader;
   // The recorder reads the runtime's state for its heartbeats; it starts beating only below, once the runtime exists.
-  const recorder = ClusterRecords.fromSettings(settings).recorder(settings.instanceId, () => {
+  const recorder = records.recorder(settings.instanceId, () => {
     const state = created.state();
     return { role: state.role, epoch: state.epoch, passes: state.passes };
   });
-  const created: CoordinatorRuntime<S> = new CoordinatorRuntime<S>({
+  const created: CoordinatorRuntime = new CoordinatorRuntime({
     elector: {
       store: BlobLeaseStore.fromConnection(settings.storage, leader.container, leader.blob, leader.requestTimeoutMs),
       holder: settings.instanceId,

@@ -10,10 +10,10 @@
 import { CoordinatorError } from '../errors';
 import { CachedRead } from './CachedRead';
 import { type Clock } from './Clock';
-import { type RuntimeState } from './CoordinatorRuntime';
+import { type LastPass, type LastPassError, type RuntimeState } from './CoordinatorRuntime';
 import { type CurrentLeader, type ElectorCounters, type ElectorRole } from './LeaseElector';
 
-/** The part of a CoordinatorRuntime these views read (whatever its services type). */
+/** The part of a CoordinatorRuntime these views read. */
 export interface RuntimeStatusSource {
   state(): RuntimeState;
   counters(): Readonly<ElectorCounters>;
@@ -42,8 +42,8 @@ export interface LeaderView extends PublicLeaderView {
     readonly role: ElectorRole;
     readonly epoch: number | null;
     readonly passes: number;
-    readonly lastPass: { readonly epoch: number; readonly at: string; readonly durationMs: number } | null;
-    readonly lastPassError: { readonly code: string; readonly message: string; readonly at: string } | null;
+    readonly lastPass: LastPass | null;
+    readonly lastPassError: LastPassError | null;
   };
   readonly counters: Readonly<ElectorCounters>;
 }

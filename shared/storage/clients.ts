@@ -40,22 +40,21 @@ export function credentialFor(conn: Extract<StorageConnection, { kind: 'identity
 
 export function blobServiceClient(conn: StorageConnection, options?: StoragePipelineOptions): BlobServiceClient {
   if (options !== undefined) return createBlobServiceClient(conn, options);
-  const key = cacheKey(conn);
-  let client = blobClients.get(key);
-  if (client === undefined) {
-    client = createBlobServiceClient(conn);
-    blobClients.set(key, client);
-  }
-  return client;
+  return cached(blobClients, conn, () => createBlobServiceClient(conn));
 }
 
 export function queueServiceClient(conn: StorageConnection, options?: QueuePipelineOptions): QueueServiceClient {
   if (options !== undefined) return createQueueServiceClient(conn, options);
+  return cached(queueClients, conn, () => createQueueServiceClient(conn));
+}
+
+/** One client per connection and process (clients with their own options are not shared). */
+function cached<C>(clients: Map<string, C>, conn: StorageConnection, create: () => C): C {
   const key = cacheKey(conn);
-  let client = queueClients.get(key);
+  let client = clients.get(key);
   if (client === undefined) {
-    client = createQueueServiceClient(conn);
-    queueClients.set(key, client);
+    client = create();
+    clients.set(key, client);
   }
   return client;
 }

@@ -21,7 +21,7 @@ import { after, before, describe, it } from 'node:test';
 import { QueueClient } from '@azure/storage-queue';
 import { eventually, HOST_PROCESS_ENTRY } from 'devhost/testing';
 
-import { encodeQueueMessage } from '../../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../../shared/jobs/messageCodec';
 import { eventShapeProblems, OPERATOR_EVENTS } from '../../shared/observability/events';
 import { azuriteConnectionString, uniqueName } from '../support/env';
 

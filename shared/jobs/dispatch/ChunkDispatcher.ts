@@ -18,9 +18,10 @@
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
-import { type WorkItemMessage } from '../JobRun';
 import { type ChunkResult } from '../JobStore';
+import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
+import { type Now, nowOf } from '../wallClock';
 import { decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
@@ -91,13 +92,17 @@ export interface DispatcherDeps {
   readonly logger: Logger;
   /** Recorded as the writer of expired chunks' results. */
   readonly instanceId: string;
-  readonly now?: () => Date;
+  readonly now?: Now;
   /** Waits between a step's passes (tests pass a virtual one). */
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
 export class ChunkDispatcher {
-  constructor(private readonly deps: DispatcherDeps) {}
+  private readonly now: Now;
+
+  constructor(private readonly deps: DispatcherDeps) {
+    this.now = nowOf(deps);
+  }
 
   /**
    * Passes over the window, topping it up, until the job is cancelled or done, or `busyReturnMs` passed
@@ -162,9 +167,6 @@ export class ChunkDispatcher {
     };
   }
 
-  private now(): Date {
-    return this.deps.now?.() ?? new Date();
-  }
 
   /** A chunk's message: its items inline, or in a blob the message names when they are too big for it. */
   private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<WorkItemMessage> {

@@ -1,8 +1,7 @@
 /** The work queue on Azure Storage: base64 JSON messages, as the Functions host decodes them by default. */
 import { type QueueClient } from '@azure/storage-queue';
 
-import { type WorkItemMessage } from '../JobRun';
-import { encodeQueueMessage } from '../JobSubmission';
+import { encodeQueueMessage,type WorkItemMessage } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type WorkQueue } from './PipelineStore';
 

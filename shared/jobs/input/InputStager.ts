@@ -23,6 +23,7 @@ import { StringDecoder } from 'node:string_decoder';
 
 import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
+import { ItemRejections } from '../ItemRejections';
 import { JobError } from '../JobError';
 import { JOB_LIMITS } from '../jobLimits';
 import { type JobRun } from '../JobRun';
@@ -70,7 +71,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       }
       itemCount = items.length;
     } else {
-      itemCount = await stageBlob(deps.store, type, run.source.container, run.source.blob, chunkSize, writer, pacer, signal);
+      itemCount = await stageBlob({ store: deps.store, type, container: run.source.container, blob: run.source.blob, chunkSize, writer, pacer, signal });
     }
     const segments = await writer.finish();
     const chunkCount = Math.ceil(itemCount / chunkSize);
@@ -83,31 +84,28 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
   }
 }
 
-async function stageBlob(
-  store: InputStore,
-  type: AnyWorkType,
-  container: string,
-  blob: string,
-  chunkSize: number,
-  writer: SegmentWriter,
-  pacer: Pacer,
-  signal: AbortSignal | undefined,
-): Promise<number> {
+/** One itemsBlob's staging: where it is, the work type that checks its items, and the writer and pacer it feeds. */
+interface BlobStaging {
+  readonly store: InputStore;
+  readonly type: AnyWorkType;
+  readonly container: string;
+  readonly blob: string;
+  readonly chunkSize: number;
+  readonly writer: SegmentWriter;
+  readonly pacer: Pacer;
+  readonly signal: AbortSignal | undefined;
+}
+
+async function stageBlob({ store, type, container, blob, chunkSize, writer, pacer, signal }: BlobStaging): Promise<number> {
   const where = `${container}/${blob}`;
   let count = 0;
-  let rejected = 0;
-  const problems: string[] = [];
+  const rejections = new ItemRejections(type);
   const splitter = new JsonArraySplitter({
     // The rule for inline items, which sit one level deeper (inside the submission).
     maxDepth: MAX_NESTING_DEPTH - 1,
     onElement: (json, index) => {
       count = index + 1;
-      const reason = type.validateItem(JSON.parse(json) as Json);
-      if (reason !== undefined) {
-        rejected += 1;
-        if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
-        writer.stop();
-      }
+      if (!rejections.check(JSON.parse(json) as Json, index)) writer.stop();
       // Past the item or chunk limit the job is refused; counting (and validating) goes on for the message.
       if (count > JOB_LIMITS.maxItems || Math.ceil(count / chunkSize) > JOB_LIMITS.maxChunks) writer.stop();
       writer.add(json);
@@ -138,10 +136,7 @@ async function stageBlob(
     throw new JobError('ITEMS_BLOB_INVALID', `itemsBlob ${where} is not JSON.`);
   }
   if (count === 0) throw new JobError('ITEMS_EMPTY', `itemsBlob ${where} holds an empty array.`);
-  if (rejected > 0) {
-    const by = `rejected by work type "${type.name}"`;
-    throw new JobError('ITEM_REJECTED', `${rejected} of ${count} items in ${where} ${by}: ${problems.join('; ')}.`);
-  }
+  rejections.throwIfAny(count, where);
   assertChunkCount(count, chunkSize);
   return count;
 }

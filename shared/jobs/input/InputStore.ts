@@ -18,9 +18,9 @@ import { type BlobServiceClient, type ContainerClient } from '@azure/storage-blo
 
 import { type Json } from '../../worktypes/WorkType';
 import { JobError } from '../JobError';
+import { isValidJobId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
 import { isStatus } from '../JobStore';
-import { isValidJobId } from '../JobSubmission';
 
 export interface InputManifest {
   readonly v: 1;

@@ -11,14 +11,16 @@ import { after, before, describe, it } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 
+import { appRoot } from '../../../shared/app/appRoot';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
-import { jobComponents, jobStatusPath } from '../../../shared/jobs/jobComponents';
-import { runJobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
+import { jobStatusPath } from '../../../shared/jobs/jobComponents';
+import { jobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
+import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { initialState } from '../../../shared/jobs/jobOrchestration';
-import { durableJobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
-import { instanceIdFor, type JobRun } from '../../../shared/jobs/JobRun';
+import { type JobRun } from '../../../shared/jobs/JobRun';
 import { JobService, type JobView } from '../../../shared/jobs/JobService';
-import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
+import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { memoryLogger } from '../../../shared/observability/log';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
@@ -50,7 +52,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     epoch += 1;
     const controller = new AbortController();
     for (let i = 0; i < 20; i++) {
-      await runJobCoordinationPass({ epoch, holder: 'e2e-leader', signal: controller.signal, services: { durableClient: h.client }, progress: () => undefined });
+      await jobCoordinationPass(appRoot().jobs, () => h.client)({ epoch, holder: 'e2e-leader', signal: controller.signal, progress: () => undefined });
       const props = await h.jobsQueue.getProperties();
       if ((props.approximateMessagesCount ?? 0) === 0) return;
     }
@@ -214,7 +216,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const view = await finished('stuck-job', 60_000);
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 4 });
-    const store = jobComponents().store;
+    const store = appRoot().jobs.store;
     assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
     assert.equal((await store.readChunkResult('stuck-job', 0))?.dispatch, 1);
     const listing = await store.listJob('stuck-job');
@@ -250,7 +252,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 60 });
     assert.deepEqual(view.progress?.chunks, { total: 60, done: 60, failed: 0 });
-    const listing = await jobComponents().store.listJob('backlog-job');
+    const listing = await appRoot().jobs.store.listJob('backlog-job');
     assert.equal(listing.claims.length, 60, 'one claim per chunk, all of its first dispatch');
     assert.ok(listing.claims.every((c) => c.dispatch === 1));
     const claimed = listing.claims.map((c) => Date.parse(c.claimedAt));
@@ -281,7 +283,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.error?.code, 'CHUNK_FAILED');
     assert.match(view.error?.message ?? '', /attempt 2 of 2: backend refused/);
     assert.equal(calls, 2, 'one call per delivery, none after the failure was recorded');
-    assert.equal((await jobComponents().store.readChunkResult('always-fails', 0))?.attempt, 2);
+    assert.equal((await appRoot().jobs.store.readChunkResult('always-fails', 0))?.attempt, 2);
   });
 
   it('continues as new on the real Durable backend, carrying its state, and still aggregates exactly', async () => {
@@ -451,7 +453,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   async function storedBlobs(jobId: string): Promise<string[]> {
-    const container = blobs().getContainerClient(jobComponents().settings.jobs.resultsContainer);
+    const container = blobs().getContainerClient(appRoot().jobs.settings.jobs.resultsContainer);
     const names: string[] = [];
     for await (const b of container.listBlobsFlat({ prefix: `jobs/${jobId}/` })) names.push(b.name);
     if (await container.getBlobClient(`records/${jobId}.json`).exists()) names.push(`records/${jobId}.json`);
@@ -478,7 +480,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.ok(answer.blobs >= 3);
     assert.equal((await h.request('GET', '/api/jobs/purge-me')).status, 404);
     assert.deepEqual(await storedBlobs('purge-me'), []);
-    assert.equal(await durableJobOrchestrations(h.client).getStatus(instanceIdFor('purge-me')), undefined, 'its Durable history is gone');
+    assert.equal(await durableOrchestrationClient(h.client).getStatus(instanceIdFor('purge-me')), undefined, 'its Durable history is gone');
     // The id is free: a different job may use it now.
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'purge-me', workType: 'noop', items: [7] }))).status, 202);
     await passUntilQueueEmpty();
@@ -490,8 +492,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     await passUntilQueueEmpty();
     assert.equal((await finished('old-enough')).status, 'completed');
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'pending-forever', workType: 'noop', items: [1] }))).status, 202);
-    const c = jobComponents();
-    const orchestrations = durableJobOrchestrations(h.client);
+    const c = appRoot().jobs;
+    const orchestrations = durableOrchestrationClient(h.client);
     const at = (days: number): JobService =>
       new JobService({
         jobsQueue: h.jobsQueue,

@@ -11,9 +11,10 @@ import { describe, it } from 'node:test';
 
 import { type DispatchLedger } from '../../../shared/jobs/dispatch/DispatchLedger';
 import { type PlanOutcome } from '../../../shared/jobs/JobActivities';
-import { type JobRun, type JobSummary, type WorkItemMessage } from '../../../shared/jobs/JobRun';
+import { type JobRun } from '../../../shared/jobs/JobRun';
 import { type StartRecord } from '../../../shared/jobs/JobStore';
-import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { type JobSummary } from '../../../shared/jobs/JobSummary';
+import { decodeQueueMessage,type WorkItemMessage } from '../../../shared/jobs/messageCodec';
 import { type SumPartial, sumWorkType } from '../../../shared/worktypes/sumWorkType';
 import { type Json, type WorkType } from '../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';

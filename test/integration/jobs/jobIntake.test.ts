@@ -1,19 +1,19 @@
 /**
  * The leader's intake pass with the real Durable backend (development host) and Azurite: what
  * happens around failures, aborts and redeliveries. Faults are injected at the narrow seams
- * (JobOrchestrations, the jobs queue client), nothing else is faked.
+ * (OrchestrationClient, the jobs queue client), nothing else is faked.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
+import { appRoot } from '../../../shared/app/appRoot';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
-import { jobComponents } from '../../../shared/jobs/jobComponents';
+import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
-import { durableJobOrchestrations, type JobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
-import { instanceIdFor } from '../../../shared/jobs/JobRun';
-import { encodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
+import { durableOrchestrationClient, type OrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { memoryLogger } from '../../../shared/observability/log';
 import { noopWorkType } from '../../../shared/worktypes/noopWorkType';
 import { builtInWorkTypes, type WorkTypeRegistry, workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
@@ -22,12 +22,12 @@ import { type JobsHost, startJobsHost } from './support/jobsHost';
 
 describe('job intake pass (development host, Durable backend, Azurite)', () => {
   let h: JobsHost;
-  let orchestrations: JobOrchestrations;
+  let orchestrations: OrchestrationClient;
   const ctx = (signal = new AbortController().signal, onProgress: () => void = () => undefined) => ({ epoch: 11, holder: 'intake-test', signal, progress: onProgress });
 
   before(async () => {
     h = await startJobsHost('intake');
-    orchestrations = durableJobOrchestrations(h.client);
+    orchestrations = durableOrchestrationClient(h.client);
     await Promise.all([h.jobsQueue.createIfNotExists(), h.poisonQueue.createIfNotExists()]);
   });
   after(async () => {
@@ -43,7 +43,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   }
 
   function intake(overrides: IntakeOverrides = {}): JobIntake {
-    const c = jobComponents();
+    const c = appRoot().jobs;
     return new JobIntake({
       jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
       poisonQueue: overrides.poisonQueue ?? h.poisonQueue,
@@ -127,7 +127,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
 
   it('leaves a message whose start failed on the queue for the next pass', async () => {
     await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
-    const failingStart: JobOrchestrations = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
     const report = await intake().runPass(ctx(), failingStart);
     assert.equal(report.retryLater, 1);
     assert.equal(await orchestrations.getStatus(instanceIdFor('flaky-start')), undefined);
@@ -146,11 +146,11 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       assert.ok(got !== undefined);
       await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 0);
     }
-    const failingStart: JobOrchestrations = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
     const report = await intake({ jobsQueue: fresh }).runPass(ctx(), failingStart);
     assert.equal(report.rejected, 1);
     // Recorded under the job's own id (nothing else has it), so the submitter finds it there.
-    const view = await jobComponents().service.get('never-starts', orchestrations);
+    const view = await appRoot().jobs.service.get('never-starts', orchestrations);
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'START_FAILED');
     assert.match(view.error?.message ?? '', /extension unreachable/);
@@ -183,7 +183,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.ok(got !== undefined && got.messageText === bad);
     const outcome = await intake({ jobsQueue: again, registry }).handleMessage({ ...got, dequeueCount: INTAKE.maxStartAttempts }, ctx(), orchestrations);
     assert.equal(outcome, 'rejected');
-    const view = await jobComponents().service.get('explodes-1', orchestrations);
+    const view = await appRoot().jobs.service.get('explodes-1', orchestrations);
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'VALIDATION_FAILED');
     assert.match(view.error?.message ?? '', /plug-in bug/);
@@ -199,7 +199,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await fresh.sendMessage(text);
     const report = await intake({ jobsQueue: fresh }).runPass(ctx(), orchestrations);
     assert.equal(report.rejected, 1);
-    const view = await jobComponents().service.get('too-deep', orchestrations);
+    const view = await appRoot().jobs.service.get('too-deep', orchestrations);
     assert.equal(view.error?.code, 'NESTING_TOO_DEEP');
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
   });
@@ -214,7 +214,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const outcome = await intake({ jobsQueue: fresh }).handleMessage(got, ctx(), orchestrations);
     assert.equal(outcome, 'started');
     assert.ok((await orchestrations.getStatus(instanceIdFor('receipt-expired'))) !== undefined);
-    const rejected = await jobComponents().service.get('receipt-expired', orchestrations);
+    const rejected = await appRoot().jobs.service.get('receipt-expired', orchestrations);
     assert.notEqual(rejected.status, 'rejected');
   });
 
@@ -245,7 +245,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(await intake({ jobsQueue: flakyDelete }).handleMessage(again ?? assert.fail(), ctx(), orchestrations), 'rejected');
     const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
     assert.equal(poison.peekedMessageItems.filter((m) => m.messageText === text).length, 1);
-    const view = await jobComponents().service.get('c-crash', orchestrations);
+    const view = await appRoot().jobs.service.get('c-crash', orchestrations);
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'ITEM_REJECTED');
   });
@@ -257,7 +257,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await fresh.sendMessage(text);
     const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
     assert.ok(got !== undefined);
-    const { store } = jobComponents();
+    const { store } = appRoot().jobs;
     // This leader's copy lands late: meanwhile a newer leader handled the same message and recorded its own copy.
     const late = Object.create(poison) as QueueClient;
     late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {

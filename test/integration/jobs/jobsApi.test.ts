@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { decodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { type JobsHost, startJobsHost } from './support/jobsHost';
 
 describe('jobs HTTP API and registrations (development host, Azurite)', () => {

@@ -6,9 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type WorkItemMessage } from '../../../shared/jobs/JobRun';
 import { JobStore } from '../../../shared/jobs/JobStore';
-import { decodeQueueMessage } from '../../../shared/jobs/JobSubmission';
+import { decodeQueueMessage,type WorkItemMessage } from '../../../shared/jobs/messageCodec';
 import { ItemError, type WorkType } from '../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { uniqueName } from '../../support/env';

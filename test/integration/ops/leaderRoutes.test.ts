@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
+import { appRoot } from '../../../shared/app/appRoot';
 import { eventually, type JobsHost, startJobsHost } from '../jobs/support/jobsHost';
 
 describe('who leads, for anonymous callers and for callers with a key', () => {
@@ -35,8 +36,8 @@ describe('who leads, for anonymous callers and for callers with a key', () => {
   });
 
   it('a burst of anonymous requests (leader and health) costs one lease read per 2 s', async () => {
-    // The same module instance the host loaded: its cached source counts the reads that reach storage.
-    const { status } = await import('../../../functions/leaderTimer');
+    // The same root the host's functions use: its cached source counts the reads that reach storage.
+    const { status } = appRoot().leader();
     await new Promise((r) => setTimeout(r, 2_100));
     const before = status.reads;
     const started = Date.now();

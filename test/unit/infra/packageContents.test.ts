@@ -20,7 +20,7 @@ const { join } = require('node:path');
 for (const file of JSON.parse(process.argv[1])) {
   const loaded = require(join(process.cwd(), file));
   // The live page reads its files at run time, beside the compiled code: this fails when they did not ship.
-  if (typeof loaded.buildDashboardPage === 'function') loaded.buildDashboardPage();
+  if (typeof loaded.getDashboard === 'function') loaded.getDashboard();
 }
 setImmediate(() => { process.stdout.write('\\n' + JSON.stringify(globalThis.registeredFunctions)); process.exit(0); });
 `;

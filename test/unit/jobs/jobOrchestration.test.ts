@@ -13,7 +13,8 @@ import { type StepInput, type StepOutcome } from '../../../shared/jobs/dispatch/
 import { type DispatchLedger } from '../../../shared/jobs/dispatch/DispatchLedger';
 import { type AggregateInput, type PlanInput, type PlanOutcome } from '../../../shared/jobs/JobActivities';
 import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, jobOrchestration, type OrchestrationState, STEPS_PER_GENERATION } from '../../../shared/jobs/jobOrchestration';
-import { type JobCustomStatus, type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
+import { type JobRun } from '../../../shared/jobs/JobRun';
+import { type JobCustomStatus, type JobSummary } from '../../../shared/jobs/JobSummary';
 
 const START = new Date('2026-01-01T00:00:00.000Z');
 

@@ -7,9 +7,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { INTAKE, nextStartStep } from '../../../shared/jobs/JobIntake';
-import { type OrchestrationSnapshot } from '../../../shared/jobs/JobOrchestrations';
-import { type JobRun, type JobSummary } from '../../../shared/jobs/JobRun';
+import { type JobRun } from '../../../shared/jobs/JobRun';
 import { type StartRecord } from '../../../shared/jobs/JobStore';
+import { type JobSummary } from '../../../shared/jobs/JobSummary';
+import { type OrchestrationSnapshot } from '../../../shared/jobs/OrchestrationClient';
 
 const NOW = new Date('2026-03-01T12:00:00.000Z');
 

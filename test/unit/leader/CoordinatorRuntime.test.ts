@@ -1,27 +1,39 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type CoordinationContext, type CoordinationPass, CoordinatorRuntime, type RuntimeObserver } from '../../../shared/leader/CoordinatorRuntime';
+import { type CoordinationContext, type CoordinationPass, CoordinatorRuntime, type RuntimeObserver, type RuntimeState } from '../../../shared/leader/CoordinatorRuntime';
 import { ElectorConfigError } from '../../../shared/leader/errors';
 import { type Logger } from '../../../shared/observability/log';
 import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
-interface Services {
-  readonly name: string;
+/**
+ * What a function hands over before it ticks or offers (the app's root keeps the latest Durable
+ * client; shared/app): passes read the latest one, whichever invocation brought it.
+ */
+let handed = '';
+
+function tickWith(rt: CoordinatorRuntime, name: string): Promise<RuntimeState> {
+  handed = name;
+  return rt.tick();
+}
+
+function offerWith(rt: CoordinatorRuntime, name: string): void {
+  handed = name;
+  rt.offer();
 }
 
 function runtime(
   clock: ManualClock,
   store: MemoryLeaseStore,
-  pass: CoordinationPass<Services>,
+  pass: CoordinationPass,
   holder = 'r',
   overrides: { passIntervalMs?: number; stallTimeoutMs?: number; leaseId?: string; observer?: RuntimeObserver; logger?: Logger } = {},
-): CoordinatorRuntime<Services> {
+): CoordinatorRuntime {
   const logger = overrides.logger ?? debugMemoryLogger(holder);
   const leaseId = overrides.leaseId;
-  return new CoordinatorRuntime<Services>({
+  return new CoordinatorRuntime({
     elector: { ...TIMING, store, clock, holder, logger, random: () => 0, ...(leaseId === undefined ? {} : { leaseId }) },
     pass,
     passIntervalMs: overrides.passIntervalMs ?? 5_000,
@@ -31,15 +43,15 @@ function runtime(
 }
 
 describe('CoordinatorRuntime', () => {
-  it('a tick campaigns and, once leading, runs a pass with the epoch and the services of the tick', async () => {
+  it('a tick campaigns and, once leading, runs a pass with the epoch and what the tick handed over', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const seen: Array<{ epoch: number; holder: string; services: string; at: number }> = [];
     const rt = runtime(clock, store, (ctx) => {
-      seen.push({ epoch: ctx.epoch, holder: ctx.holder, services: ctx.services.name, at: clock.now() });
+      seen.push({ epoch: ctx.epoch, holder: ctx.holder, services: handed, at: clock.now() });
       return Promise.resolve();
     });
-    const ticked = rt.tick({ name: 'first' });
+    const ticked = tickWith(rt, 'first');
     await clock.advance(0);
     const state = await ticked;
     assert.equal(state.role, 'leader');
@@ -49,17 +61,17 @@ describe('CoordinatorRuntime', () => {
     assert.equal(rt.state().lastPass?.epoch, 1);
   });
 
-  it('an offer of services starts campaigning without any tick, and the leader passes with them', async () => {
+  it('an offer starts campaigning without any tick, and the leader passes with them', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const names: string[] = [];
-    const rt = runtime(clock, store, (ctx) => {
-      names.push(ctx.services.name);
+    const rt = runtime(clock, store, () => {
+      names.push(handed);
       return Promise.resolve();
     });
     await clock.advance(10_000);
-    assert.equal(rt.state().role, 'follower', 'nothing campaigns before services exist');
-    rt.offer({ name: 'from-a-worker' });
+    assert.equal(rt.state().role, 'follower', 'nothing campaigns before a tick or an offer');
+    offerWith(rt, 'from-a-worker');
     await clock.advance(0);
     assert.equal(rt.state().role, 'leader');
     assert.equal(rt.state().epoch, 1);
@@ -68,16 +80,16 @@ describe('CoordinatorRuntime', () => {
     await rt.stop();
   });
 
-  it('a follower with offered services takes over from a crashed leader without ticks', async () => {
+  it('a follower that had an offer takes over from a crashed leader without ticks', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const leader = runtime(clock, store, () => Promise.resolve(), 'leader');
-    const ticked = leader.tick({ name: 'l' });
+    const ticked = tickWith(leader, 'l');
     await clock.advance(0);
     await ticked;
     assert.equal(leader.state().role, 'leader');
     const follower = runtime(clock, store, () => Promise.resolve(), 'follower');
-    follower.offer({ name: 'f' });
+    offerWith(follower, 'f');
     await clock.advance(0);
     assert.equal(follower.state().role, 'follower');
     // The crash: every request carrying the leader's lease id fails from now on (renewals stop, no release).
@@ -90,20 +102,20 @@ describe('CoordinatorRuntime', () => {
     await leader.stop();
   });
 
-  it('runs passes on its own interval while leading, with the latest services, without ticks', async () => {
+  it('runs passes on its own interval while leading, with what was handed over last, without ticks', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const times: number[] = [];
     const names: string[] = [];
-    const rt = runtime(clock, store, (ctx) => {
+    const rt = runtime(clock, store, () => {
       times.push(clock.now());
-      names.push(ctx.services.name);
+      names.push(handed);
       return Promise.resolve();
     });
-    const ticked = rt.tick({ name: 'a' });
+    const ticked = tickWith(rt, 'a');
     await clock.advance(0);
     await ticked;
-    const t2 = rt.tick({ name: 'b' });
+    const t2 = tickWith(rt, 'b');
     await clock.advance(0);
     await t2;
     await clock.advance(20_000);
@@ -123,7 +135,7 @@ describe('CoordinatorRuntime', () => {
       if (times.length === 3) return new Promise<void>((resolve) => (release = resolve));
       return Promise.resolve();
     });
-    const ticked = rt.tick({ name: 'a' });
+    const ticked = tickWith(rt, 'a');
     await clock.advance(0);
     await ticked;
     assert.deepEqual(times, [0]);
@@ -167,7 +179,7 @@ describe('CoordinatorRuntime', () => {
     );
     const ticks: Array<Promise<unknown>> = [];
     for (let i = 0; i < 10; i++) {
-      ticks.push(rt.tick({ name: `t${i}` }));
+      ticks.push(tickWith(rt, `t${i}`));
       await clock.advance(1_000);
     }
     await clock.advance(10_000);
@@ -180,11 +192,11 @@ describe('CoordinatorRuntime', () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const signals: AbortSignal[] = [];
-    const rt = runtime(clock, store, (ctx: CoordinationContext<Services>) => {
+    const rt = runtime(clock, store, (ctx: CoordinationContext) => {
       signals.push(ctx.signal);
       return new Promise<void>((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('pass aborted')), { once: true }));
     });
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(1_000);
     assert.equal(signals.length, 1);
     assert.equal(signals[0]?.aborted, false);
@@ -201,7 +213,7 @@ describe('CoordinatorRuntime', () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const rt = runtime(clock, store, () => Promise.reject(new Error('boom')));
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(0);
     const state = rt.state();
     assert.equal(state.role, 'leader');
@@ -214,7 +226,7 @@ describe('CoordinatorRuntime', () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const rt = runtime(clock, store, () => new Promise<void>(() => undefined), 'r', { stallTimeoutMs: 20_000 });
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(19_999);
     assert.equal(rt.state().role, 'leader');
     await clock.advance(1);
@@ -230,9 +242,9 @@ describe('CoordinatorRuntime', () => {
     const observer: RuntimeObserver = { termEnded: (t) => ended.push(`${t.epoch} ${t.reason}`) };
     const a = runtime(clock, store, () => new Promise<void>(() => undefined), 'a', { stallTimeoutMs: 20_000, leaseId, observer });
     const b = runtime(clock, store, () => Promise.resolve(), 'b');
-    void a.tick({ name: 'a' });
+    void tickWith(a, 'a');
     await clock.advance(0);
-    b.offer({ name: 'b' });
+    offerWith(b, 'b');
     await clock.advance(19_999);
     assert.equal(a.state().role, 'leader', 'renewals alone do not keep a stalled leader');
     await clock.advance(1);
@@ -262,7 +274,7 @@ describe('CoordinatorRuntime', () => {
       }
       await new Promise<void>(() => undefined);
     }, 'r', { stallTimeoutMs: 20_000, logger });
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(31_999);
     assert.equal(rt.state().role, 'leader', 'progress at 12 s moved the watchdog to 32 s');
     await clock.advance(1);
@@ -285,7 +297,7 @@ describe('CoordinatorRuntime', () => {
       }
       finished += 1;
     }, 'r', { stallTimeoutMs: 20_000 });
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(60_000);
     assert.equal(rt.state().role, 'leader');
     assert.equal(finished, 1, 'a 60 s pass with progress every 5 s ran to its end');
@@ -301,7 +313,7 @@ describe('CoordinatorRuntime', () => {
       await clock.sleep(500);
       finishedAt = clock.now();
     });
-    void rt.tick({ name: 'x' });
+    void tickWith(rt, 'x');
     await clock.advance(1_000);
     const stopped = rt.stop();
     await clock.advance(499);
@@ -311,7 +323,7 @@ describe('CoordinatorRuntime', () => {
     assert.equal(finishedAt, 1_500);
     assert.equal(store.leaseState, 'available');
     assert.equal(rt.state().role, 'stopped');
-    const after = await rt.tick({ name: 'late' });
+    const after = await tickWith(rt, 'late');
     assert.equal(after.role, 'stopped');
   });
 

@@ -13,10 +13,10 @@ import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
-function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: CoordinatorRuntime<object> } {
+function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: CoordinatorRuntime } {
   const clock = new ManualClock();
   const store = new MemoryLeaseStore(clock);
-  const rt = new CoordinatorRuntime<object>({
+  const rt = new CoordinatorRuntime({
     elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
     pass: () => Promise.reject(new Error('secret detail: /srv/app/dist/x.js line 4')),
     passIntervalMs: 5_000,
@@ -28,7 +28,7 @@ function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: Coordinator
 describe('GET /api/leader for anonymous callers', () => {
   it('shows the lease record only: no counters, no instance, no pass errors', async () => {
     const { clock, rt } = setup();
-    void rt.tick({});
+    void rt.tick();
     await clock.advance(0);
     const full = await leaderView(rt);
     assert.ok(full.instance.lastPassError !== null, 'the keyed view does carry the pass error');

@@ -7,10 +7,10 @@ import { debugMemoryLogger, STALL_TIMEOUT_MS, TIMING } from './contender';
 import { ManualClock } from './ManualClock';
 import { MemoryLeaseStore } from './MemoryLeaseStore';
 
-function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: CoordinatorRuntime<object> } {
+function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: CoordinatorRuntime } {
   const clock = new ManualClock();
   const store = new MemoryLeaseStore(clock);
-  const rt = new CoordinatorRuntime<object>({
+  const rt = new CoordinatorRuntime({
     elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
     pass: () => Promise.resolve(),
     passIntervalMs: 5_000,
@@ -22,7 +22,7 @@ function setup(): { clock: ManualClock; store: MemoryLeaseStore; rt: Coordinator
 describe('leader status views', () => {
   it('GET /api/leader view: the blob record, this instance, counters; no lease id', async () => {
     const { clock, rt } = setup();
-    void rt.tick({});
+    void rt.tick();
     await clock.advance(0);
     const view = await leaderView(rt);
     assert.equal(view.holder, 'me');

@@ -27,14 +27,14 @@ describe('runtime observer', () => {
       },
     };
     let passes = 0;
-    const rt = new CoordinatorRuntime<object>({
+    const rt = new CoordinatorRuntime({
       elector: { ...TIMING, store, clock, holder: 'me', logger: debugMemoryLogger('me'), random: () => 0 },
       pass: () => (++passes === 2 ? Promise.reject(new Error('second pass fails')) : Promise.resolve()),
       passIntervalMs: 5_000,
       stallTimeoutMs: STALL_TIMEOUT_MS,
       observer,
     });
-    void rt.tick({});
+    void rt.tick();
     await clock.advance(0);
     await clock.advance(5_000);
     const stopping = rt.stop();
@@ -47,7 +47,7 @@ describe('runtime observer', () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const logger = debugMemoryLogger('me');
-    const rt = new CoordinatorRuntime<object>({
+    const rt = new CoordinatorRuntime({
       elector: { ...TIMING, store, clock, holder: 'me', logger, random: () => 0 },
       pass: () => Promise.resolve(),
       passIntervalMs: 5_000,
@@ -61,7 +61,7 @@ describe('runtime observer', () => {
         },
       },
     });
-    void rt.tick({});
+    void rt.tick();
     await clock.advance(0);
     await clock.advance(5_000);
     assert.equal(rt.state().role, 'leader');

@@ -52,7 +52,7 @@ export async function wholeArrayItems(blobs: BlobServiceClient, registry: WorkTy
       rejected += 1;
       if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
     });
-    if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}.`);
+    if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
   }
   assertChunkCount(items.length, run.options.chunkSize);
   return items;

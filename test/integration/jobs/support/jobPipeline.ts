@@ -17,7 +17,7 @@ import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContai
 import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/JobActivities';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { JobStore } from '../../../../shared/jobs/JobStore';
-import { decodeQueueMessage } from '../../../../shared/jobs/JobSubmission';
+import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/WorkItemProcessor';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';

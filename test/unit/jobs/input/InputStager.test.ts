@@ -131,7 +131,7 @@ describe('stageInput (memory store)', () => {
     assert.equal((await stageInput({ store, registry }, run('d63', 'noop', blob('deep63.json')))).itemCount, 1);
     await expect('empty.json', 'sum', 'ITEMS_EMPTY', `${at('empty.json')} holds an empty array.`);
     const problems = ['item 1: 2.5 is not an integer', ...[0, 1, 2, 3].map((i) => `item ${i + 3}: "${i}x" is not a decimal integer`)];
-    const rejected = `8 of 10 items in ${C}/floats.json rejected by work type "sum": ${problems.join('; ')}.`;
+    const rejected = `8 of 10 items in ${C}/floats.json rejected by work type "sum": ${problems.join('; ')}; ....`;
     await expect('floats.json', 'sum', 'ITEM_REJECTED', rejected);
     await expect('many.json', 'noop', 'ITEMS_TOO_MANY', `1000001 items; a job holds at most ${JOB_LIMITS.maxItems}.`, 10_000);
     const chunks = `10001 items in chunks of 1 make 10001 chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`;

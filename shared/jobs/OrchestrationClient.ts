@@ -1,6 +1,6 @@
 /**
  * The narrow view of Durable that the job pipeline needs (status of one instance, start, cancel
- * event, list), with `durableJobOrchestrations` adapting the durable-functions client to it.
+ * event, list), with `durableOrchestrationClient` adapting the durable-functions client to it.
  *
  * Guarantees: `getStatus` answers undefined for an instance that does not exist (the client's
  * 404), never throws for it; anything else the client throws passes through. Every call settles
@@ -12,6 +12,7 @@ import { type DurableClient, type DurableOrchestrationStatus } from 'durable-fun
 
 import { JobError } from './JobError';
 import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState } from './jobOrchestration';
+import { type JobRun } from './JobRun';
 
 /** Per call; listing a whole task hub gets twice as long. */
 export const DURABLE_CALL_TIMEOUT_MS = 30_000;
@@ -35,7 +36,17 @@ export interface OrchestrationSnapshot {
   readonly lastUpdatedTime: Date;
 }
 
-export interface JobOrchestrations {
+/** The job run an instance was started with (its input's `run`), as far as the input holds one. */
+export function runOf(snapshot: OrchestrationSnapshot | undefined): JobRun | undefined {
+  return (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
+}
+
+/** The fingerprint of the submission an instance runs: equal to a submission's own when they are the same job. */
+export function fingerprintOf(snapshot: OrchestrationSnapshot | undefined): string | undefined {
+  return runOf(snapshot)?.fingerprint;
+}
+
+export interface OrchestrationClient {
   getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
@@ -56,7 +67,7 @@ function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
   };
 }
 
-export function durableJobOrchestrations(client: DurableClient, options: { readonly timeoutMs?: number } = {}): JobOrchestrations {
+export function durableOrchestrationClient(client: DurableClient, options: { readonly timeoutMs?: number } = {}): OrchestrationClient {
   const ms = options.timeoutMs ?? DURABLE_CALL_TIMEOUT_MS;
   return {
     async getStatus(instanceId) {

@@ -10,21 +10,21 @@ import { describe, it } from 'node:test';
 import { type DurableClient } from 'durable-functions';
 
 import { JobError } from '../../../shared/jobs/JobError';
-import { durableJobOrchestrations } from '../../../shared/jobs/JobOrchestrations';
+import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 
 const never = (): Promise<never> => new Promise<never>(() => undefined);
 const hungClient = { getStatus: never, startNew: never, raiseEvent: never, getStatusAll: never } as unknown as DurableClient;
 
-describe('durableJobOrchestrations', () => {
+describe('durableOrchestrationClient', () => {
   for (const [call, run] of [
-    ['getStatus', (o: ReturnType<typeof durableJobOrchestrations>) => o.getStatus('job-x')],
-    ['startNew', (o: ReturnType<typeof durableJobOrchestrations>) => o.start('job-x', {} as never)],
-    ['raiseEvent', (o: ReturnType<typeof durableJobOrchestrations>) => o.raiseCancel('job-x', 'test')],
-    ['getStatusAll', (o: ReturnType<typeof durableJobOrchestrations>) => o.list()],
+    ['getStatus', (o: ReturnType<typeof durableOrchestrationClient>) => o.getStatus('job-x')],
+    ['startNew', (o: ReturnType<typeof durableOrchestrationClient>) => o.start('job-x', {} as never)],
+    ['raiseEvent', (o: ReturnType<typeof durableOrchestrationClient>) => o.raiseCancel('job-x', 'test')],
+    ['getStatusAll', (o: ReturnType<typeof durableOrchestrationClient>) => o.list()],
   ] as const) {
     it(`gives up on a ${call} that never answers with SERVICE_UNAVAILABLE`, async () => {
       const started = performance.now();
-      await assert.rejects(run(durableJobOrchestrations(hungClient, { timeoutMs: 40 })), (err: unknown) => {
+      await assert.rejects(run(durableOrchestrationClient(hungClient, { timeoutMs: 40 })), (err: unknown) => {
         assert.ok(err instanceof JobError);
         assert.equal(err.code, 'SERVICE_UNAVAILABLE');
         assert.match(err.message, new RegExp(call));
@@ -36,6 +36,6 @@ describe('durableJobOrchestrations', () => {
 
   it('still answers undefined for an instance the client reports as 404', async () => {
     const client = { getStatus: () => Promise.reject(new Error('Webhook returned unrecognized status code HTTP 404')) } as unknown as DurableClient;
-    assert.equal(await durableJobOrchestrations(client, { timeoutMs: 1_000 }).getStatus('job-missing'), undefined);
+    assert.equal(await durableOrchestrationClient(client, { timeoutMs: 1_000 }).getStatus('job-missing'), undefined);
   });
 });

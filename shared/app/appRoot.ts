@@ -1,0 +1,101 @@
+/**
+ * The app's composition root: the one place that reads the settings (from `process.env`, once) and
+ * builds what the functions share: the job components, the Durable client holder, and the leader
+ * runtime with its status source and operators' records. Every file in functions/ takes what it
+ * needs from `appRoot()` and only registers and delegates.
+ *
+ * Guarantees: one root per process, so one settings read, one set of job components and at most
+ * one runtime (with the SIGTERM/SIGINT handlers); a bad setting throws at the first `appRoot()`,
+ * when the functions load, with a message naming it. Only `tick` (the timer) and `offer` (the
+ * work-items worker, the mutating jobs routes) hand over a Durable client and make this instance
+ * campaign; reading routes never do.
+ * Not guaranteed: a runtime in every process. It is built by the first function that needs it (the
+ * timer, the leader and health routes); the deployed app loads them all, while a host that loads
+ * only the jobs functions (tests, benches driving the pass themselves) has none, and `offer` there
+ * only keeps the client.
+ */
+import { type DurableClient } from 'durable-functions';
+
+import { loadSettings, type Settings } from '../config/settings';
+import { buildJobComponents, type JobComponents } from '../jobs/jobComponents';
+import { jobCoordinationPass } from '../jobs/jobCoordinationPass';
+import { ClusterRecords } from '../leader/ClusterRecords';
+import { type CoordinatorRuntime, createCoordinatorRuntime, type RuntimeState } from '../leader/CoordinatorRuntime';
+import { cachedStatusSource } from '../leader/leaderStatus';
+import { DurableClientHolder } from './DurableClientHolder';
+
+/** Anonymous probes of the leader and health share one lease read per 2 s per instance. */
+export const LEADER_READ_TTL_MS = 2_000;
+
+/** The leader's side of the app: the runtime and what the leader, cluster and health routes read. */
+export interface Leader {
+  readonly runtime: CoordinatorRuntime;
+  /** The runtime's state with lease reads cached for LEADER_READ_TTL_MS. */
+  readonly status: ReturnType<typeof cachedStatusSource>;
+  readonly clusterRecords: ClusterRecords;
+}
+
+export class AppRoot {
+  readonly durableClient = new DurableClientHolder();
+  private jobComponents: JobComponents | undefined;
+  private builtLeader: Leader | undefined;
+
+  constructor(readonly settings: Settings) {}
+
+  get jobs(): JobComponents {
+    this.jobComponents ??= buildJobComponents(this.settings);
+    return this.jobComponents;
+  }
+
+  /** The process's leader runtime, built on the first call (see the module comment). */
+  leader(): Leader {
+    if (this.builtLeader === undefined) {
+      const clusterRecords = ClusterRecords.fromSettings(this.settings);
+      const pass = jobCoordinationPass(this.jobs, () => this.durableClient.get());
+      const runtime = createCoordinatorRuntime(
+        this.settings,
+        async (ctx) => {
+          await pass(ctx);
+        },
+        clusterRecords,
+      );
+      runtime.installSignalHandlers();
+      this.builtLeader = { runtime, status: cachedStatusSource(runtime, LEADER_READ_TTL_MS), clusterRecords };
+    }
+    return this.builtLeader;
+  }
+
+  /** A timer firing: keep its client, campaign, and while leading run a pass (CoordinatorRuntime.tick). */
+  tick(client: DurableClient): Promise<RuntimeState> {
+    this.durableClient.set(client);
+    return this.leader().runtime.tick();
+  }
+
+  /**
+   * A function that should make this instance campaign (the work-items worker on every instance, a
+   * mutating jobs route) hands over its client, so this instance can lead even when the host's timer
+   * lock sits on another instance and its own timer never fires (CoordinatorRuntime.offer).
+   */
+  offer(client: DurableClient): void {
+    this.durableClient.set(client);
+    this.builtLeader?.runtime.offer();
+  }
+
+  /** A submission just arrived: a leading runtime takes it now rather than at its next pass. */
+  nudge(): void {
+    this.builtLeader?.runtime.nudge();
+  }
+
+  /** Graceful stop of the runtime, if there is one (the host's app-terminate hook). */
+  stop(): Promise<void> {
+    return this.builtLeader?.runtime.stop() ?? Promise.resolve();
+  }
+}
+
+let root: AppRoot | undefined;
+
+/** The process's root, built from `process.env` on first use. */
+export function appRoot(): AppRoot {
+  root ??= new AppRoot(loadSettings());
+  return root;
+}

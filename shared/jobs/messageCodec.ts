@@ -1,0 +1,84 @@
+/**
+ * What travels as text between the pipeline's parts, and its checks: a submission on the jobs queue
+ * (base64 of UTF-8 JSON, the Functions host's default), request bodies (UTF-8 JSON), and the
+ * work-item message (one per chunk, on the work-items queue). Decoding refuses what is not base64,
+ * not UTF-8 or not JSON with a `JobError`; `parseWorkItemMessage` checks a work item's shape. What a
+ * submission must hold is JobSubmission's business, not this module's.
+ */
+import { type Json } from '../worktypes/WorkType';
+import { JobError } from './JobError';
+import { isValidJobId } from './jobIds';
+
+/** The base64 text a queue client sends for a submission (the Functions host's default encoding). */
+export function encodeQueueMessage(submission: unknown): string {
+  return Buffer.from(JSON.stringify(submission), 'utf8').toString('base64');
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** A queue message's text to the JSON value it carries. */
+export function decodeQueueMessage(text: string): unknown {
+  const compact = text.replace(/\s+/g, '');
+  if (compact.length === 0 || !BASE64.test(compact)) {
+    throw new JobError('NOT_BASE64', 'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).');
+  }
+  return parseJsonText(decodeUtf8(Buffer.from(compact, 'base64'), 'The message decodes from base64 but not to UTF-8 text.'));
+}
+
+/** Bytes to text, refusing what is not UTF-8 (a lenient decode would put U+FFFD into the job's items). */
+export function decodeUtf8(bytes: Uint8Array, refusal = 'The submission is not UTF-8 text.'): string {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new JobError('INVALID_JSON', refusal);
+  }
+}
+
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new JobError('INVALID_JSON', `The submission is not JSON: ${err instanceof Error ? err.message : String(err)}.`);
+  }
+}
+
+export interface WorkItemMessage {
+  readonly v: 1;
+  readonly jobId: string;
+  readonly chunk: number;
+  readonly workType: string;
+  /** Index in the job of the chunk's first item (item errors name job indexes). */
+  readonly firstIndex: number;
+  /** Items in the chunk (known even when they travel by blob). */
+  readonly itemCount: number;
+  readonly attempts: number;
+  readonly epoch: number;
+  /** 1 for the first dispatch, 2 for the first deadline re-dispatch, ... */
+  readonly dispatch: number;
+  /** Inline items, or the name of a blob in the results container holding them. */
+  readonly items?: Json[];
+  readonly itemsRef?: string;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/** Checks a work-item message's shape; a message that fails this was not written by the planner. */
+export function parseWorkItemMessage(value: unknown): WorkItemMessage {
+  const problem = (what: string): never => {
+    throw new JobError('INVALID_WORK_ITEM', `Not a work-item message: ${what}.`);
+  };
+  if (!isRecord(value)) return problem('not a JSON object');
+  if (value.v !== 1) problem('unknown version');
+  if (!isValidJobId(value.jobId)) problem('bad jobId');
+  if (!isNat(value.chunk) || !isNat(value.firstIndex) || !isNat(value.epoch) || !isNat(value.itemCount)) problem('bad chunk, firstIndex, itemCount or epoch');
+  if (!isNat(value.attempts) || value.attempts < 1 || !isNat(value.dispatch) || value.dispatch < 1) problem('bad attempts or dispatch');
+  if (typeof value.workType !== 'string') problem('bad workType');
+  const inline = Array.isArray(value.items);
+  const ref = typeof value.itemsRef === 'string' && /^jobs\/[A-Za-z0-9_-]{1,64}\/chunks\/\d+\.json$/.test(value.itemsRef);
+  if (inline === ref) problem('needs exactly one of items or itemsRef');
+  return value as unknown as WorkItemMessage;
+}
