@@ -17,33 +17,17 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { loadSettings } from '../shared/config/settings';
 import { stageInput } from '../shared/jobs/input/InputStager';
 import { BlobInputStore } from '../shared/jobs/input/InputStore';
-import { JOB_LIMITS } from '../shared/jobs/jobLimits';
 import { type JobRun } from '../shared/jobs/JobRun';
 import { MAX_NESTING_DEPTH, nestingDepthExceeds } from '../shared/jobs/JobSubmission';
 import { BlobLeaseStore } from '../shared/leader/BlobLeaseStore';
 import { LeaseElector } from '../shared/leader/LeaseElector';
 import { memoryLogger } from '../shared/observability/log';
 import { builtInWorkTypes } from '../shared/worktypes/WorkTypeRegistry';
+import { LARGEST_ITEMS, largestItemsBlobBody } from '../test/support/largestItemsBlob';
 import { type Bench } from './index';
 
-const ITEMS = JOB_LIMITS.maxItems;
-const item = (i: number): string => `item-${String(i).padStart(7, '0')}-${'abcdefghij'.repeat(5)}`;
+const ITEMS = LARGEST_ITEMS;
 
-/** The items blob, written straight into one buffer. */
-function itemsBlobBody(): Buffer {
-  const itemBytes = item(0).length;
-  const body = Buffer.allocUnsafe(ITEMS * (itemBytes + 3) + 1);
-  let at = 0;
-  body[at++] = 0x5b;
-  for (let i = 0; i < ITEMS; i++) {
-    if (i > 0) body[at++] = 0x2c;
-    body[at++] = 0x22;
-    at += body.write(item(i), at, 'latin1');
-    body[at++] = 0x22;
-  }
-  body[at++] = 0x5d;
-  return body;
-}
 
 interface Phase {
   readonly label: string;
@@ -105,7 +89,7 @@ export const inputStagingBench: Bench = {
     await inputs.createIfNotExists();
     await blobs.getContainerClient('bench-results').createIfNotExists();
     {
-      const body = itemsBlobBody();
+      const body = largestItemsBlobBody();
       ctx.note(`uploading ${jobs} items blobs of ${body.length} bytes`);
       for (let j = 0; j < jobs; j++) await inputs.getBlockBlobClient(`big-${j}.json`).uploadData(body, { concurrency: 4 });
     }

@@ -116,13 +116,14 @@ describe('structured events for Application Insights, from a real host process',
   it('emits every lifecycle event with its fields, on the stream whose host severity matches its level', async () => {
     assert.equal((await api('POST', '/jobs', { jobId: 'obs-sum', workType: 'sum', items: [1, 2, 3, 4, 5], options: { chunkSize: 2 } })).status, 202);
     assert.equal((await api('POST', '/jobs', { jobId: 'obs-boom', workType: 'explode', items: ['a', 'boom', 'b'], options: { chunkSize: 1, attempts: 1 } })).status, 202);
-    assert.equal((await api('POST', '/jobs', { jobId: 'obs-slow', workType: 'slow', items: Array.from({ length: 40 }, () => 500), options: { chunkSize: 1 } })).status, 202);
+    // Long enough (60 chunks of 1.5 s, 12 at a time) that it is still running when its first progress shows.
+    assert.equal((await api('POST', '/jobs', { jobId: 'obs-slow', workType: 'slow', items: Array.from({ length: 60 }, () => 1_500), options: { chunkSize: 1 } })).status, 202);
     const jobs = new QueueClient(conn, env.JOBS_QUEUE ?? '');
     await jobs.sendMessage(encodeQueueMessage({ jobId: 'obs-unknown', workType: 'no-such-type', items: [1] }));
 
     assert.equal(await finished('obs-sum'), 'completed');
     assert.equal(await finished('obs-boom'), 'completed_with_errors');
-    // Past planning (a chunk done): a cancel seen by the plan step ends the job without aggregating it.
+    // Past planning (a chunk done): the cancel ends the job as cancelled (aggregating what was done).
     const chunksDone = (json: Record<string, unknown>): number => (json.progress as { chunks?: { done?: number } } | null)?.chunks?.done ?? 0;
     await eventually(async () => (chunksDone((await api('GET', '/jobs/obs-slow')).json) >= 1 ? true : undefined), 60_000, 'obs-slow to have a chunk done');
     assert.equal((await api('DELETE', '/jobs/obs-slow')).status, 202);

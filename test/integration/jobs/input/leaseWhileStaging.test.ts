@@ -19,32 +19,16 @@ import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
 import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
+import { LARGEST_ITEMS, largestItem, largestItemsBlobBody } from '../../../support/largestItemsBlob';
 import { realContender, waitFor } from '../../leader/harness';
 import { jobRun } from '../support/jobPipeline';
 
 const JOBS = 3;
 /** A million items (the contract's most) of 63 characters: 66,000,001 bytes, 62.9 MiB, under the 64 MiB limit. */
-const ITEMS = JOB_LIMITS.maxItems;
-const item = (i: number): string => `item-${String(i).padStart(7, '0')}-${'abcdefghij'.repeat(5)}`;
+const ITEMS = LARGEST_ITEMS;
 /** Worst event-loop delay allowed: a loaded 2-core machine stays far under it; a whole-array parse does not. */
 const MAX_LAG_MS = 1_000;
 
-/** `["item-0000000-…","item-0000001-…",…]`, written straight into one buffer (no array or string of it in memory). */
-function itemsBlobBody(): Buffer {
-  const itemBytes = item(0).length;
-  const body = Buffer.allocUnsafe(ITEMS * (itemBytes + 3) + 1);
-  let at = 0;
-  body[at++] = 0x5b;
-  for (let i = 0; i < ITEMS; i++) {
-    if (i > 0) body[at++] = 0x2c;
-    body[at++] = 0x22;
-    at += body.write(item(i), at, 'latin1');
-    body[at++] = 0x22;
-  }
-  body[at++] = 0x5d;
-  assert.equal(at, body.length);
-  return body;
-}
 
 const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(0);
 
@@ -70,7 +54,7 @@ describe('the leader keeps its lease while its process stages the largest inputs
       const inputs = blobs.getContainerClient(uniqueName('inputs'));
       const results = blobs.getContainerClient(uniqueName('results'));
       await Promise.all([inputs.create(), results.create()]);
-      const body = itemsBlobBody();
+      const body = largestItemsBlobBody();
       assert.ok(body.length > 62 * 1024 * 1024 && body.length <= JOB_LIMITS.maxItemsBlobBytes, `${body.length} bytes`);
       for (let j = 0; j < JOBS; j++) await inputs.getBlockBlobClient(`big-${j}.json`).uploadData(body, { concurrency: 4 });
 
@@ -133,8 +117,8 @@ describe('the leader keeps its lease while its process stages the largest inputs
       const reader = new ChunkItemsReader(store);
       const last = ITEMS / 500 - 1;
       const chunks = await reader.items('big-2', [0, last]);
-      assert.deepEqual(chunks.get(0)?.slice(0, 2), [item(0), item(1)]);
-      assert.deepEqual(chunks.get(last)?.at(-1), item(ITEMS - 1));
+      assert.deepEqual(chunks.get(0)?.slice(0, 2), [largestItem(0), largestItem(1)]);
+      assert.deepEqual(chunks.get(last)?.at(-1), largestItem(ITEMS - 1));
       assert.equal(chunks.get(last)?.length, 500);
     } finally {
       await leader.elector.stop();
