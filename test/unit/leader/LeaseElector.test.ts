@@ -13,6 +13,18 @@ function setup(): { clock: ManualClock; store: MemoryLeaseStore } {
   return { clock, store: new MemoryLeaseStore(clock) };
 }
 
+/** Contender a leads (started first), b campaigns from a moment later; the clock then runs `ms`. */
+async function leaderAndFollower(ms: number) {
+  const { clock, store } = setup();
+  const a = contender(store, clock, 'a');
+  const b = contender(store, clock, 'b');
+  a.elector.start();
+  await clock.advance(0);
+  b.elector.start();
+  await clock.advance(ms);
+  return { clock, store, a, b };
+}
+
 function callTimes(store: MemoryLeaseStore, op: string, leaseId?: string): number[] {
   return store.calls.filter((c) => c.op === op && (leaseId === undefined || c.leaseId === leaseId)).map((c) => c.at);
 }
@@ -33,13 +45,7 @@ describe('LeaseElector', () => {
   });
 
   it('keeps a second contender a follower that can report the leader', async () => {
-    const { clock, store } = setup();
-    const a = contender(store, clock, 'a');
-    const b = contender(store, clock, 'b');
-    a.elector.start();
-    await clock.advance(0);
-    b.elector.start();
-    await clock.advance(30_000);
+    const { a, b } = await leaderAndFollower(30_000);
     assert.equal(a.elector.role, 'leader');
     assert.equal(b.elector.role, 'follower');
     assert.equal(b.terms.length, 0);
@@ -304,13 +310,7 @@ describe('LeaseElector', () => {
   });
 
   it('a crash (stop without release) leaves the lease to lapse; a follower takes over only after it expires', async () => {
-    const { clock, store } = setup();
-    const a = contender(store, clock, 'a');
-    const b = contender(store, clock, 'b');
-    a.elector.start();
-    await clock.advance(0);
-    b.elector.start();
-    await clock.advance(6_000); // last renewal sent at 5 s
+    const { clock, store, a, b } = await leaderAndFollower(6_000); // last renewal sent at 5 s
     void a.elector.stop({ release: false });
     const t = await clock.advanceUntil(() => b.elector.role === 'leader', 30_000);
     assert.ok(t >= 20_000, `took over at ${t}, before the lease expired at 20000`);
@@ -355,13 +355,7 @@ describe('LeaseElector states', () => {
   });
 
   it('a follower asked to stop goes stopping -> stopped without touching the lease', async () => {
-    const { clock, store } = setup();
-    const a = contender(store, clock, 'a');
-    const b = contender(store, clock, 'b');
-    a.elector.start();
-    await clock.advance(0);
-    b.elector.start();
-    await clock.advance(1_000);
+    const { clock, store, a, b } = await leaderAndFollower(1_000);
     assert.equal(b.elector.state, 'campaigning');
     const stopped = b.elector.stop();
     assert.equal(b.elector.state, 'stopping');
