@@ -117,7 +117,7 @@ export class WorkItemProcessor {
       logger.info('workitem.duplicate_discarded', log);
       return 'duplicate';
     }
-    // One line per chunk at info: the "slowest chunks" query in the README reads durationMs.
+    // One line per chunk at info: the "slowest chunks" query in docs/operations.md reads durationMs.
     const durationMs = Math.round(performance.now() - startedAt);
     if (result.status === 'failed') {
       logger.error('workitem.chunk_failed', { ...log, durationMs, error: result.error });

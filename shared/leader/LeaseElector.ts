@@ -252,7 +252,7 @@ export class LeaseElector {
       blob: this.lease.store.description,
       leaseSeconds: this.timing.leaseSeconds,
       ...(takeoverWaitMs === undefined ? {} : { takeoverWaitMs }),
-      // Who led before: a different holder means a failover or handover (the README's Kusto queries).
+      // Who led before: a different holder means a failover or handover (the Kusto queries in docs/operations.md).
       ...(previous === undefined ? {} : { previousHolder: previous.holder, previousEpoch: previous.epoch }),
     });
     this.noteLeader(record.holder, record.epoch);

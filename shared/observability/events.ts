@@ -1,9 +1,9 @@
 /**
- * The log events operators query (README, "Observability": the Kusto queries read these names and
+ * The log events operators query (docs/operations.md, "Observability": the Kusto queries read these names and
  * fields): leader changes, passes, the job lifecycle and chunk outcomes. Each is one JSON line
  * `{ ts, level, component, event, ...fields }` (log.ts). The fields listed here are the ones every
  * line of the event carries; some carry more (`optional`). Tests hold the app's real output and the
- * README's queries to this list, so a renamed field breaks a test, not a dashboard.
+ * docs' queries to this list, so a renamed field breaks a test, not a dashboard.
  */
 import { type LogLevel } from './log';
 

@@ -5,7 +5,7 @@
  * stdout as Information, stderr as Warning when the line contains "warn", else Error when it
  * contains "error" or "fail". So warn and error lines go to stderr, the rest to stdout, and the
  * `level` field itself makes the host pick the matching severity. The JSON stays in `message`
- * (queried with parse_json; see README "Observability"): customDimensions carry only the host's own
+ * (queried with parse_json; see docs/operations.md "Observability"): customDimensions carry only the host's own
  * fields, since neither console lines nor `context.log` carry properties from Node.js.
  * `event` is a stable name (shared/observability/events.ts lists the ones operators query);
  * fields never hold secrets (connection strings, keys, lease ids in full).

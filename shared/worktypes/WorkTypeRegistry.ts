@@ -1,6 +1,6 @@
 /**
  * The registry of work types by name. `builtInWorkTypes()` holds `sum`, `wordcount` and `noop`;
- * an app adds its own with `register` before the functions load (see README, section "Jobs").
+ * an app adds its own with `register` before the functions load (see README, "Add a work type").
  * Names follow the job schema's `workType` pattern so they are safe in logs and blob metadata.
  */
 import { noopWorkType } from './noopWorkType';
