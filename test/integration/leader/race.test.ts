@@ -85,9 +85,10 @@ describe('10 contenders racing for one lease', () => {
       for (const c of all) for (const l of c.logs) counts[String(l.event)] = (counts[String(l.event)] ?? 0) + 1;
       console.log(counts);
     }
-    // A sanity floor, not the property under test: on a loaded machine an announcement can time out
-    // and a crash then leaves the lease to lapse (15 s), so a run may see as few as three or four terms.
-    assert.ok(terms.length >= 3, `only ${terms.length} terms in ${RACE_MS} ms: the race did not exercise handovers`);
+    // A sanity floor, not the property under test: a crash (10% of stops) leaves the lease to lapse
+    // (15 s), so a leader crashing twice in a row leaves room for two terms in 32 s (seen once in CI);
+    // a run usually sees ten. Two terms are one handover, enough for the checks below.
+    assert.ok(terms.length >= 2, `only ${terms.length} terms in ${RACE_MS} ms: the race did not exercise handovers`);
     assert.ok(crashes + gracefulStops >= SLOTS * 3);
     for (let i = 1; i < terms.length; i++) {
       const prev = terms[i - 1];
