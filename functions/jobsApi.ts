@@ -39,7 +39,13 @@ function errorResponse(err: unknown, context: InvocationContext): HttpResponseIn
   if (isStorageUnreachable(err)) {
     const setting = root.settings.storageConnectionName;
     root.jobs.logger.error('api.storage_unreachable', { function: context.functionName, setting, error: err });
-    return { status: 503, jsonBody: { code: 'SERVICE_UNAVAILABLE', message: `The app's storage (${setting}) could not be reached; nothing was changed. Try again.` } };
+    return {
+      status: 503,
+      jsonBody: {
+        code: 'SERVICE_UNAVAILABLE',
+        message: `The app's storage (${setting}) could not be reached; nothing was changed. Try again.`,
+      },
+    };
   }
   root.jobs.logger.error('api.failed', { function: context.functionName, invocationId: context.invocationId, error: err });
   return { status: 500, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };
@@ -60,7 +66,11 @@ export const submitJob = guarded(async (request, context) => {
   // When this instance leads, its intake takes the submission now rather than at its next pass.
   if (submitted.enqueued) root.nudge();
   const location = new URL(submitted.location, request.url).href;
-  return { status: 202, headers: { Location: location }, jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued } };
+  return {
+    status: 202,
+    headers: { Location: location },
+    jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued },
+  };
 });
 
 export const getJob = guarded(async (request, context) => {
@@ -91,7 +101,10 @@ export const cancelJob = guarded(async (request, context) => {
     return { status: 200, jsonBody: { ...(await root.jobs.service.purge(request.params.jobId ?? '', changing(context))), purged: true } };
   }
   const view = await root.jobs.service.cancel(request.params.jobId ?? '', changing(context));
-  return { status: 202, jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href } };
+  return {
+    status: 202,
+    jsonBody: { jobId: view.jobId, status: 'cancelling', statusUrl: new URL(`/api/jobs/${view.jobId}`, request.url).href },
+  };
 });
 
 export const getJobSubmission = guarded(async (request, context) => {
@@ -104,5 +117,17 @@ app.http('jobsSubmit', { route: 'jobs', methods: ['POST'], authLevel: 'function'
 app.http('jobsList', { route: 'jobs', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: listJobs });
 app.http('jobsGet', { route: 'jobs/{jobId}', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJob });
 app.http('jobsResult', { route: 'jobs/{jobId}/result', methods: ['GET'], authLevel: 'function', handler: getJobResult });
-app.http('jobsSubmission', { route: 'jobs/{jobId}/submission', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJobSubmission });
-app.http('jobsCancel', { route: 'jobs/{jobId}', methods: ['DELETE'], authLevel: 'function', extraInputs: [durableClient], handler: cancelJob });
+app.http('jobsSubmission', {
+  route: 'jobs/{jobId}/submission',
+  methods: ['GET'],
+  authLevel: 'function',
+  extraInputs: [durableClient],
+  handler: getJobSubmission,
+});
+app.http('jobsCancel', {
+  route: 'jobs/{jobId}',
+  methods: ['DELETE'],
+  authLevel: 'function',
+  extraInputs: [durableClient],
+  handler: cancelJob,
+});

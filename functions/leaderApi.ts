@@ -20,7 +20,14 @@ const { status, clusterRecords } = appRoot().leader();
 function failure(err: unknown, context: InvocationContext): HttpResponseInit {
   const error = toCoordinatorError(err);
   const cause = err instanceof StorageUnavailableError ? err.cause : err;
-  context.warn(JSON.stringify({ event: 'api.leader_failed', function: context.functionName, code: error.code, cause: cause instanceof Error ? cause.message : String(cause) }));
+  context.warn(
+    JSON.stringify({
+      event: 'api.leader_failed',
+      function: context.functionName,
+      code: error.code,
+      cause: cause instanceof Error ? cause.message : String(cause),
+    }),
+  );
   const headers = { 'Cache-Control': 'no-store' };
   if (err instanceof StorageUnavailableError) return { status: 503, headers, jsonBody: { code: err.code, message: err.message } };
   return { status: 500, headers, jsonBody: { code: 'INTERNAL', message: 'Internal error; see the app log for this invocation.' } };

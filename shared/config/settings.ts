@@ -182,8 +182,18 @@ export function loadSettings(env: Env = process.env): Settings {
       workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
       resultsContainer,
       inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
-      retentionDays: readNumber(env, SETTING_NAMES.retentionDays, DEFAULTS.retentionDays, { min: 0, max: 3650, integer: true, hint: '0 keeps finished jobs forever' }),
-      dispatchWindow: readNumber(env, SETTING_NAMES.dispatchWindow, DEFAULTS.dispatchWindow, { min: 1, max: 1000, integer: true, hint: 'chunks of one job in flight' }),
+      retentionDays: readNumber(env, SETTING_NAMES.retentionDays, DEFAULTS.retentionDays, {
+        min: 0,
+        max: 3650,
+        integer: true,
+        hint: '0 keeps finished jobs forever',
+      }),
+      dispatchWindow: readNumber(env, SETTING_NAMES.dispatchWindow, DEFAULTS.dispatchWindow, {
+        min: 1,
+        max: 1000,
+        integer: true,
+        hint: 'chunks of one job in flight',
+      }),
       taskHubName,
     },
   };
@@ -247,11 +257,16 @@ function readRaw(env: Env, name: string): string | undefined {
 function readInputContainers(env: Env, own: readonly string[], families: readonly string[]): string[] {
   const name = SETTING_NAMES.inputContainers;
   const entries = (readRaw(env, name) ?? DEFAULTS.inputContainers).split(',').map((e) => e.trim()).filter((e) => e !== '');
-  if (entries.length === 0) throw new ConfigError(name, `is empty: name at least one container jobs may read (default "${DEFAULTS.inputContainers}").`);
+  if (entries.length === 0) {
+    throw new ConfigError(name, `is empty: name at least one container jobs may read (default "${DEFAULTS.inputContainers}").`);
+  }
   for (const entry of entries) {
     const prefix = entry.endsWith('*') ? entry.slice(0, -1) : undefined;
     if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !CONTAINER_NAME.pattern.test(entry)) {
-      throw new ConfigError(name, `"${entry}" is neither a container name (${CONTAINER_NAME.description}) nor a prefix written like "inputs-*".`);
+      throw new ConfigError(
+        name,
+        `"${entry}" is neither a container name (${CONTAINER_NAME.description}) nor a prefix written like "inputs-*".`,
+      );
     }
     const reaches = (container: string): boolean => (prefix === undefined ? container === entry : container.startsWith(prefix));
     const ownHit = own.find(reaches);
@@ -324,7 +339,8 @@ function readSchedule(env: Env): string {
   if (!isTimeSpan && (fields.length !== 6 || !fields.every((f) => /^[0-9A-Za-z*,/-]+$/.test(f)))) {
     throw new ConfigError(
       SETTING_NAMES.timerSchedule,
-      `"${value}" is not a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}), e.g. "${DEFAULTS.timerSchedule}".`,
+      `"${value}" is not a six-field NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}), ` +
+        `e.g. "${DEFAULTS.timerSchedule}".`,
     );
   }
   return value;
@@ -348,9 +364,15 @@ export function readStorageConnection(env: Env, name: string): StorageConnection
 function readConnection(env: Env, name: string): StorageConnection {
   const connectionString = readRaw(env, name);
   if (connectionString !== undefined) {
-    if (connectionString !== 'UseDevelopmentStorage=true' && !/(^|;)\s*(AccountName|BlobEndpoint|QueueEndpoint)\s*=/i.test(connectionString)) {
+    if (
+      connectionString !== 'UseDevelopmentStorage=true' &&
+      !/(^|;)\s*(AccountName|BlobEndpoint|QueueEndpoint)\s*=/i.test(connectionString)
+    ) {
       // Never echo the value: it may contain an account key.
-      throw new ConfigError(name, 'is not a storage connection string (expected AccountName=... or BlobEndpoint=..., or UseDevelopmentStorage=true).');
+      throw new ConfigError(
+        name,
+        'is not a storage connection string (expected AccountName=... or BlobEndpoint=..., or UseDevelopmentStorage=true).',
+      );
     }
     checkConnectionString(name, connectionString);
     return { kind: 'connectionString', settingName: name, connectionString };
@@ -367,14 +389,21 @@ function readConnection(env: Env, name: string): StorageConnection {
   if (blobServiceUri === undefined && queueServiceUri === undefined) {
     throw new ConfigError(
       name,
-      `is not set: give a connection string (UseDevelopmentStorage=true for Azurite), or identity-based settings ${name}__blobServiceUri and ${name}__queueServiceUri (or ${name}__accountName).`,
+      `is not set: give a connection string (UseDevelopmentStorage=true for Azurite), or identity-based settings ` +
+        `${name}__blobServiceUri and ${name}__queueServiceUri (or ${name}__accountName).`,
     );
   }
   if (blobServiceUri === undefined) {
-    throw new ConfigError(`${name}__blobServiceUri`, `is missing: the app needs blob access for leases and results (or set ${name}__accountName).`);
+    throw new ConfigError(
+      `${name}__blobServiceUri`,
+      `is missing: the app needs blob access for leases and results (or set ${name}__accountName).`,
+    );
   }
   if (queueServiceUri === undefined) {
-    throw new ConfigError(`${name}__queueServiceUri`, `is missing: the app needs queue access for jobs and work items (or set ${name}__accountName).`);
+    throw new ConfigError(
+      `${name}__queueServiceUri`,
+      `is missing: the app needs queue access for jobs and work items (or set ${name}__accountName).`,
+    );
   }
   for (const [suffix, uri] of [
     ['blobServiceUri', blobServiceUri],
@@ -384,7 +413,10 @@ function readConnection(env: Env, name: string): StorageConnection {
   }
   const credential = readRaw(env, `${name}__credential`);
   if (credential !== undefined && credential.toLowerCase() !== 'managedidentity') {
-    throw new ConfigError(`${name}__credential`, `"${credential}" is not supported: use "managedidentity" or leave it unset for DefaultAzureCredential.`);
+    throw new ConfigError(
+      `${name}__credential`,
+      `"${credential}" is not supported: use "managedidentity" or leave it unset for DefaultAzureCredential.`,
+    );
   }
   const clientId = readRaw(env, `${name}__clientId`);
   return {
@@ -411,7 +443,9 @@ function checkConnectionString(name: string, connectionString: string): void {
     if (value !== undefined && !isHttpUrl(value)) throw new ConfigError(name, `${key} in the connection string is not an http(s) URL.`);
   }
   const hasCredential = parts.has('accountkey') || parts.has('sharedaccesssignature');
-  if (!hasCredential) throw new ConfigError(name, 'the connection string has neither AccountKey nor SharedAccessSignature (or use identity-based settings).');
+  if (!hasCredential) {
+    throw new ConfigError(name, 'the connection string has neither AccountKey nor SharedAccessSignature (or use identity-based settings).');
+  }
 }
 
 function isHttpUrl(value: string): boolean {

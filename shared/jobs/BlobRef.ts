@@ -29,7 +29,9 @@ export function parseBlobRef(value: unknown): BlobRef | { readonly reason: strin
   if (!CONTAINER.test(container)) {
     return { reason: `container "${preview(container)}" is not valid: use 3-63 lowercase letters, digits and single hyphens` };
   }
-  if (container.startsWith(HOST_CONTAINER_PREFIX)) return { reason: `container "${container}" belongs to the Functions host and may not be read by a job` };
+  if (container.startsWith(HOST_CONTAINER_PREFIX)) {
+    return { reason: `container "${container}" belongs to the Functions host and may not be read by a job` };
+  }
   if (blob.length === 0 || blob.length > MAX_BLOB_NAME) return { reason: `blob name must be 1-${MAX_BLOB_NAME} characters` };
   for (const segment of blob.split('/')) {
     if (segment === '.' || segment === '..') return { reason: `blob name "${preview(blob)}" contains a "${segment}" segment` };

@@ -49,7 +49,10 @@ export function inputBlobs(blobs: BlobServiceClient, containers: InputContainers
   return {
     blob(ref) {
       if (!containers.allows(ref.container)) {
-        throw new ItemError('BLOB_NOT_ALLOWED', `${ref.container}/${ref.blob}: container "${ref.container}" is not a job input container; allowed: ${containers.describe()}`);
+        throw new ItemError(
+          'BLOB_NOT_ALLOWED',
+          `${ref.container}/${ref.blob}: container "${ref.container}" is not a job input container; allowed: ${containers.describe()}`,
+        );
       }
       return blobs.getContainerClient(ref.container).getBlobClient(ref.blob);
     },

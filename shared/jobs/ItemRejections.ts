@@ -29,6 +29,9 @@ export class ItemRejections {
     if (this.rejected === 0) return;
     const from = where === undefined ? '' : ` in ${where}`;
     const more = this.rejected > this.problems.length ? '; ...' : '';
-    throw new JobError('ITEM_REJECTED', `${this.rejected} of ${total} items${from} rejected by work type "${this.type.name}": ${this.problems.join('; ')}${more}.`);
+    throw new JobError(
+      'ITEM_REJECTED',
+      `${this.rejected} of ${total} items${from} rejected by work type "${this.type.name}": ${this.problems.join('; ')}${more}.`,
+    );
   }
 }

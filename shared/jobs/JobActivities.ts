@@ -84,7 +84,7 @@ const READ_CONCURRENCY = 16;
 /** The result blob keeps this many chunk and item errors; the summary the first few. */
 const MAX_RECORDED_ERRORS = 100;
 const SUMMARY_ERRORS = 5;
-/** Aggregation yields to the event loop after this many chunks, so a 10,000-chunk fold does not stall the process (leader renewals run in it). */
+/** Aggregation yields to the event loop after this many chunks, so a 10,000-chunk fold does not stall leader renewals. */
 const AGGREGATE_YIELD_EVERY = 50;
 
 /** The part of a run a step needs: never its inline items, which would ride in every step's history. */
@@ -113,13 +113,19 @@ export class JobActivities {
     if (!(await this.deps.store.claimJobId(run.jobId, run.fingerprint))) {
       const error = new JobError(
         'DUPLICATE_JOB_ID',
-        `Job id ${run.jobId} already holds the results of an earlier, different job (its orchestration history is gone); submit with another jobId.`,
+        `Job id ${run.jobId} already holds the results of an earlier, different job (its orchestration history is gone); ` +
+          `submit with another jobId.`,
       );
       return { ok: false, error: error.toJSON() };
     }
-    if (await this.deps.store.isCancelled(run.jobId)) return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: emptyLedger(0, 0) };
+    if (await this.deps.store.isCancelled(run.jobId)) {
+      return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: emptyLedger(0, 0) };
+    }
     if (this.deps.registry.get(run.workType) === undefined) {
-      return { ok: false, error: new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`).toJSON() };
+      return {
+        ok: false,
+        error: new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`).toJSON(),
+      };
     }
     let staged: { readonly itemCount: number; readonly chunkCount: number };
     try {
@@ -133,12 +139,29 @@ export class JobActivities {
     // One pass: the first window goes out with the plan.
     const job = dispatchJobOf(run);
     const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
-    this.deps.logger.info('job.planned', { jobId: run.jobId, items: itemCount, chunks: chunkCount, sent: first.sent, epoch: run.epoch, startId: run.startId });
+    this.deps.logger.info('job.planned', {
+      jobId: run.jobId,
+      items: itemCount,
+      chunks: chunkCount,
+      sent: first.sent,
+      epoch: run.epoch,
+      startId: run.startId,
+    });
     const waitMs = this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs;
     if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
-    const waited = await this.deps.dispatcher.step({ job, chunkCount, itemCount, ledger: first.ledger, at: input.at }, { ...STEP_WAIT, maxWaitMs: waitMs });
+    const waited = await this.deps.dispatcher.step(
+      { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
+      { ...STEP_WAIT, maxWaitMs: waitMs },
+    );
     const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
-    return { ok: true, cancelled: waited.cancelled, chunkCount, itemCount, ledger: waited.ledger, ...(done.summary === undefined ? {} : { summary: done.summary }) };
+    return {
+      ok: true,
+      cancelled: waited.cancelled,
+      chunkCount,
+      itemCount,
+      ledger: waited.ledger,
+      ...(done.summary === undefined ? {} : { summary: done.summary }),
+    };
   }
 
   /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
@@ -216,7 +239,11 @@ export class JobActivities {
         if (partial === undefined) throw new Error(`Chunk ${e.chunk} of job ${run.jobId} has no readable partial`);
         total = type.combine(total, partial);
       } else if (chunkErrors.length < MAX_RECORDED_ERRORS) {
-        chunkErrors.push({ chunk: e.chunk, code: full?.error?.code ?? e.errorCode ?? 'CHUNK_FAILED', message: full?.error?.message ?? 'chunk failed' });
+        chunkErrors.push({
+          chunk: e.chunk,
+          code: full?.error?.code ?? e.errorCode ?? 'CHUNK_FAILED',
+          message: full?.error?.message ?? 'chunk failed',
+        });
       }
       for (const itemError of full?.itemErrors ?? []) if (itemErrors.length < MAX_RECORDED_ERRORS) itemErrors.push(itemError);
     }
@@ -230,7 +257,17 @@ export class JobActivities {
           ? 'completed_with_errors'
           : 'completed';
     const finishedAt = this.now().toISOString();
-    const stored = await this.deps.store.writeJobResult(run.jobId, { jobId: run.jobId, workType: run.workType, status, progress, result, chunkErrors, itemErrors, epoch: run.epoch, finishedAt });
+    const stored = await this.deps.store.writeJobResult(run.jobId, {
+      jobId: run.jobId,
+      workType: run.workType,
+      status,
+      progress,
+      result,
+      chunkErrors,
+      itemErrors,
+      epoch: run.epoch,
+      finishedAt,
+    });
     const inline = Buffer.byteLength(JSON.stringify(result), 'utf8') <= INLINE_RESULT_BYTES;
     const errors: JobErrorInfo[] = [
       ...chunkErrors.map((e) => ({ code: e.code, message: `chunk ${e.chunk}: ${e.message}` })),
@@ -245,7 +282,14 @@ export class JobActivities {
       progress,
       ...(inline ? { result } : {}),
       resultBlob: stored.blob,
-      ...(status === 'failed' ? { error: { code: chunkErrors[0]?.code ?? 'CHUNK_FAILED', message: `All ${input.chunkCount} chunks failed; first: ${chunkErrors[0]?.message ?? 'unknown'}` } } : {}),
+      ...(status === 'failed'
+        ? {
+            error: {
+              code: chunkErrors[0]?.code ?? 'CHUNK_FAILED',
+              message: `All ${input.chunkCount} chunks failed; first: ${chunkErrors[0]?.message ?? 'unknown'}`,
+            },
+          }
+        : {}),
       ...(errors.length > 0 ? { errors } : {}),
       epoch: run.epoch,
       finishedAt,

@@ -350,10 +350,19 @@ export class JobIntake {
       else if (message.dequeueCount < INTAKE.maxStartAttempts) {
         // Not a verdict on the submission (a storage fault reading itemsBlob, a work type that threw):
         // leave it for a later pass, like a failed start, rather than abort this pass for the rest.
-        logger.warn('intake.validation_failed', { messageId: message.messageId, dequeueCount: message.dequeueCount, error: err, epoch: ctx.epoch });
+        logger.warn('intake.validation_failed', {
+          messageId: message.messageId,
+          dequeueCount: message.dequeueCount,
+          error: err,
+          epoch: ctx.epoch,
+        });
         return 'retry_later';
       } else {
-        reason = new JobError('VALIDATION_FAILED', `The submission could not be checked after ${message.dequeueCount} tries: ${err instanceof Error ? err.message : String(err)}`);
+        reason = new JobError(
+          'VALIDATION_FAILED',
+          `The submission could not be checked after ${message.dequeueCount} tries: ` +
+            `${err instanceof Error ? err.message : String(err)}`,
+        );
       }
       const asked = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? (parsed).jobId : undefined;
       return this.reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined }, ctx, orchestrations);
@@ -380,12 +389,19 @@ export class JobIntake {
         }
       }
       const record = await store.readRecord(job.jobId, ctx.signal);
-      if (record !== undefined && (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)) {
+      if (
+        record !== undefined &&
+        (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)
+      ) {
         return this.reject({ message, error: duplicateError(job.jobId, record.createdAt), ...askedBy(job) }, ctx, orchestrations);
       }
       if (record?.status === 'rejected') {
         // This very message was rejected before and came back (crash before its delete): finish that.
-        return this.reject({ message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) }, ctx, orchestrations);
+        return this.reject(
+          { message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) },
+          ctx,
+          orchestrations,
+        );
       }
       if (known !== undefined) {
         // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
@@ -425,14 +441,26 @@ export class JobIntake {
       await this.start(start, orchestrations);
       await this.deleteMessage(message, ctx);
       if (record !== undefined) await store.deleteRecord(job.jobId, ctx.signal);
-      logger.info('intake.started', { jobId: job.jobId, workType: job.workType, instanceId: instanceIdFor(job.jobId), startId, epoch: ctx.epoch });
+      logger.info('intake.started', {
+        jobId: job.jobId,
+        workType: job.workType,
+        instanceId: instanceIdFor(job.jobId),
+        startId,
+        epoch: ctx.epoch,
+      });
       return 'started';
     } catch (err) {
       if (isAbort(err)) throw err;
       if (message.dequeueCount >= INTAKE.maxStartAttempts) return this.giveUp(message, job, err, ctx, orchestrations);
       // Left on the queue: it comes back after the visibility timeout and the next pass retries (the
       // pass's check of unconfirmed starts retries a recorded start sooner).
-      logger.warn('intake.start_failed', { jobId: job.jobId, messageId: message.messageId, dequeueCount: message.dequeueCount, error: err, epoch: ctx.epoch });
+      logger.warn('intake.start_failed', {
+        jobId: job.jobId,
+        messageId: message.messageId,
+        dequeueCount: message.dequeueCount,
+        error: err,
+        epoch: ctx.epoch,
+      });
       return 'retry_later';
     }
   }
@@ -590,5 +618,9 @@ function startFailed(deliveries: number, why: string): JobError {
 }
 
 function duplicateError(jobId: string, since: string): JobError {
-  return new JobError('DUPLICATE_JOB_ID', `Job id "${jobId}" is already used by a different submission (since ${since}); the existing job was left untouched. Submit with a new jobId.`);
+  return new JobError(
+    'DUPLICATE_JOB_ID',
+    `Job id "${jobId}" is already used by a different submission (since ${since}); the existing job was left untouched. ` +
+      `Submit with a new jobId.`,
+  );
 }

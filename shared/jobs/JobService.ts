@@ -91,7 +91,13 @@ function continuationOf(entry: Pick<JobListEntry, 'createdAt' | 'jobId'>): strin
 function parseContinuation(token: string): Pick<JobListEntry, 'createdAt' | 'jobId'> {
   try {
     const value = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
-    if (Array.isArray(value) && value.length === 2 && typeof value[0] === 'string' && typeof value[1] === 'string' && isValidJobId(value[1])) {
+    if (
+      Array.isArray(value) &&
+      value.length === 2 &&
+      typeof value[0] === 'string' &&
+      typeof value[1] === 'string' &&
+      isValidJobId(value[1])
+    ) {
       return { createdAt: value[0] === '' ? null : value[0], jobId: value[1] };
     }
   } catch {
@@ -131,7 +137,11 @@ export class JobService {
   async submit(body: Uint8Array, orchestrations: OrchestrationClient): Promise<Submitted> {
     const { store } = this.deps;
     if (body.byteLength > JOB_LIMITS.maxMessageJsonBytes) {
-      throw new JobError('PAYLOAD_TOO_LARGE', `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`);
+      throw new JobError(
+        'PAYLOAD_TOO_LARGE',
+        `The body is over ${JOB_LIMITS.maxMessageJsonBytes} bytes, more than a queue message can carry: ` +
+          `put the items in a blob and submit { "itemsBlob": "<container>/<blob>" }.`,
+      );
     }
     const value = parseJsonText(decodeUtf8(body));
     const job = validateSubmission(value, {
@@ -160,7 +170,15 @@ export class JobService {
     if (accepted !== undefined && accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
     if (accepted?.state === 'active') return { jobId: job.jobId, location, enqueued: false };
     const at = this.now().toISOString();
-    const record: JobRecord = { jobId: job.jobId, status: 'pending', createdAt: at, updatedAt: at, fingerprint: job.fingerprint, via: 'http', workType: job.workType };
+    const record: JobRecord = {
+      jobId: job.jobId,
+      status: 'pending',
+      createdAt: at,
+      updatedAt: at,
+      fingerprint: job.fingerprint,
+      via: 'http',
+      workType: job.workType,
+    };
     const created = (await store.createRecord(record)) === 'written';
     if (!created) {
       const current = await store.readRecord(job.jobId);
@@ -270,12 +288,18 @@ export class JobService {
   async purge(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
     const view = await this.get(jobId, orchestrations);
     if (view.status === 'pending' || view.status === 'running') {
-      throw new JobError('JOB_NOT_FINISHED', `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`);
+      throw new JobError(
+        'JOB_NOT_FINISHED',
+        `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`,
+      );
     }
     return this.purgeFinished(jobId, orchestrations);
   }
 
-  private async purgeFinished(jobId: string, orchestrations: OrchestrationClient): Promise<{ jobId: string; instances: number; blobs: number }> {
+  private async purgeFinished(
+    jobId: string,
+    orchestrations: OrchestrationClient,
+  ): Promise<{ jobId: string; instances: number; blobs: number }> {
     const generations = (await this.deps.store.readStart(jobId))?.value.generation ?? 1;
     let instances = 0;
     for (let g = 1; g <= generations; g++) {
@@ -338,8 +362,14 @@ export class JobService {
     assertJobId(jobId);
     const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
     const run = runOf(snapshot);
-    if (run === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no started run to resubmit (a pending or rejected submission keeps no items).`);
-    const items: Record<string, Json> = run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
+    if (run === undefined) {
+      throw new JobError(
+        'JOB_NOT_FOUND',
+        `Job "${jobId}" has no started run to resubmit (a pending or rejected submission keeps no items).`,
+      );
+    }
+    const items: Record<string, Json> =
+      run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
     return { workType: run.workType, ...items, options: { ...run.options } };
   }
 
@@ -365,7 +395,14 @@ export class JobService {
     switch (s.runtimeStatus) {
       case 'Completed': {
         const summary = s.output as JobSummary | null | undefined;
-        if (summary === null || summary === undefined) return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: 'The orchestration completed without a summary.' } };
+        if (summary === null || summary === undefined) {
+          return {
+            ...base,
+            status: 'failed',
+            progress: custom?.progress ?? null,
+            error: { code: 'INTERNAL', message: 'The orchestration completed without a summary.' },
+          };
+        }
         // A run that stood down: the job's own start has not shown its state yet.
         if (summary.superseded !== undefined) return { ...base, status: 'pending', phase: null, progress: null, error: null };
         return {
@@ -375,13 +412,23 @@ export class JobService {
           status: summary.status,
           progress: summary.progress,
           ...(summary.result === undefined ? {} : { result: summary.result }),
-          ...(summary.result === undefined && summary.resultBlob !== undefined ? { resultUrl: `${this.deps.statusPath(jobId)}/result` } : {}),
+          ...(summary.result === undefined && summary.resultBlob !== undefined
+            ? { resultUrl: `${this.deps.statusPath(jobId)}/result` }
+            : {}),
           error: summary.error ?? null,
           ...(summary.errors === undefined ? {} : { errors: summary.errors }),
         };
       }
       case 'Failed':
-        return { ...base, status: 'failed', progress: custom?.progress ?? null, error: { code: 'INTERNAL', message: typeof s.output === 'string' ? `The orchestration failed: ${publicMessage(s.output)}` : 'The orchestration failed.' } };
+        return {
+          ...base,
+          status: 'failed',
+          progress: custom?.progress ?? null,
+          error: {
+            code: 'INTERNAL',
+            message: typeof s.output === 'string' ? `The orchestration failed: ${publicMessage(s.output)}` : 'The orchestration failed.',
+          },
+        };
       case 'Terminated':
       case 'Canceled':
         return { ...base, status: 'cancelled', progress: custom?.progress ?? null, error: null };
@@ -423,5 +470,8 @@ function fromRecord(record: JobRecord): JobView {
 }
 
 function duplicate(jobId: string): JobError {
-  return new JobError('DUPLICATE_JOB_ID', `Job id "${jobId}" is already used by a different submission; submit with a new jobId (or none, to get one generated).`);
+  return new JobError(
+    'DUPLICATE_JOB_ID',
+    `Job id "${jobId}" is already used by a different submission; submit with a new jobId (or none, to get one generated).`,
+  );
 }

@@ -211,7 +211,11 @@ export class JobStore implements ChunkStore {
   /** Creates the container once per store; a concurrent create (409) is success. */
   readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
 
-  private async putJson(name: string, value: unknown, options: { ifNoneMatch?: boolean; metadata?: Record<string, string>; signal?: AbortSignal } = {}): Promise<'written' | 'exists'> {
+  private async putJson(
+    name: string,
+    value: unknown,
+    options: { ifNoneMatch?: boolean; metadata?: Record<string, string>; signal?: AbortSignal } = {},
+  ): Promise<'written' | 'exists'> {
     const outcome = await this.putJsonVersioned(name, value, options);
     return typeof outcome === 'object' ? 'written' : 'exists';
   }
@@ -294,7 +298,11 @@ export class JobStore implements ChunkStore {
    */
   async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal): Promise<boolean> {
     const name = JobStore.jobBlob(jobId);
-    if ((await this.putJson(name, { jobId, fingerprint, at: new Date().toISOString() }, { ifNoneMatch: true, signal })) === 'written') return true;
+    if (
+      (await this.putJson(name, { jobId, fingerprint, at: new Date().toISOString() }, { ifNoneMatch: true, signal })) === 'written'
+    ) {
+      return true;
+    }
     const owner = await this.getJson<{ fingerprint?: string }>(name, signal);
     return owner?.fingerprint === fingerprint;
   }
@@ -342,7 +350,13 @@ export class JobStore implements ChunkStore {
         const jobId = blob.name.slice('records/'.length, -'.json'.length);
         const meta = blob.metadata ?? {};
         const status = meta.status === 'rejected' ? 'rejected' : 'pending';
-        out.push({ jobId, status, createdAt: meta.createdat ?? '', updatedAt: meta.updatedat ?? '', ...(meta.worktype === undefined ? {} : { workType: meta.worktype }) });
+        out.push({
+          jobId,
+          status,
+          createdAt: meta.createdat ?? '',
+          updatedAt: meta.updatedat ?? '',
+          ...(meta.worktype === undefined ? {} : { workType: meta.worktype }),
+        });
       }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
@@ -387,7 +401,9 @@ export class JobStore implements ChunkStore {
     const claim = JobStore.jobBlob(jobId);
     const names: string[] = [];
     try {
-      for await (const blob of this.container.listBlobsFlat({ prefix, abortSignal: signal })) if (blob.name !== claim) names.push(blob.name);
+      for await (const blob of this.container.listBlobsFlat({ prefix, abortSignal: signal })) {
+        if (blob.name !== claim) names.push(blob.name);
+      }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
     }
@@ -474,7 +490,11 @@ export class JobStore implements ChunkStore {
     claim: { readonly claimedAt: string; readonly claimedBy: string; readonly dequeueCount: number; readonly beatAt?: string },
     signal?: AbortSignal,
   ): Promise<void> {
-    await this.putJson(JobStore.chunkClaimBlob(jobId, chunk, dispatch), { jobId, chunk, dispatch, ...claim }, { metadata: claimMetadata(claim), signal });
+    await this.putJson(
+      JobStore.chunkClaimBlob(jobId, chunk, dispatch),
+      { jobId, chunk, dispatch, ...claim },
+      { metadata: claimMetadata(claim), signal },
+    );
   }
 
   /** The claiming worker is alive: one metadata write on its claim (the listing sees it). */
@@ -485,7 +505,9 @@ export class JobStore implements ChunkStore {
     claim: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt: string },
     signal?: AbortSignal,
   ): Promise<void> {
-    await this.container.getBlockBlobClient(JobStore.chunkClaimBlob(jobId, chunk, dispatch)).setMetadata(claimMetadata(claim), { abortSignal: signal });
+    await this.container
+      .getBlockBlobClient(JobStore.chunkClaimBlob(jobId, chunk, dispatch))
+      .setMetadata(claimMetadata(claim), { abortSignal: signal });
   }
 
 
@@ -508,7 +530,10 @@ export class JobStore implements ChunkStore {
     const found: Pick<JobListing, 'results' | 'claims'> = { results: [], claims: [] };
     const [cancelled] = await Promise.all([
       this.isCancelled(jobId, signal),
-      ...groups.flatMap((g) => [this.collectEntries(prefix, `results/${g}`, found, signal), this.collectEntries(prefix, `claims/${g}`, found, signal)]),
+      ...groups.flatMap((g) => [
+        this.collectEntries(prefix, `results/${g}`, found, signal),
+        this.collectEntries(prefix, `claims/${g}`, found, signal),
+      ]),
     ]);
     return { cancelled, ...found };
   }
@@ -586,7 +611,12 @@ function recordMetadata(record: JobRecord): Record<string, string> {
 function claimEntry(rest: string, meta: Record<string, string>): ChunkClaimEntry | undefined {
   const claim = /^claims\/(\d+)-(\d+)\.json$/.exec(rest);
   if (claim?.[1] === undefined || claim[2] === undefined) return undefined;
-  return { chunk: Number(claim[1]), dispatch: Number(claim[2]), claimedAt: meta.claimedat ?? '', ...(meta.beat === undefined ? {} : { beatAt: meta.beat }) };
+  return {
+    chunk: Number(claim[1]),
+    dispatch: Number(claim[2]),
+    claimedAt: meta.claimedat ?? '',
+    ...(meta.beat === undefined ? {} : { beatAt: meta.beat }),
+  };
 }
 
 function resultEntry(rest: string, meta: Record<string, string>): ChunkResultEntry | undefined {
@@ -602,6 +632,14 @@ function resultEntry(rest: string, meta: Record<string, string>): ChunkResultEnt
   };
 }
 
-function claimMetadata(claim: { readonly claimedAt: string; readonly dequeueCount: number; readonly beatAt?: string }): Record<string, string> {
-  return { claimedat: claim.claimedAt, dequeuecount: String(claim.dequeueCount), ...(claim.beatAt === undefined ? {} : { beat: claim.beatAt }) };
+function claimMetadata(claim: {
+  readonly claimedAt: string;
+  readonly dequeueCount: number;
+  readonly beatAt?: string;
+}): Record<string, string> {
+  return {
+    claimedat: claim.claimedAt,
+    dequeuecount: String(claim.dequeueCount),
+    ...(claim.beatAt === undefined ? {} : { beat: claim.beatAt }),
+  };
 }

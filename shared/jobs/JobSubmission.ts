@@ -85,13 +85,21 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
     throw new JobError('NESTING_TOO_DEEP', `The submission nests arrays or objects more than ${MAX_NESTING_DEPTH} levels deep.`);
   }
   if (!isPlainObject(value)) {
-    throw new JobError('NOT_AN_OBJECT', `A submission is a JSON object { workType, items | itemsBlob, ... }, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}.`);
+    throw new JobError(
+      'NOT_AN_OBJECT',
+      `A submission is a JSON object { workType, items | itemsBlob, ... }, ` +
+        `not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}.`,
+    );
   }
   if ('jobId' in value) assertJobId(value.jobId);
   const hasItems = 'items' in value;
   const hasBlob = 'itemsBlob' in value;
-  if (hasItems && hasBlob) throw new JobError('ITEMS_AMBIGUOUS', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array), not both.');
-  if (!hasItems && !hasBlob) throw new JobError('ITEMS_MISSING', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array).');
+  if (hasItems && hasBlob) {
+    throw new JobError('ITEMS_AMBIGUOUS', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array), not both.');
+  }
+  if (!hasItems && !hasBlob) {
+    throw new JobError('ITEMS_MISSING', 'Give exactly one of items (inline) or itemsBlob (a blob holding a JSON array).');
+  }
 
   if (!validateSchema(value)) throw schemaError(validateSchema.errors ?? [], value);
   const submission = value;
@@ -113,7 +121,10 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
     const ref = parseBlobRef(submission.itemsBlob);
     if (!isBlobRef(ref)) throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${ref.reason}.`);
     if (!ctx.inputContainers.allows(ref.container)) {
-      throw new JobError('INVALID_ITEMS_BLOB', `itemsBlob: container "${ref.container}" is not a job input container; allowed: ${ctx.inputContainers.describe()}.`);
+      throw new JobError(
+        'INVALID_ITEMS_BLOB',
+        `itemsBlob: container "${ref.container}" is not a job input container; allowed: ${ctx.inputContainers.describe()}.`,
+      );
     }
     source = { kind: 'blob', container: ref.container, blob: ref.blob };
   }
@@ -134,7 +145,11 @@ export function assertChunkCount(itemCount: number, chunkSize: number): void {
   }
   const chunks = Math.ceil(itemCount / chunkSize);
   if (chunks > JOB_LIMITS.maxChunks) {
-    throw new JobError('ITEMS_TOO_MANY', `${itemCount} items in chunks of ${chunkSize} make ${chunks} chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`);
+    throw new JobError(
+      'ITEMS_TOO_MANY',
+      `${itemCount} items in chunks of ${chunkSize} make ${chunks} chunks; ` +
+        `a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`,
+    );
   }
 }
 
@@ -163,7 +178,11 @@ function schemaError(errors: readonly ErrorObject[], value: Record<string, unkno
   if (option !== undefined) {
     const name = option.instancePath.slice('/options/'.length) as keyof typeof JOB_OPTION_BOUNDS;
     const bounds = JOB_OPTION_BOUNDS[name];
-    return new JobError('OPTION_OUT_OF_RANGE', `options.${name} must be a whole number from ${bounds.min} to ${bounds.max}; got ${JSON.stringify((value.options as Record<string, unknown>)[name])}.`);
+    return new JobError(
+      'OPTION_OUT_OF_RANGE',
+      `options.${name} must be a whole number from ${bounds.min} to ${bounds.max}; ` +
+        `got ${JSON.stringify((value.options as Record<string, unknown>)[name])}.`,
+    );
   }
   // The oneOf branch errors only restate "exactly one of items / itemsBlob", checked before the schema.
   const first = errors.find((e) => !e.schemaPath.startsWith('#/oneOf') && e.keyword !== 'oneOf') ?? errors[0];
@@ -171,7 +190,13 @@ function schemaError(errors: readonly ErrorObject[], value: Record<string, unkno
   if (first.keyword === 'required') return new JobError('SCHEMA_VIOLATION', `${String(first.params.missingProperty)} is required.`);
   if (first.keyword === 'additionalProperties') {
     const where = first.instancePath === '' ? 'a submission' : first.instancePath.slice(1);
-    return new JobError('SCHEMA_VIOLATION', `Unknown property "${String(first.params.additionalProperty)}" in ${where}; see schemas/job.schema.json.`);
+    return new JobError(
+      'SCHEMA_VIOLATION',
+      `Unknown property "${String(first.params.additionalProperty)}" in ${where}; see schemas/job.schema.json.`,
+    );
   }
-  return new JobError('SCHEMA_VIOLATION', `${first.instancePath === '' ? 'The submission' : first.instancePath.slice(1)} ${first.message ?? 'is invalid'}.`);
+  return new JobError(
+    'SCHEMA_VIOLATION',
+    `${first.instancePath === '' ? 'The submission' : first.instancePath.slice(1)} ${first.message ?? 'is invalid'}.`,
+  );
 }

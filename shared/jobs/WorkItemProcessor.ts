@@ -58,7 +58,14 @@ export class WorkItemProcessor {
     const message = parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body);
     const { store, logger } = this.deps;
     const signal = delivery.signal ?? new AbortController().signal;
-    const log = { jobId: message.jobId, workType: message.workType, chunk: message.chunk, dequeueCount: delivery.dequeueCount, dispatch: message.dispatch, epoch: message.epoch };
+    const log = {
+      jobId: message.jobId,
+      workType: message.workType,
+      chunk: message.chunk,
+      dequeueCount: delivery.dequeueCount,
+      dispatch: message.dispatch,
+      epoch: message.epoch,
+    };
 
     if (await store.chunkResultExists(message.jobId, message.chunk, signal)) {
       logger.info('workitem.duplicate_skipped', log);
@@ -71,11 +78,19 @@ export class WorkItemProcessor {
 
     // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
     const claimedAt = this.now().toISOString();
-    await store.claimChunk(message.jobId, message.chunk, message.dispatch, { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt }, signal);
+    await store.claimChunk(
+      message.jobId,
+      message.chunk,
+      message.dispatch,
+      { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt },
+      signal,
+    );
     // Heartbeats while it works: a claim that goes silent is sent again in seconds (dispatch/DispatchLedger.ts).
     const heartbeat = setInterval(() => {
       const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now().toISOString() };
-      store.beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal).catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));
+      store
+        .beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal)
+        .catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));
     }, CLAIM_LIVENESS.heartbeatSeconds * 1000);
     heartbeat.unref();
 
@@ -102,7 +117,9 @@ export class WorkItemProcessor {
         itemErrors: [],
         error: {
           code: err instanceof JobError ? err.code : 'CHUNK_FAILED',
-          message: `${permanent ? 'Permanent failure' : `Failed on attempt ${delivery.dequeueCount} of ${message.attempts}`}: ${err instanceof Error ? err.message : String(err)}`,
+          message:
+            `${permanent ? 'Permanent failure' : `Failed on attempt ${delivery.dequeueCount} of ${message.attempts}`}: ` +
+            `${err instanceof Error ? err.message : String(err)}`,
         },
         attempt: delivery.dequeueCount,
         dispatch: message.dispatch,
@@ -130,7 +147,9 @@ export class WorkItemProcessor {
 
   private async process(message: WorkItemMessage, attempt: number, signal: AbortSignal): Promise<ChunkResult> {
     const type = this.deps.registry.get(message.workType);
-    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${message.workType}" is not registered on instance ${this.deps.instanceId}.`);
+    if (type === undefined) {
+      throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${message.workType}" is not registered on instance ${this.deps.instanceId}.`);
+    }
     let items: Json[] | undefined = message.items;
     if (items === undefined && message.itemsRef !== undefined) {
       items = await this.deps.store.readChunkItems(message.itemsRef, signal);

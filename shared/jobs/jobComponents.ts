@@ -39,7 +39,11 @@ export function poisonQueueName(queue: string): string {
   return `${queue}-poison`;
 }
 
-export function buildJobComponents(settings: Settings, registry: WorkTypeRegistry = workTypes, logger: Logger = createLogger('jobs')): JobComponents {
+export function buildJobComponents(
+  settings: Settings,
+  registry: WorkTypeRegistry = workTypes,
+  logger: Logger = createLogger('jobs'),
+): JobComponents {
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
   const store = new JobStore(blobs, settings.jobs.resultsContainer);
@@ -79,7 +83,13 @@ export function buildJobComponents(settings: Settings, registry: WorkTypeRegistr
       logger: logger.child('activities'),
       leaseEpoch,
     }),
-    worker: new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger: logger.child('worker'), instanceId: settings.instanceId }),
+    worker: new WorkItemProcessor({
+      store,
+      inputs: inputBlobs(blobs, inputContainers),
+      registry,
+      logger: logger.child('worker'),
+      instanceId: settings.instanceId,
+    }),
     intake: new JobIntake({
       jobsQueue,
       poisonQueue: queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue)),

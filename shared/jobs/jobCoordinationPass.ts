@@ -32,7 +32,10 @@ export function jobCoordinationPass(
   return async (ctx) => {
     const client = durableClient();
     if (client === undefined) {
-      components.logger.warn('intake.no_durable_client', { epoch: ctx.epoch, hint: 'the pass runs again on the next timer firing, which brings a client' });
+      components.logger.warn('intake.no_durable_client', {
+        epoch: ctx.epoch,
+        hint: 'the pass runs again on the next timer firing, which brings a client',
+      });
       return undefined;
     }
     const orchestrations = durableOrchestrationClient(client);

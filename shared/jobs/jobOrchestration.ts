@@ -68,7 +68,9 @@ export function initialState(run: JobRun, stepsPerGeneration?: number): Orchestr
 
 const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
 
-export const jobOrchestration: OrchestrationHandler = function* (context: OrchestrationContext): Generator<Task, JobSummary | undefined, unknown> {
+export const jobOrchestration: OrchestrationHandler = function* (
+  context: OrchestrationContext,
+): Generator<Task, JobSummary | undefined, unknown> {
   let state = context.df.getInput<OrchestrationState>();
   const { run } = state;
   const steps = state.stepsPerGeneration ?? STEPS_PER_GENERATION;
@@ -123,7 +125,13 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
       publish('running');
       if (isLedgerDone(ledger)) return yield* aggregate(false);
 
-      const input: StepInput = { job: dispatchJobOf(run), chunkCount: plan.chunkCount, itemCount: plan.itemCount, ledger, at: now().toISOString() };
+      const input: StepInput = {
+        job: dispatchJobOf(run),
+        chunkCount: plan.chunkCount,
+        itemCount: plan.itemCount,
+        ledger,
+        at: now().toISOString(),
+      };
       const stepTask = context.df.callActivityWithRetry(JOB_ACTIVITIES.step, retry, input);
       const winner = yield context.df.Task.any([stepTask, cancelEvent]);
       // A cancel wins at once; the step still running sees the cancel marker and sends nothing more.
@@ -165,7 +173,12 @@ export const jobOrchestration: OrchestrationHandler = function* (context: Orches
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
     const plan = state.plan ?? { chunkCount: 0, itemCount: 0 };
     publish('aggregating');
-    const input: AggregateInput = { run: dispatchJobOf(run), chunkCount: plan.chunkCount, itemCount: plan.itemCount, cancelled: cancelledJob };
+    const input: AggregateInput = {
+      run: dispatchJobOf(run),
+      chunkCount: plan.chunkCount,
+      itemCount: plan.itemCount,
+      cancelled: cancelledJob,
+    };
     // Aggregation records the final summary itself and answers the recorded one.
     return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary);
   }

@@ -20,7 +20,10 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 export function decodeQueueMessage(text: string): unknown {
   const compact = text.replace(/\s+/g, '');
   if (compact.length === 0 || !BASE64.test(compact)) {
-    throw new JobError('NOT_BASE64', 'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).');
+    throw new JobError(
+      'NOT_BASE64',
+      'The message is not base64: queue messages carry base64-encoded UTF-8 JSON (the Functions host default).',
+    );
   }
   return parseJsonText(decodeUtf8(Buffer.from(compact, 'base64'), 'The message decodes from base64 but not to UTF-8 text.'));
 }
@@ -74,7 +77,9 @@ export function parseWorkItemMessage(value: unknown): WorkItemMessage {
   if (!isRecord(value)) return problem('not a JSON object');
   if (value.v !== 1) problem('unknown version');
   if (!isValidJobId(value.jobId)) problem('bad jobId');
-  if (!isNat(value.chunk) || !isNat(value.firstIndex) || !isNat(value.epoch) || !isNat(value.itemCount)) problem('bad chunk, firstIndex, itemCount or epoch');
+  if (!isNat(value.chunk) || !isNat(value.firstIndex) || !isNat(value.epoch) || !isNat(value.itemCount)) {
+    problem('bad chunk, firstIndex, itemCount or epoch');
+  }
   if (!isNat(value.attempts) || value.attempts < 1 || !isNat(value.dispatch) || value.dispatch < 1) problem('bad attempts or dispatch');
   if (typeof value.workType !== 'string') problem('bad workType');
   const inline = Array.isArray(value.items);

@@ -75,12 +75,19 @@ export class BlobLeaseStore implements LeaseStore {
         etag: props.etag ?? '',
       };
     } catch (err) {
-      if (isRestError(err) && err.statusCode === 404) return { record: undefined, extra: {}, leaseState: 'available', leaseStatus: 'unlocked', etag: '' };
+      if (isRestError(err) && err.statusCode === 404) {
+        return { record: undefined, extra: {}, leaseState: 'available', leaseStatus: 'unlocked', etag: '' };
+      }
       throw err;
     }
   }
 
-  async write(leaseId: string, metadata: Readonly<Record<string, string>>, ifMatch: string, signal: AbortSignal): Promise<{ etag: string }> {
+  async write(
+    leaseId: string,
+    metadata: Readonly<Record<string, string>>,
+    ifMatch: string,
+    signal: AbortSignal,
+  ): Promise<{ etag: string }> {
     try {
       const res = await this.blob.setMetadata({ ...metadata }, { conditions: { leaseId, ifMatch }, abortSignal: signal });
       return { etag: res.etag ?? '' };

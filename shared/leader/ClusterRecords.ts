@@ -14,7 +14,14 @@ import { createLogger, type Logger } from '../observability/log';
 import { PassSummary } from '../observability/PassSummary';
 import { blobServiceClient } from '../storage/clients';
 import { type RuntimeObserver } from './CoordinatorRuntime';
-import { HEARTBEAT_DEFAULTS, heartbeatPrefix, InstanceHeartbeats, type InstanceHeartbeatsOptions, type InstanceSeen, listInstances } from './InstanceHeartbeats';
+import {
+  HEARTBEAT_DEFAULTS,
+  heartbeatPrefix,
+  InstanceHeartbeats,
+  type InstanceHeartbeatsOptions,
+  type InstanceSeen,
+  listInstances,
+} from './InstanceHeartbeats';
 import { type TermEntry, TermHistory, termHistoryBlobName } from './TermHistory';
 
 export interface RecorderState {
@@ -39,12 +46,20 @@ export class ClusterRecords {
     leaseBlob: string,
     private readonly options: ClusterRecordsOptions = {},
   ) {
-    this.history = new TermHistory(container, termHistoryBlobName(leaseBlob), options.maxTerms === undefined ? {} : { maxTerms: options.maxTerms });
+    this.history = new TermHistory(
+      container,
+      termHistoryBlobName(leaseBlob),
+      options.maxTerms === undefined ? {} : { maxTerms: options.maxTerms },
+    );
     this.prefix = heartbeatPrefix(leaseBlob);
   }
 
   static fromSettings(settings: Settings, options: ClusterRecordsOptions = {}): ClusterRecords {
-    return new ClusterRecords(blobServiceClient(settings.storage).getContainerClient(settings.leader.container), settings.leader.blob, options);
+    return new ClusterRecords(
+      blobServiceClient(settings.storage).getContainerClient(settings.leader.container),
+      settings.leader.blob,
+      options,
+    );
   }
 
   terms(): Promise<TermEntry[]> {
@@ -52,7 +67,10 @@ export class ClusterRecords {
   }
 
   instances(now?: Date): Promise<InstanceSeen[]> {
-    return listInstances(this.container, this.prefix, { intervalMs: this.options.heartbeats?.intervalMs ?? HEARTBEAT_DEFAULTS.intervalMs, ...(now === undefined ? {} : { now }) });
+    return listInstances(this.container, this.prefix, {
+      intervalMs: this.options.heartbeats?.intervalMs ?? HEARTBEAT_DEFAULTS.intervalMs,
+      ...(now === undefined ? {} : { now }),
+    });
   }
 
   recorder(instanceId: string, state: () => RecorderState, logger: Logger = createLogger('leader')): RuntimeRecorder {
@@ -84,7 +102,11 @@ export class RuntimeRecorder implements RuntimeObserver {
     this.enqueue(() => this.history.recordStart(term), term.epoch);
   }
 
-  termEnded(term: { readonly epoch: number; readonly holder: string; readonly reason: 'lost' | 'deadline' | 'stalled' | 'released' | 'abandoned' }): void {
+  termEnded(term: {
+    readonly epoch: number;
+    readonly holder: string;
+    readonly reason: 'lost' | 'deadline' | 'stalled' | 'released' | 'abandoned';
+  }): void {
     this.heartbeats.beatSoon();
     // 'abandoned' stands for a crash (tests, benchmarks): a crashed process records nothing.
     if (term.reason === 'abandoned') return;

@@ -61,7 +61,11 @@ export function heartbeatPrefix(leaseBlob: string): string {
 const ROLES: readonly ElectorRole[] = ['leader', 'follower', 'stopped'];
 
 /** Reads every instance's beat: one listing with metadata. */
-export async function listInstances(container: ContainerClient, prefix: string, options: { intervalMs?: number; now?: Date } = {}): Promise<InstanceSeen[]> {
+export async function listInstances(
+  container: ContainerClient,
+  prefix: string,
+  options: { intervalMs?: number; now?: Date } = {},
+): Promise<InstanceSeen[]> {
   const intervalMs = options.intervalMs ?? HEARTBEAT_DEFAULTS.intervalMs;
   const now = (options.now ?? new Date()).getTime();
   const seen: InstanceSeen[] = [];
@@ -190,9 +194,15 @@ export class InstanceHeartbeats {
         // Only if unchanged since listed: an instance that came back meanwhile keeps its beat.
         await this.container
           .getBlockBlobClient(blob.name)
-          .delete({ conditions: { ifUnmodifiedSince: blob.properties.lastModified }, abortSignal: AbortSignal.timeout(this.requestTimeoutMs) })
+          .delete({
+            conditions: { ifUnmodifiedSince: blob.properties.lastModified },
+            abortSignal: AbortSignal.timeout(this.requestTimeoutMs),
+          })
           .catch(() => undefined);
-        this.logger.info('instance.forgotten', { instance: blob.name.slice(this.prefix.length), lastSeenAt: blob.properties.lastModified.toISOString() });
+        this.logger.info('instance.forgotten', {
+          instance: blob.name.slice(this.prefix.length),
+          lastSeenAt: blob.properties.lastModified.toISOString(),
+        });
       }
     } catch (err) {
       this.logger.warn('instance.prune_failed', { error: err });

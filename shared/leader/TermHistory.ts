@@ -70,7 +70,12 @@ export class TermHistory {
     });
   }
 
-  recordEnd(term: { readonly epoch: number; readonly holder: string; readonly endedAt: string; readonly reason: StepDownReason }): Promise<void> {
+  recordEnd(term: {
+    readonly epoch: number;
+    readonly holder: string;
+    readonly endedAt: string;
+    readonly reason: StepDownReason;
+  }): Promise<void> {
     return this.update((terms) => {
       const index = terms.findIndex((t) => t.epoch === term.epoch && t.holder === term.holder);
       const current = terms[index];
@@ -101,7 +106,9 @@ export class TermHistory {
         // 412: changed since we read it; 409: created by someone else first; 404: no container yet.
         const retry = isRestError(err) && (err.statusCode === 412 || err.statusCode === 409 || err.statusCode === 404);
         if (!retry || attempt >= MAX_WRITE_TRIES) throw err;
-        if (err.statusCode === 404) await this.container.createIfNotExists({ abortSignal: AbortSignal.timeout(this.options.requestTimeoutMs) });
+        if (err.statusCode === 404) {
+          await this.container.createIfNotExists({ abortSignal: AbortSignal.timeout(this.options.requestTimeoutMs) });
+        }
       }
     }
   }
@@ -109,7 +116,9 @@ export class TermHistory {
   private async readWithEtag(): Promise<{ terms: TermEntry[]; etag: string | undefined }> {
     try {
       // One request for the text and its etag, so the write's condition matches what was read.
-      const res = await this.container.getBlockBlobClient(this.blobName).download(0, undefined, { abortSignal: AbortSignal.timeout(this.options.requestTimeoutMs) });
+      const res = await this.container
+        .getBlockBlobClient(this.blobName)
+        .download(0, undefined, { abortSignal: AbortSignal.timeout(this.options.requestTimeoutMs) });
       return { terms: parseTerms(await streamText(res.readableStreamBody)), etag: res.etag };
     } catch (err) {
       if (isRestError(err) && err.statusCode === 404) return { terms: [], etag: undefined };

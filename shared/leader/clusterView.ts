@@ -20,7 +20,11 @@ export interface ClusterView extends LeaderView {
   readonly readAt: string;
 }
 
-export async function clusterView(runtime: RuntimeStatusSource, records: ClusterRecordsSource, now: () => Date = () => new Date()): Promise<ClusterView> {
+export async function clusterView(
+  runtime: RuntimeStatusSource,
+  records: ClusterRecordsSource,
+  now: () => Date = () => new Date(),
+): Promise<ClusterView> {
   const [leader, terms, instances] = await Promise.all([
     leaderView(runtime),
     records.terms().catch((err: unknown) => {

@@ -59,7 +59,11 @@ export interface HealthView {
  * A status source whose lease reads are shared for `ttlMs` (CachedRead): anonymous routes cost at
  * most one blob read per ttl per instance, however many requests arrive.
  */
-export function cachedStatusSource(runtime: RuntimeStatusSource, ttlMs: number, clock?: Pick<Clock, 'now'>): RuntimeStatusSource & { readonly reads: number } {
+export function cachedStatusSource(
+  runtime: RuntimeStatusSource,
+  ttlMs: number,
+  clock?: Pick<Clock, 'now'>,
+): RuntimeStatusSource & { readonly reads: number } {
   const lease = new CachedRead(() => runtime.currentLeader(), ttlMs, clock);
   return {
     state: () => runtime.state(),

@@ -23,22 +23,39 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     fields: { holder: 'string', epoch: 'number', blob: 'string', leaseSeconds: 'number' },
     optional: { previousHolder: 'string', previousEpoch: 'number', takeoverWaitMs: 'number' },
   },
-  'leader.released': { level: 'info', what: 'a leader gave its lease back (graceful stop, stall)', fields: { holder: 'string', epoch: 'number' } },
+  'leader.released': {
+    level: 'info',
+    what: 'a leader gave its lease back (graceful stop, stall)',
+    fields: { holder: 'string', epoch: 'number' },
+  },
   'leader.lost': {
     level: 'warn',
     what: 'a term ended without a release: lease lost, or renew deadline passed',
     fields: { holder: 'string', epoch: 'number', reason: 'string', heldMs: 'number' },
     optional: { error: 'object' },
   },
-  'leader.stalled': { level: 'warn', what: 'the watchdog stepped a leader down', fields: { holder: 'string', epoch: 'number', heldMs: 'number', sinceProgressMs: 'number' } },
+  'leader.stalled': {
+    level: 'warn',
+    what: 'the watchdog stepped a leader down',
+    fields: { holder: 'string', epoch: 'number', heldMs: 'number', sinceProgressMs: 'number' },
+  },
   'leader.passes': {
     level: 'info',
     what: 'coordination passes of the last minute (a metric)',
     fields: { epoch: 'number', passes: 'number', failed: 'number', meanMs: 'number', maxMs: 'number', windowSeconds: 'number' },
   },
-  'leader.pass_failed': { level: 'error', what: 'a coordination pass threw', fields: { epoch: 'number', code: 'string' }, optional: { error: 'object' } },
+  'leader.pass_failed': {
+    level: 'error',
+    what: 'a coordination pass threw',
+    fields: { epoch: 'number', code: 'string' },
+    optional: { error: 'object' },
+  },
   'job.submitted': { level: 'info', what: 'an HTTP submission was queued', fields: { jobId: 'string', workType: 'string', via: 'string' } },
-  'intake.started': { level: 'info', what: "the leader started a job's orchestration", fields: { jobId: 'string', workType: 'string', epoch: 'number' } },
+  'intake.started': {
+    level: 'info',
+    what: "the leader started a job's orchestration",
+    fields: { jobId: 'string', workType: 'string', epoch: 'number' },
+  },
   'intake.rejected': {
     level: 'warn',
     what: 'the leader refused a submission (recorded, original in the poison queue)',
@@ -47,22 +64,41 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
   },
   'intake.queue_unreadable': {
     level: 'error',
-    what: 'the jobs queue holds messages no receive returns (on Azurite: a message with a raw control character); the action says what to do',
+    what:
+      'the jobs queue holds messages no receive returns (on Azurite: a message with a raw control character); ' +
+      'the action says what to do',
     fields: { code: 'string', queue: 'string', messages: 'number', since: 'string', action: 'string' },
   },
-  'job.planned': { level: 'info', what: 'a job was cut into chunks and dispatched', fields: { jobId: 'string', items: 'number', chunks: 'number', epoch: 'number' } },
+  'job.planned': {
+    level: 'info',
+    what: 'a job was cut into chunks and dispatched',
+    fields: { jobId: 'string', items: 'number', chunks: 'number', epoch: 'number' },
+  },
   'job.cancel_requested': { level: 'info', what: 'a cancel arrived through the API', fields: { jobId: 'string', started: 'boolean' } },
   'workitem.done': {
     level: 'info',
     what: 'a worker wrote a chunk result',
-    fields: { jobId: 'string', workType: 'string', chunk: 'number', items: 'number', itemsFailed: 'number', durationMs: 'number', dequeueCount: 'number', epoch: 'number' },
+    fields: {
+      jobId: 'string',
+      workType: 'string',
+      chunk: 'number',
+      items: 'number',
+      itemsFailed: 'number',
+      durationMs: 'number',
+      dequeueCount: 'number',
+      epoch: 'number',
+    },
   },
   'workitem.chunk_failed': {
     level: 'error',
     what: 'a chunk was recorded failed on its last attempt',
     fields: { jobId: 'string', workType: 'string', chunk: 'number', durationMs: 'number', dequeueCount: 'number', error: 'object' },
   },
-  'job.aggregated': { level: 'info', what: 'a job finished (its final status)', fields: { jobId: 'string', status: 'string', chunks: 'object', items: 'object', epoch: 'number' } },
+  'job.aggregated': {
+    level: 'info',
+    what: 'a job finished (its final status)',
+    fields: { jobId: 'string', status: 'string', chunks: 'object', items: 'object', epoch: 'number' },
+  },
 };
 
 /** What is wrong with one parsed log line against the catalogue (empty when nothing). */
@@ -79,7 +115,9 @@ export function eventShapeProblems(line: Readonly<Record<string, unknown>>): str
     if (typeOf(line[field]) !== type) problems.push(`${String(line.event)}.${field}: ${typeOf(line[field])}, expected ${type}`);
   }
   for (const [field, type] of Object.entries(spec.optional ?? {})) {
-    if (field in line && typeOf(line[field]) !== type) problems.push(`${String(line.event)}.${field}: ${typeOf(line[field])}, expected ${type}`);
+    if (field in line && typeOf(line[field]) !== type) {
+      problems.push(`${String(line.event)}.${field}: ${typeOf(line[field])}, expected ${type}`);
+    }
   }
   return problems;
 }

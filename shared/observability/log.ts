@@ -32,7 +32,9 @@ function minLevel(): number {
 }
 
 const consoleSink: LogSink = (line) => {
-  const text = JSON.stringify(line, (_key, value: unknown) => (value instanceof Error ? { name: value.name, message: value.message } : value));
+  const text = JSON.stringify(line, (_key, value: unknown) =>
+    value instanceof Error ? { name: value.name, message: value.message } : value,
+  );
   if (line.level === 'error' || line.level === 'warn') console.error(text);
   else console.log(text);
 };

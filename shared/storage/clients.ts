@@ -24,7 +24,9 @@ const queueClients = new Map<string, QueueServiceClient>();
 let credential: TokenCredential | undefined;
 
 function cacheKey(conn: StorageConnection): string {
-  return conn.kind === 'connectionString' ? `cs:${conn.connectionString}` : `id:${conn.blobServiceUri}|${conn.queueServiceUri}|${conn.clientId ?? ''}`;
+  return conn.kind === 'connectionString'
+    ? `cs:${conn.connectionString}`
+    : `id:${conn.blobServiceUri}|${conn.queueServiceUri}|${conn.clientId ?? ''}`;
 }
 
 /** The credential for identity-based connections; one per process. */
@@ -59,7 +61,10 @@ function cached<C>(clients: Map<string, C>, conn: StorageConnection, create: () 
   return client;
 }
 
-function createBlobServiceClient(conn: StorageConnection, options: StoragePipelineOptions = { retryOptions: APP_RETRY_OPTIONS }): BlobServiceClient {
+function createBlobServiceClient(
+  conn: StorageConnection,
+  options: StoragePipelineOptions = { retryOptions: APP_RETRY_OPTIONS },
+): BlobServiceClient {
   return namingTheSetting(conn, () =>
     conn.kind === 'connectionString'
       ? BlobServiceClient.fromConnectionString(conn.connectionString, options)
@@ -67,7 +72,10 @@ function createBlobServiceClient(conn: StorageConnection, options: StoragePipeli
   );
 }
 
-function createQueueServiceClient(conn: StorageConnection, options: QueuePipelineOptions = { retryOptions: APP_RETRY_OPTIONS }): QueueServiceClient {
+function createQueueServiceClient(
+  conn: StorageConnection,
+  options: QueuePipelineOptions = { retryOptions: APP_RETRY_OPTIONS },
+): QueueServiceClient {
   return namingTheSetting(conn, () =>
     conn.kind === 'connectionString'
       ? QueueServiceClient.fromConnectionString(conn.connectionString, options)

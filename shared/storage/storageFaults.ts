@@ -3,7 +3,17 @@
  * answering 5xx), as opposed to a bug or a refusal about the request itself. An HTTP route answers
  * those with 503 SERVICE_UNAVAILABLE, which a client may retry, instead of 500.
  */
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'REQUEST_SEND_ERROR']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+  'REQUEST_SEND_ERROR',
+]);
 
 export function isStorageUnreachable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;

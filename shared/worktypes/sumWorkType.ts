@@ -55,7 +55,9 @@ function pick(a: string | null, b: string | null, smaller: boolean): string | nu
 
 export const sumWorkType: WorkType<SumPartial, SumResult> = {
   name: 'sum',
-  description: `Items are integers (safe-range JSON numbers or decimal strings of up to ${SUM_MAX_DIGITS} digits); result { count, sum, min, max }, exact.`,
+  description:
+    `Items are integers (safe-range JSON numbers or decimal strings of up to ${SUM_MAX_DIGITS} digits); ` +
+    `result { count, sum, min, max }, exact.`,
   validateItem(item) {
     if (typeof item === 'number') {
       if (!Number.isInteger(item)) return `${item} is not an integer`;

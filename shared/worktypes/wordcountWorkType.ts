@@ -96,11 +96,16 @@ export const wordcountWorkType: WorkType<WordcountPartial, WordcountResult> = {
     try {
       const props = await blob.getProperties({ abortSignal: ctx.signal });
       if ((props.contentLength ?? 0) > WORDCOUNT_MAX_BLOB_BYTES) {
-        throw new ItemError('ITEM_TOO_LARGE', `${ref.container}/${ref.blob} is ${props.contentLength} bytes; the limit is ${WORDCOUNT_MAX_BLOB_BYTES}`);
+        throw new ItemError(
+          'ITEM_TOO_LARGE',
+          `${ref.container}/${ref.blob} is ${props.contentLength} bytes; the limit is ${WORDCOUNT_MAX_BLOB_BYTES}`,
+        );
       }
       buffer = await blob.downloadToBuffer(undefined, undefined, { abortSignal: ctx.signal });
     } catch (err) {
-      if (err instanceof RestError && err.statusCode === 404) throw new ItemError('BLOB_NOT_FOUND', `${ref.container}/${ref.blob} does not exist`);
+      if (err instanceof RestError && err.statusCode === 404) {
+        throw new ItemError('BLOB_NOT_FOUND', `${ref.container}/${ref.blob} does not exist`);
+      }
       throw err;
     }
     return countText(buffer.toString('utf8'));
@@ -122,6 +127,13 @@ export const wordcountWorkType: WorkType<WordcountPartial, WordcountResult> = {
       .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
       .slice(0, TOP_WORDS)
       .map(([word, count]) => ({ word, count }));
-    return { blobs: total.blobs, lines: total.lines, words: total.words, characters: total.characters, distinctWords: total.counts.length, topWords };
+    return {
+      blobs: total.blobs,
+      lines: total.lines,
+      words: total.words,
+      characters: total.characters,
+      distinctWords: total.counts.length,
+      topWords,
+    };
   },
 };

@@ -144,7 +144,10 @@ export class ChunkDispatcher {
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 
     await mapLimit(decision.expire, SEND_CONCURRENCY, ({ chunk, dispatch }) => this.expire(job, input.itemCount, chunk, dispatch, signal));
-    const items = decision.send.length === 0 ? new Map<number, Json[]>() : await this.deps.items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
+    const items =
+      decision.send.length === 0
+        ? new Map<number, Json[]>()
+        : await this.deps.items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
     await mapLimit(decision.send, SEND_CONCURRENCY, async ({ chunk, dispatch }) => {
       const chunkItems = items.get(chunk);
       if (chunkItems === undefined) throw new Error(`The staged input of job ${job.jobId} has no items for chunk ${chunk}`);
@@ -155,7 +158,13 @@ export class ChunkDispatcher {
     if (resent.length > 0 || decision.expire.length > 0) {
       const reasons: Partial<Record<SendReason, number>> = {};
       for (const s of resent) reasons[s.reason] = (reasons[s.reason] ?? 0) + 1;
-      this.deps.logger.warn('job.chunks_resent', { jobId: job.jobId, epoch: job.epoch, resent: resent.length, expired: decision.expire.length, ...reasons });
+      this.deps.logger.warn('job.chunks_resent', {
+        jobId: job.jobId,
+        epoch: job.epoch,
+        resent: resent.length,
+        expired: decision.expire.length,
+        ...reasons,
+      });
     }
     return {
       ledger: decision.ledger,

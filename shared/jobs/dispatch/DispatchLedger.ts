@@ -47,8 +47,18 @@ export interface DispatchPolicy {
 /** What storage shows of the in-flight chunks (only those). */
 export interface ChunkObservation {
   readonly cancelled: boolean;
-  readonly results: ReadonlyArray<{ readonly chunk: number; readonly status: 'ok' | 'failed'; readonly itemCount: number; readonly itemsFailed: number }>;
-  readonly claims: ReadonlyArray<{ readonly chunk: number; readonly dispatch: number; readonly claimedAt: string; readonly beatAt?: string }>;
+  readonly results: ReadonlyArray<{
+    readonly chunk: number;
+    readonly status: 'ok' | 'failed';
+    readonly itemCount: number;
+    readonly itemsFailed: number;
+  }>;
+  readonly claims: ReadonlyArray<{
+    readonly chunk: number;
+    readonly dispatch: number;
+    readonly claimedAt: string;
+    readonly beatAt?: string;
+  }>;
 }
 
 export type SendReason = 'first' | 'silent' | 'deadline' | 'unclaimed' | 'overtaken';
@@ -109,7 +119,9 @@ export function decideStep(
   let overtakenBefore = -Infinity;
   for (const c of ledger.inFlight) {
     const claimedAt = Date.parse(claimOf(c)?.claimedAt ?? '');
-    if (Number.isFinite(claimedAt) && at - claimedAt >= policy.overtakenSeconds * 1000) overtakenBefore = Math.max(overtakenBefore, c.sentAt);
+    if (Number.isFinite(claimedAt) && at - claimedAt >= policy.overtakenSeconds * 1000) {
+      overtakenBefore = Math.max(overtakenBefore, c.sentAt);
+    }
   }
 
   const send: Array<StepDecision['send'][number]> = [];

@@ -71,7 +71,16 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       }
       itemCount = items.length;
     } else {
-      itemCount = await stageBlob({ store: deps.store, type, container: run.source.container, blob: run.source.blob, chunkSize, writer, pacer, signal });
+      itemCount = await stageBlob({
+        store: deps.store,
+        type,
+        container: run.source.container,
+        blob: run.source.blob,
+        chunkSize,
+        writer,
+        pacer,
+        signal,
+      });
     }
     const segments = await writer.finish();
     const chunkCount = Math.ceil(itemCount / chunkSize);
