@@ -164,10 +164,7 @@ export const jobOrchestration: OrchestrationHandler = function* (
   }
 
   function* finish(summary: JobSummary): Generator<Task, JobSummary, unknown> {
-    const stored = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, summary)) as JobSummary;
-    state = { ...state, ledger: { ...(state.ledger ?? { next: 0, inFlight: [], highestDispatch: 0 }), progress: stored.progress } };
-    publish('done');
-    return stored;
+    return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, summary)) as JobSummary);
   }
 
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
@@ -183,7 +180,7 @@ export const jobOrchestration: OrchestrationHandler = function* (
     return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary);
   }
 
-  /** The job's recorded final summary (aggregated by the last step, or by the aggregate activity) ends the run. */
+  /** The job's recorded final summary (from the last step, the aggregate activity or finish) ends the run. */
   function recorded(stored: JobSummary): JobSummary {
     state = { ...state, ledger: { ...(state.ledger ?? { next: 0, inFlight: [], highestDispatch: 0 }), progress: stored.progress } };
     publish('done');

@@ -68,6 +68,11 @@ export interface StepOutcome {
   readonly finished: number;
 }
 
+/** Whether a pass (or a step's passes together) saw a result, sent a chunk or expired one. */
+export function changedAnything(o: Pick<StepOutcome, 'finished' | 'sent' | 'resent' | 'expired'>): boolean {
+  return o.finished + o.sent + o.resent + o.expired > 0;
+}
+
 /**
  * Worker liveness: a worker beats on its claim every `heartbeatSeconds` while it processes; a claim
  * silent for `silenceSeconds` belongs to a worker that died or hung. The silence is measured with
@@ -124,12 +129,11 @@ export class ChunkDispatcher {
       total.finished += outcome.finished;
       const result = { ledger, cancelled: outcome.cancelled, ...total };
       if (outcome.cancelled || isLedgerDone(ledger)) return result;
-      const changed = outcome.finished + outcome.sent + outcome.resent + outcome.expired > 0;
-      const anyChange = total.finished + total.sent + total.resent + total.expired > 0;
+      const changed = changedAnything(outcome);
       const pollMs = changed ? wait.busyPollMs : quietMs;
       quietMs = changed ? wait.pollMs : Math.min(quietMs * 2, wait.maxPollMs);
       const elapsed = at.getTime() - started;
-      if ((anyChange && elapsed + pollMs > wait.busyReturnMs) || elapsed + pollMs > wait.maxWaitMs) return result;
+      if ((changedAnything(total) && elapsed + pollMs > wait.busyReturnMs) || elapsed + pollMs > wait.maxWaitMs) return result;
       await (this.deps.sleep ?? defaultSleep)(pollMs);
     }
   }

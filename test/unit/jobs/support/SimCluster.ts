@@ -5,7 +5,7 @@
  * claim, beat every 5 s, and write each chunk's result (the sum of its items) once. A worker can be
  * killed: what it held stays invisible until the queue's visibility ends, as on Azure.
  */
-import { ChunkDispatcher, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { changedAnything, ChunkDispatcher, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline, type QueuedMessage } from './MemoryPipeline';
@@ -104,7 +104,7 @@ export class SimCluster {
     j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
     // The step activity's passes: every busyPollMs while results land, backing off while nothing changes
     // (the orchestration's round trip between steps, every few seconds, is left out).
-    const changed = out.finished + out.sent + out.resent + out.expired > 0;
+    const changed = changedAnything(out);
     j.nextStepAt = this.t + (changed ? STEP_WAIT.busyPollMs : j.pollMs);
     j.pollMs = changed ? STEP_WAIT.pollMs : Math.min(j.pollMs * 2, STEP_WAIT.maxPollMs);
     if (out.cancelled) {
