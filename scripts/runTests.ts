@@ -13,6 +13,8 @@ import { dirname, join, relative, sep } from 'node:path';
 
 import { startAzurite } from 'devhost/testing';
 
+import { nodeTestArgs } from './nodeTestArgs';
+
 
 // Compiled layout: <outDir>/scripts/runTests.js beside <outDir>/test. Any outDir works (helpers
 // building in parallel use their own), so paths come from here, not from a fixed "dist".
@@ -52,7 +54,7 @@ async function main(): Promise<number> {
   // A test that never settles must fail, not hold CI until its 90-minute limit: the slowest test
   // takes about a minute on two cores, so three minutes each is a generous bound. And a test file
   // whose tests are done but whose process stays alive (a leaked timer or loop) must not hang the
-  // run either: --test-force-exit ends it once its tests have finished.
+  // run either: scripts/testChildGuard ends it, with a failure, 10 s after its tests have finished.
   const timeout = process.env.TEST_TIMEOUT_MS ?? '180000';
   // The short chaos run takes about two minutes on two cores, longer when a failure makes it wait
   // its full settle time; the runner's limit applies to the whole file.
@@ -74,7 +76,8 @@ async function main(): Promise<number> {
 
 function runNodeTests(files: readonly string[], concurrency: string, timeout: string, env: NodeJS.ProcessEnv): Promise<number> {
   return new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, ['--test', `--test-concurrency=${concurrency}`, `--test-timeout=${timeout}`, '--test-force-exit', '--test-reporter=spec', ...files], {
+    const args = nodeTestArgs({ files, concurrency: Number(concurrency), timeoutMs: Number(timeout) });
+    const child = spawn(process.execPath, args, {
       stdio: 'inherit',
       cwd: root,
       env,

@@ -40,10 +40,7 @@ describe('a leader killed while it starts a job', () => {
     const follower = await s.start(`kill-b-${jobId.slice(-4)}`);
     const hold = proxy.hold((r) => holdAt(s, r));
     await submit(s, follower);
-    const held = await Promise.race([
-      hold.held,
-      new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error('the leader never reached the step')), 60_000)),
-    ]);
+    const held = await hold.within(60_000, 'the leader never reached the step');
     const killedAt = Date.now();
     await leader.kill();
     assert.ok(held.clientGone || leader.child.signalCode === 'SIGKILL');

@@ -34,10 +34,7 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
     // 4,000 items in 400 chunks: the window (64) keeps both instances busy for several seconds.
     const items = Array.from({ length: 4_000 }, (_, i) => i * 3 + 1);
     await s.submitByHttp(leader, { jobId, workType: 'sum', items, options: { chunkSize: 10 } });
-    const held = await Promise.race([
-      hold.held,
-      new Promise<never>((_resolve, reject) => setTimeout(() => reject(new Error('the victim never reached the step')), 60_000)),
-    ]);
+    const held = await hold.within(60_000, 'the victim never reached the step');
     const killedAt = Date.now();
     await victim.kill();
     assert.ok(held.clientGone || victim.child.signalCode === 'SIGKILL');

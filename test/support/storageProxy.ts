@@ -37,6 +37,8 @@ export interface Hold {
   readonly held: Promise<HeldRequest>;
   /** Stops waiting for a match. */
   cancel(): void;
+  /** `held`, or a rejection naming `what` after `ms` (the timer is cleared either way: it must not outlive the test). */
+  within(ms: number, what: string): Promise<HeldRequest>;
 }
 
 export interface StorageProxy {
@@ -157,11 +159,22 @@ export async function startStorageProxy(upstreamConnectionString: string): Promi
         waiter = { match, resolve };
         waiters.push(waiter);
       });
+      const cancel = (): void => {
+        const index = waiter === undefined ? -1 : waiters.indexOf(waiter);
+        if (index >= 0) waiters.splice(index, 1);
+      };
       return {
         held,
-        cancel: () => {
-          const index = waiter === undefined ? -1 : waiters.indexOf(waiter);
-          if (index >= 0) waiters.splice(index, 1);
+        cancel,
+        within(ms, what) {
+          let timer: NodeJS.Timeout | undefined;
+          const late = new Promise<never>((_resolve, reject) => {
+            timer = setTimeout(() => {
+              cancel();
+              reject(new Error(`${what}: no matching request within ${ms} ms`));
+            }, ms);
+          });
+          return Promise.race([held, late]).finally(() => clearTimeout(timer));
         },
       };
     },
