@@ -14,8 +14,9 @@
  * result once.
  * The plan step is the orchestration's fence (see JobIntake): it does nothing for a job that already
  * has a final summary (it returns that summary), nor for a run whose start the job's start record no
- * longer names, nor for a run whose leader epoch is older than the lease's current one; the run then
- * stands down. `finish` records the job's final summary once, whichever run finishes first.
+ * longer names, nor for a run whose leader epoch is older than the lease's current one when it first
+ * plans (a retried plan whose start already staged its input goes on: the leader that started it
+ * may be the instance that died); the run then stands down. `finish` records the job's final summary once, whichever run finishes first.
  */
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
@@ -28,13 +29,24 @@ import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummar
 import { mapLimit } from './pool';
 import { type Now, nowOf } from './wallClock';
 
+export interface StagedCounts {
+  readonly itemCount: number;
+  readonly chunkCount: number;
+}
+
 /** Reads, checks and stores a job's items where the dispatcher reads them (input/InputStager.ts). */
-export type StageInput = (run: JobRun, signal?: AbortSignal) => Promise<{ readonly itemCount: number; readonly chunkCount: number }>;
+export type StageInput = (run: JobRun, signal?: AbortSignal) => Promise<StagedCounts>;
 
 export interface JobPipelineDeps {
   readonly store: JobStore;
   readonly dispatcher: ChunkDispatcher;
   readonly stage: StageInput;
+  /**
+   * The input this run's own start staged on an earlier attempt of its plan, if any (absent: never).
+   * Such a plan is the start's work going on after its instance died, not a new act of a stale
+   * leader: it skips the lease-epoch check and the staging.
+   */
+  readonly staged?: (run: JobRun, signal?: AbortSignal) => Promise<StagedCounts | undefined>;
   readonly registry: WorkTypeRegistry;
   readonly logger: Logger;
   /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
@@ -103,7 +115,8 @@ export class JobActivities {
 
   async plan(input: PlanInput): Promise<PlanOutcome> {
     const { run } = input;
-    const fenced = await this.fence(run);
+    const resumed = await this.deps.staged?.(run);
+    const fenced = await this.fence(run, resumed !== undefined);
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';
       this.deps.logger.warn('job.plan_refused', { jobId: run.jobId, startId: run.startId, epoch: run.epoch, reason });
@@ -127,9 +140,9 @@ export class JobActivities {
         error: new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`).toJSON(),
       };
     }
-    let staged: { readonly itemCount: number; readonly chunkCount: number };
+    let staged: StagedCounts;
     try {
-      staged = await this.deps.stage(run);
+      staged = resumed ?? (await this.deps.stage(run));
     } catch (err) {
       // Bad input is an outcome the job reports; anything else (storage down) is retried by Durable.
       if (err instanceof JobError && err.isUserError) return { ok: false, error: err.toJSON() };
@@ -178,8 +191,11 @@ export class JobActivities {
   /**
    * Checked against storage before any work: a finished job answers its final summary; a run the
    * start record no longer names, or started under an epoch older than the lease's, is superseded.
+   * The epoch is checked only before the run's first staging (`resumed` false): once a plan of this
+   * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
+   * is the same start's work going on, as its steps are.
    */
-  private async fence(run: JobRun): Promise<JobSummary | undefined> {
+  private async fence(run: JobRun, resumed: boolean): Promise<JobSummary | undefined> {
     const final = await this.deps.store.readFinal(run.jobId);
     if (final !== undefined) return final;
     // Runs started before start records existed carry no start id; nothing to compare with.
@@ -199,6 +215,7 @@ export class JobActivities {
       const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
       return superseded(start.state === 'active' ? named : 'the submission was rejected');
     }
+    if (resumed) return undefined;
     const leaseEpoch = await this.deps.leaseEpoch?.();
     if (leaseEpoch !== undefined && leaseEpoch > run.epoch) {
       return superseded(`leader epoch ${leaseEpoch} is newer than the run's ${run.epoch}`);

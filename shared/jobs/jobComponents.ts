@@ -11,7 +11,7 @@ import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
 import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
 import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from './input/ChunkItemsReader';
-import { stageInput } from './input/InputStager';
+import { stagedInput, stageInput } from './input/InputStager';
 import { BlobInputStore } from './input/InputStore';
 import { inputBlobs, InputContainers, reservedContainers } from './InputContainers';
 import { JobActivities } from './JobActivities';
@@ -79,6 +79,7 @@ export function buildJobComponents(
       store,
       dispatcher,
       stage: (run, signal) => stageInput({ store: inputs, registry }, run, signal),
+      staged: (run, signal) => stagedInput(inputs, run, signal),
       registry,
       logger: logger.child('activities'),
       leaseEpoch,

@@ -6,7 +6,10 @@
  * - after claiming, before writing a result: its claims go silent and the chunks are sent again;
  * - after receiving a batch, before claiming any of it: nobody claimed those chunks, a later send was
  *   claimed by the other instance, and they are sent again in the same round.
- * - the same with the leader as the victim.
+ * - the same with the leader as the victim. When the leader dies during the job's plan (it waits a few
+ *   seconds for the first results), the plan's activity comes back 20 s later on the survivor, now
+ *   under a newer lease epoch: the start already staged its input, so the plan goes on rather than
+ *   standing the run down for a restart (which used to cost a whole new plan: 52 s in a loaded run).
  * Either way the job completes exactly (every item counted once) within L + 30 s of the kill
  * (L = 15 s, the lease), where before it waited for the queue's 10 minutes or the 300 s deadline.
  * The tests print the time from the kill to completion (diagnostics, for the figures in docs/).

@@ -84,13 +84,31 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
     }
     const segments = await writer.finish();
     const chunkCount = Math.ceil(itemCount / chunkSize);
-    const manifest: InputManifest = { v: 1, jobId: run.jobId, itemCount, chunkSize, chunkCount, segments };
+    const manifest: InputManifest = {
+      v: 1,
+      jobId: run.jobId,
+      itemCount,
+      chunkSize,
+      chunkCount,
+      segments,
+      ...(run.startId === undefined ? {} : { startId: run.startId }),
+    };
     await deps.store.writeManifest(manifest, signal);
     return manifest;
   } finally {
     activeStagings -= 1;
     await writer.settle();
   }
+}
+
+/**
+ * The input `run`'s own start staged on an earlier attempt of its plan (the manifest names the start),
+ * or undefined: a plan retried after its instance died goes on from there instead of staging again.
+ */
+export async function stagedInput(store: InputStore, run: JobRun, signal?: AbortSignal): Promise<InputManifest | undefined> {
+  if (run.startId === undefined) return undefined;
+  const manifest = await store.readManifest(run.jobId, signal);
+  return manifest?.startId === run.startId && manifest.chunkSize === run.options.chunkSize ? manifest : undefined;
 }
 
 /** One itemsBlob's staging: where it is, the work type that checks its items, and the writer and pacer it feeds. */

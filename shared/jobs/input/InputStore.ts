@@ -29,6 +29,8 @@ export interface InputManifest {
   readonly chunkSize: number;
   readonly chunkCount: number;
   readonly segments: ReadonlyArray<{ readonly firstChunk: number; readonly chunks: number }>;
+  /** The start (JobRun.startId) whose plan staged it, when the run has one. */
+  readonly startId?: string;
 }
 
 /** An opened items blob: its size in bytes and its content as a stream of pieces. */
@@ -87,6 +89,7 @@ export function parseManifest(value: unknown, jobId: string, blobName: string): 
     nat(m.chunkSize) &&
     m.chunkSize > 0 &&
     nat(m.chunkCount) &&
+    (m.startId === undefined || typeof m.startId === 'string') &&
     Array.isArray(m.segments) &&
     (m.segments as unknown[]).every((s) => {
       const segment = s as Record<string, unknown> | null;

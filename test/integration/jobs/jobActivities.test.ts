@@ -68,6 +68,12 @@ describe('job activities (Azurite)', () => {
     leaseEpoch = 3;
     assert.equal(await superseded(run), 'planned');
     assert.equal((await p.drainMessages()).length, 1);
+    // The plan's instance dies after staging, the lease moves on with it, the plan is retried: the
+    // start got past its fence and staged, so it goes on (and a new start of the job still stands down).
+    leaseEpoch = 5;
+    assert.equal(await superseded(run), 'planned', 'a retried plan of a start that staged its input goes on');
+    assert.equal((await p.drainMessages()).length, 1, 'the retry sends the first window again');
+    assert.match((await superseded({ ...run, startId: 'start-c' })) ?? '', /names start start-a of epoch 3/);
 
     // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing.
     const final: JobSummary = {

@@ -11,7 +11,7 @@ import { ChunkDispatcher, DISPATCH_DEFAULTS, type StepOutcome } from '../../../.
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { QueueWorkQueue } from '../../../../shared/jobs/dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from '../../../../shared/jobs/input/ChunkItemsReader';
-import { stageInput } from '../../../../shared/jobs/input/InputStager';
+import { stagedInput, stageInput } from '../../../../shared/jobs/input/InputStager';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContainers';
 import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/JobActivities';
@@ -52,7 +52,16 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
    * does not wait for first results here: these tests move the messages themselves, after it answers.
    */
   const makeActivities = (extra: Partial<JobPipelineDeps> = {}): JobActivities =>
-    new JobActivities({ store, dispatcher, stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal), registry, logger, planWaitMs: 0, ...extra });
+    new JobActivities({
+      store,
+      dispatcher,
+      stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal),
+      staged: (run, signal) => stagedInput(inputStore, run, signal),
+      registry,
+      logger,
+      planWaitMs: 0,
+      ...extra,
+    });
   const activities = makeActivities();
   /** The plan step at `at` (default now). */
   const plan = (run: JobRun, at: Date | string = new Date()): Promise<PlanOutcome> =>
