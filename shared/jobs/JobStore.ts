@@ -520,11 +520,11 @@ export class JobStore implements ChunkStore {
   }
 
   /**
-   * The results and claims of the named chunks (and of their neighbours: one listing of results and
-   * one of claims per group of 100 chunk numbers), and the cancel marker. The dispatcher's view of a
+   * The results and claims of the named chunks (and of their neighbours: one listing of results and,
+   * `withClaims`, one of claims per group of 100 chunk numbers), and the cancel marker. The dispatcher's view of a
    * window, at a cost that does not grow with the job.
    */
-  async observeChunks(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<ChunkObservation> {
+  async observeChunks(jobId: string, chunks: readonly number[], withClaims: boolean, signal?: AbortSignal): Promise<ChunkObservation> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const groups = [...new Set(chunks.map((c) => pad(c).slice(0, CHUNK_DIGITS - 2)))];
     const found: Pick<JobListing, 'results' | 'claims'> = { results: [], claims: [] };
@@ -532,7 +532,7 @@ export class JobStore implements ChunkStore {
       this.isCancelled(jobId, signal),
       ...groups.flatMap((g) => [
         this.collectEntries(prefix, `results/${g}`, found, signal),
-        this.collectEntries(prefix, `claims/${g}`, found, signal),
+        ...(withClaims ? [this.collectEntries(prefix, `claims/${g}`, found, signal)] : []),
       ]),
     ]);
     return { cancelled, ...found };

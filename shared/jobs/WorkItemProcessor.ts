@@ -2,15 +2,19 @@
  * The worker's logic for one work-item message (one chunk), on any instance.
  *
  * Guarantees: a chunk's result is written at most once (conditional create), so a redelivered or
- * re-dispatched chunk never counts twice; a chunk whose result exists is skipped before any work;
- * a chunk of a cancelled job is skipped; each bad item is recorded (index, code, message) and the
- * chunk goes on; a chunk-level failure is thrown back for the host to redeliver until the
- * message's last attempt (`dequeueCount >= attempts`), where it is recorded as a failed chunk
- * with the reason instead, so the job always finishes. A permanent failure (unknown work type,
- * missing chunk items) is recorded at once. Before processing, each delivery records a claim on
- * the chunk (one blob write, `JobStore.claimChunk`): the orchestration's deadline runs from the
- * latest claim, so a chunk still waiting in a backlog is never declared late.
- * Not guaranteed: that `process` runs once per item (a redelivery repeats it; only one result is kept).
+ * re-dispatched chunk never counts twice; a redelivered or re-sent chunk whose result exists is
+ * skipped before any work; a chunk of a job cancelled a second ago or more is skipped; each bad item
+ * is recorded (index, code, message) and the chunk goes on; a chunk-level failure is thrown back for
+ * the host to redeliver until the message's last attempt (`dequeueCount >= attempts`), where it is
+ * recorded as a failed chunk with the reason instead, so the job always finishes. A permanent failure
+ * (unknown work type, missing chunk items) is recorded at once. A delivery still working after
+ * `CLAIM_LIVENESS.claimAfterSeconds` claims the chunk (one blob write, `JobStore.claimChunk`) and then
+ * beats on the claim: the orchestration's deadline runs from the claim, so a chunk still waiting in
+ * a backlog is never declared late, and a claim that goes silent is sent again in seconds.
+ * Storage per chunk in the common case (first delivery of a first send, done within 2 s): the
+ * result's create and the host's receive and delete; the cancel marker is read once a second per job.
+ * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the rare
+ * first delivery of a chunk a retried activity sent twice; only one result is kept).
  */
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
@@ -32,6 +36,8 @@ export interface WorkerDeps {
   readonly logger: Logger;
   readonly instanceId: string;
   readonly now?: Now;
+  /** How long a delivery works before it claims its chunk; CLAIM_LIVENESS.claimAfterSeconds unless a test says otherwise. */
+  readonly claimAfterMs?: number;
 }
 
 export interface Delivery {
@@ -45,9 +51,13 @@ export type WorkOutcome = 'written' | 'failed_recorded' | 'duplicate' | 'cancell
 
 const ITEM_CONCURRENCY = 8;
 const MAX_ITEM_ERRORS_PER_CHUNK = 100;
+/** A job's cancel marker is read at most this often per process (a cancel stops dispatch at once anyway). */
+export const CANCEL_CHECK_MS = 1_000;
 
 export class WorkItemProcessor {
   private readonly now: Now;
+  /** Per job: when its cancel marker was last read, and what it said (a cancel is kept: it is final). */
+  private readonly cancelChecks = new Map<string, { readonly at: number; readonly cancelled: Promise<boolean> }>();
 
   constructor(private readonly deps: WorkerDeps) {
     this.now = nowOf(deps);
@@ -67,39 +77,26 @@ export class WorkItemProcessor {
       epoch: message.epoch,
     };
 
-    if (await store.chunkResultExists(message.jobId, message.chunk, signal)) {
+    // A first delivery of a first send has no result yet, unless a retried plan or step sent it twice
+    // (then its result is discarded at the create): one read per chunk saved in the common case.
+    const firstSend = delivery.dequeueCount === 1 && message.dispatch === 1;
+    if (!firstSend && (await store.chunkResultExists(message.jobId, message.chunk, signal))) {
       logger.info('workitem.duplicate_skipped', log);
       return 'duplicate';
     }
-    if (await store.isCancelled(message.jobId, signal)) {
+    if (await this.isCancelled(message.jobId, signal)) {
       logger.info('workitem.cancelled_skipped', log);
       return 'cancelled';
     }
 
-    // A claim write that fails is storage trouble: throwing has the host deliver the chunk again.
-    const claimedAt = this.now().toISOString();
-    await store.claimChunk(
-      message.jobId,
-      message.chunk,
-      message.dispatch,
-      { claimedAt, claimedBy: this.deps.instanceId, dequeueCount: delivery.dequeueCount, beatAt: claimedAt },
-      signal,
-    );
-    // Heartbeats while it works: a claim that goes silent is sent again in seconds (dispatch/DispatchLedger.ts).
-    const heartbeat = setInterval(() => {
-      const beat = { claimedAt, dequeueCount: delivery.dequeueCount, beatAt: this.now().toISOString() };
-      store
-        .beatClaim(message.jobId, message.chunk, message.dispatch, beat, signal)
-        .catch((err: unknown) => logger.debug('workitem.heartbeat_failed', { ...log, error: err }));
-    }, CLAIM_LIVENESS.heartbeatSeconds * 1000);
-    heartbeat.unref();
+    const heartbeat = this.keepClaim(message, delivery.dequeueCount, log, signal);
 
     const startedAt = performance.now();
     let result: ChunkResult;
     try {
       result = await this.process(message, delivery.dequeueCount, signal);
     } catch (err) {
-      clearInterval(heartbeat);
+      await heartbeat.stop();
       const permanent = err instanceof JobError && err.isUserError;
       const lastAttempt = delivery.dequeueCount >= message.attempts;
       if (!permanent && !lastAttempt) {
@@ -128,7 +125,7 @@ export class WorkItemProcessor {
       };
     }
 
-    clearInterval(heartbeat);
+    await heartbeat.stop();
     const written = await store.writeChunkResult(result, signal);
     if (written === 'exists') {
       logger.info('workitem.duplicate_discarded', log);
@@ -144,6 +141,79 @@ export class WorkItemProcessor {
     return 'written';
   }
 
+
+  /** The job's cancel marker, read at most once per `CANCEL_CHECK_MS` per job in this process. */
+  private isCancelled(jobId: string, signal: AbortSignal): Promise<boolean> {
+    const now = this.now().getTime();
+    const known = this.cancelChecks.get(jobId);
+    if (known !== undefined && now - known.at < CANCEL_CHECK_MS) return known.cancelled;
+    if (known !== undefined) {
+      // A cancel is final; a read that said "not cancelled" is only good for a second.
+      const last = known.cancelled;
+      const next = last.then((was) => (was ? true : this.deps.store.isCancelled(jobId, signal)));
+      this.remember(jobId, now, next);
+      return next;
+    }
+    const read = this.deps.store.isCancelled(jobId, signal);
+    this.remember(jobId, now, read);
+    return read;
+  }
+
+  private remember(jobId: string, at: number, cancelled: Promise<boolean>): void {
+    // A failed read is not remembered: the next chunk reads again.
+    this.cancelChecks.set(jobId, { at, cancelled });
+    cancelled.catch(() => {
+      if (this.cancelChecks.get(jobId)?.cancelled === cancelled) this.cancelChecks.delete(jobId);
+    });
+    if (this.cancelChecks.size > 1_000) {
+      for (const [id, c] of this.cancelChecks) if (at - c.at >= CANCEL_CHECK_MS) this.cancelChecks.delete(id);
+    }
+  }
+
+  /**
+   * Claims the chunk once this delivery has worked on it for `claimAfterSeconds`, then beats on the
+   * claim every `heartbeatSeconds` (a claim that goes silent is sent again in seconds:
+   * dispatch/DispatchLedger.ts). A write that fails is logged and tried again at the next beat: the
+   * chunk then looks unclaimed for a while, which costs at most a duplicate send.
+   */
+  private keepClaim(
+    message: WorkItemMessage,
+    dequeueCount: number,
+    log: Record<string, unknown>,
+    signal: AbortSignal,
+  ): { stop(): Promise<void> } {
+    const { store, logger } = this.deps;
+    const { jobId, chunk, dispatch } = message;
+    const claimedAt = this.now().toISOString();
+    let claimed = false;
+    let interval: NodeJS.Timeout | undefined;
+    let writing: Promise<void> = Promise.resolve();
+    const beat = (): void => {
+      const beatAt = this.now().toISOString();
+      const write = claimed
+        ? store.beatClaim(jobId, chunk, dispatch, { claimedAt, dequeueCount, beatAt }, signal)
+        : store.claimChunk(jobId, chunk, dispatch, { claimedAt, claimedBy: this.deps.instanceId, dequeueCount, beatAt }, signal);
+      claimed = true;
+      writing = write.catch((err: unknown) => {
+        claimed = false;
+        logger.debug('workitem.claim_failed', { ...log, error: err });
+      });
+    };
+    const first = setTimeout(() => {
+      beat();
+      interval = setInterval(beat, CLAIM_LIVENESS.heartbeatSeconds * 1000);
+      interval.unref();
+    }, this.deps.claimAfterMs ?? CLAIM_LIVENESS.claimAfterSeconds * 1000);
+    first.unref();
+    return {
+      // Settles once a write in flight has: a claim never lands after the delivery is over.
+      stop: () => {
+        clearTimeout(first);
+        clearInterval(interval);
+        return writing;
+      },
+    };
+  }
 
   private async process(message: WorkItemMessage, attempt: number, signal: AbortSignal): Promise<ChunkResult> {
     const type = this.deps.registry.get(message.workType);

@@ -12,8 +12,9 @@
  * Guarantees: safe to run again with the same input (Durable may retry an activity): it sends the
  * same chunks again, which workers skip or discard (results are created once). Messages are sent
  * before the step answers, so a ledger never names a chunk as in flight that was not sent, unless
- * the send failed and the activity failed with it. Costs per pass: one listing of results and one of
- * claims per 100-chunk group in flight, one cancel check, and one message per chunk sent.
+ * the send failed and the activity failed with it. Costs per pass: one listing of results per 100-chunk
+ * group in flight (and one of claims, only once a chunk has been in flight long enough for a claim to
+ * matter: `claimsMatter`), one cancel check, and one message per chunk sent.
  */
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
@@ -22,7 +23,7 @@ import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
 import { type Now, nowOf } from '../wallClock';
-import { decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
+import { claimsMatter, decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
 /** What a step needs of the job (no items: those come from the staged input). */
@@ -74,11 +75,13 @@ export function changedAnything(o: Pick<StepOutcome, 'finished' | 'sent' | 'rese
 }
 
 /**
- * Worker liveness: a worker beats on its claim every `heartbeatSeconds` while it processes; a claim
+ * Worker liveness: a worker claims a chunk once it has worked on it for `claimAfterSeconds` (most
+ * chunks finish sooner and cost no claim write; until then the chunk counts as unclaimed, which is
+ * re-sent only after `unclaimedSeconds`), then beats on its claim every `heartbeatSeconds`; a claim
  * silent for `silenceSeconds` belongs to a worker that died or hung. The silence is measured with
  * the worker's clock against the orchestration's, so it allows a few seconds of skew.
  */
-export const CLAIM_LIVENESS = { heartbeatSeconds: 5, silenceSeconds: 20 } as const;
+export const CLAIM_LIVENESS = { claimAfterSeconds: 2, heartbeatSeconds: 5, silenceSeconds: 20 } as const;
 
 export const DISPATCH_DEFAULTS: DispatchPolicy = {
   window: 64,
@@ -142,8 +145,9 @@ export class ChunkDispatcher {
   async pass(input: StepInput, signal?: AbortSignal): Promise<StepOutcome> {
     const { job } = input;
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
-    const seen = await this.deps.chunks.observeChunks(job.jobId, inFlight, signal);
     const at = Date.parse(input.at);
+    const withClaims = claimsMatter(input.ledger, at, job.options, this.deps.policy);
+    const seen = await this.deps.chunks.observeChunks(job.jobId, inFlight, withClaims, signal);
     const decision = decideStep(input.ledger, seen, at, { chunkCount: input.chunkCount, ...job.options }, this.deps.policy);
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 

@@ -8,9 +8,11 @@
  * - its worker went quiet: the claim on its latest round is `silenceSeconds` without a heartbeat, or
  *   older than the job's deadline (a new round, up to `attempts` rounds, then it is expired as failed);
  * - nobody claimed it: `unclaimedSeconds` after its send (doubling with each such re-send), or sooner
- *   when a chunk sent in a later step was claimed `overtakenSeconds` ago (the queue hands messages out
- *   roughly in order, so an earlier unclaimed one sits invisible with a worker that died before it
- *   could claim it). Same round: a queue wait is not an attempt.
+ *   when a chunk sent later was claimed, or finished, `overtakenSeconds` ago (the queue hands messages
+ *   out roughly in order, so an earlier unclaimed one sits invisible with a worker that died before
+ *   it could claim it). Same round: a queue wait is not an attempt. Workers claim a chunk only once
+ *   it has run `CLAIM_LIVENESS.claimAfterSeconds` (a chunk that finishes sooner costs no claim write),
+ *   so the ledger keeps a few marks of when later-sent chunks were seen finished.
  * Not guaranteed: that a re-sent chunk runs once; a false alarm costs a duplicate message, and the
  * second copy is skipped (its result exists) or its result discarded (results are created once).
  */
@@ -34,6 +36,12 @@ export interface DispatchLedger {
   readonly progress: JobProgress;
   /** The highest round any chunk reached. */
   readonly highestDispatch: number;
+  /**
+   * Evidence for the overtaken rule from chunks that finished: `sentAt` is the latest send among the
+   * chunks whose results a pass saw at `seenAt`. Increasing in both; at most one mark per second,
+   * and of the marks older than `overtakenSeconds` only the latest is kept. Absent: none yet.
+   */
+  readonly finishedMarks?: ReadonlyArray<{ readonly sentAt: number; readonly seenAt: number }>;
 }
 
 export interface DispatchPolicy {
@@ -102,26 +110,33 @@ export function decideStep(
   const claimOf = (c: InFlightChunk) => seen.claims.find((k) => k.chunk === c.chunk && k.dispatch === c.dispatch);
   let { chunks, items } = ledger.progress;
   const waiting: InFlightChunk[] = [];
+  let latestFinishedSend = -Infinity;
   for (const c of ledger.inFlight) {
     const r = results.get(c.chunk);
     if (r === undefined) {
       waiting.push(c);
       continue;
     }
+    latestFinishedSend = Math.max(latestFinishedSend, c.sentAt);
     chunks = { ...chunks, done: chunks.done + (r.status === 'ok' ? 1 : 0), failed: chunks.failed + (r.status === 'ok' ? 0 : 1) };
     items = { ...items, done: items.done + r.itemCount - r.itemsFailed, failed: items.failed + r.itemsFailed };
   }
   const finished = ledger.inFlight.length - waiting.length;
   const progress = { chunks, items };
-  if (seen.cancelled) return { ledger: { ...ledger, inFlight: waiting, progress }, send: [], expire: [], finished };
+  const finishedMarks = markFinished(ledger.finishedMarks ?? [], latestFinishedSend, at, policy.overtakenSeconds * 1000);
+  const marked = finishedMarks.length === 0 ? {} : { finishedMarks };
+  if (seen.cancelled) return { ledger: { ...ledger, inFlight: waiting, progress, ...marked }, send: [], expire: [], finished };
 
-  // The latest send that a worker has already claimed for a while: earlier unclaimed sends were overtaken.
+  // The latest send that a worker has already claimed, or finished, a while ago: earlier unclaimed sends were overtaken.
   let overtakenBefore = -Infinity;
   for (const c of ledger.inFlight) {
     const claimedAt = Date.parse(claimOf(c)?.claimedAt ?? '');
     if (Number.isFinite(claimedAt) && at - claimedAt >= policy.overtakenSeconds * 1000) {
       overtakenBefore = Math.max(overtakenBefore, c.sentAt);
     }
+  }
+  for (const m of finishedMarks) {
+    if (at - m.seenAt >= policy.overtakenSeconds * 1000) overtakenBefore = Math.max(overtakenBefore, m.sentAt);
   }
 
   const send: Array<StepDecision['send'][number]> = [];
@@ -161,7 +176,41 @@ export function decideStep(
     send.push({ chunk: next, dispatch: 1, reason: 'first' });
     next += 1;
   }
-  return { ledger: { next, inFlight, progress, highestDispatch }, send, expire, finished };
+  return { ledger: { next, inFlight, progress, highestDispatch, ...marked }, send, expire, finished };
+}
+
+/**
+ * Whether a pass at `at` needs the claims of the chunks in flight: only a chunk in flight for
+ * `claimsMatterAfterMs` can be silent, late, unclaimed or overtaken (a claim or a finished mark counts only
+ * once it is that old, and it is never older than its chunk's send). A window that moves faster
+ * skips the listing of claims.
+ */
+export function claimsMatter(
+  ledger: DispatchLedger,
+  at: number,
+  job: { readonly deadlineSeconds: number },
+  policy: DispatchPolicy,
+): boolean {
+  const ageMs = Math.min(policy.overtakenSeconds, policy.unclaimedSeconds, policy.silenceSeconds, job.deadlineSeconds) * 1000;
+  return ledger.inFlight.some((c) => at - c.sentAt >= ageMs);
+}
+
+/** Adds this pass's evidence (`latestSend` of the chunks it saw finish) to the marks; see `finishedMarks`. */
+function markFinished(
+  marks: NonNullable<DispatchLedger['finishedMarks']>,
+  latestSend: number,
+  at: number,
+  overtakenMs: number,
+): NonNullable<DispatchLedger['finishedMarks']> {
+  let kept = [...marks];
+  const last = kept[kept.length - 1];
+  if (Number.isFinite(latestSend) && (last === undefined || (latestSend > last.sentAt && at - last.seenAt >= 1_000))) {
+    kept.push({ sentAt: latestSend, seenAt: at });
+  }
+  // Of the marks old enough to count, the latest one says everything the others do.
+  const aged = kept.filter((m) => at - m.seenAt >= overtakenMs);
+  if (aged.length > 1) kept = kept.slice(aged.length - 1);
+  return kept;
 }
 
 function quietReason(

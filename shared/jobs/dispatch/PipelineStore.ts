@@ -6,7 +6,7 @@
  * dispatch, recovery, fairness and cancel tests run on.
  *
  * Contracts every implementation keeps: `writeChunkResult` creates once ('exists' when another writer
- * won); `observeChunks` answers the results and claims of the named chunks (it may answer more);
+ * won); `observeChunks` answers the results (and, when asked, the claims) of the named chunks (it may answer more);
  * a claim is overwritten by each delivery of the same round, and `beatClaim` changes only its beat.
  */
 import { type Json } from '../../worktypes/WorkType';
@@ -36,7 +36,8 @@ export interface ChunkStore {
   /** Stores a chunk's items that do not fit a queue message; answers the name its message carries. */
   writeChunkItems(jobId: string, chunk: number, items: readonly Json[], signal?: AbortSignal): Promise<string>;
   readChunkItems(name: string, signal?: AbortSignal): Promise<Json[] | undefined>;
-  observeChunks(jobId: string, chunks: readonly number[], signal?: AbortSignal): Promise<ChunkObservation>;
+  /** `withClaims` false: the claims are not needed (`claimsMatter`) and may be left out. */
+  observeChunks(jobId: string, chunks: readonly number[], withClaims: boolean, signal?: AbortSignal): Promise<ChunkObservation>;
 }
 
 /** Where chunk messages go. */

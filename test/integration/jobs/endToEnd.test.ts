@@ -220,7 +220,9 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
     assert.equal((await store.readChunkResult('stuck-job', 0))?.dispatch, 1);
     const listing = await store.listJob('stuck-job');
-    assert.deepEqual(listing.claims.filter((c) => c.dispatch > 1).map((c) => [c.chunk, c.dispatch]), [[2, 2]], 'only the claimed, stuck chunk was sent again');
+    assert.deepEqual(listing.claims.map((c) => [c.chunk, c.dispatch]), [[2, 1]], 'only the stuck chunk ran long enough to be claimed');
+    const dispatches = await Promise.all([0, 1, 2, 3].map(async (c) => (await store.readChunkResult('stuck-job', c))?.dispatch));
+    assert.deepEqual(dispatches, [1, 1, 2, 1], 'only the claimed, stuck chunk was sent again');
     // The stuck first copy finishes now: its result is discarded, the job's result stands.
     assert.ok(release !== undefined);
     release();
@@ -230,15 +232,16 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('does not re-dispatch or expire chunks that wait in a backlog past the deadline: the deadline runs from a worker\'s claim', async () => {
-    // 60 chunks of 1.5 s each on one host taking at most 12 at a time (host.json batchSize 8 +
-    // newBatchThreshold 4): the last chunks wait in the queue at least 6 s, past the 5 s deadline,
-    // and a single attempt leaves no room for a mistaken expiry to be repaired.
+    // 60 chunks of 2.5 s each (long enough for their workers to claim them, after 2 s) on one host
+    // taking at most 12 at a time (host.json batchSize 8 + newBatchThreshold 4): the last chunks wait
+    // in the queue at least 10 s, past the 5 s deadline, and a single attempt leaves no room for a
+    // mistaken expiry to be repaired.
     workTypes.register({
       name: 'e2e-backlog',
-      description: 'each item takes 1.5 s',
+      description: 'each item takes 2.5 s',
       validateItem: () => undefined,
       process: async () => {
-        await new Promise((r) => setTimeout(r, 1_500));
+        await new Promise((r) => setTimeout(r, 2_500));
         return { n: 1 };
       },
       empty: () => ({ n: 0 }),

@@ -147,11 +147,20 @@ describe('job activities (Azurite)', () => {
   });
 
   it('sends a chunk again once its worker\'s heartbeat is 20 s silent, then expires it after its attempts; counts each chunk once', async () => {
-    // Item 13 makes every delivery of chunk 1 fail before its last attempt: a worker that took the
-    // chunk and never finished it (its claim stays, its heartbeat stops, no result).
-    const dies: WorkType<SumPartial, Json> = { ...sumWorkType, name: 'dies-on-13', process: (item, ctx) => (item === 13 ? Promise.reject(new Error('worker died')) : sumWorkType.process(item, ctx)) };
+    // Item 13 makes every delivery of chunk 1 fail, after working on it long enough to claim it,
+    // before its last attempt: a worker that took the chunk and never finished it (its claim stays,
+    // its heartbeat stops, no result). Workers here claim after 50 ms instead of 2 s.
+    const dies: WorkType<SumPartial, Json> = {
+      ...sumWorkType,
+      name: 'dies-on-13',
+      process: async (item, ctx) => {
+        if (item !== 13) return sumWorkType.process(item, ctx);
+        await new Promise((r) => setTimeout(r, 300));
+        throw new Error('worker died');
+      },
+    };
     let clock = new Date(T0);
-    const p = await jobPipeline('redo', builtInWorkTypes().register(dies), () => clock);
+    const p = await jobPipeline('redo', builtInWorkTypes().register(dies), () => clock, undefined, 50);
     const items = Array.from({ length: 40 }, (_, i) => i);
     const run = jobRun('redo-job', 'dies-on-13', { kind: 'inline', items }, { chunkSize: 10, attempts: 2, deadlineSeconds: 300 });
     const size = { chunkCount: 4, itemCount: 40 };

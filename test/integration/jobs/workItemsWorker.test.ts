@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 
 import { JobStore } from '../../../shared/jobs/JobStore';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../shared/jobs/messageCodec';
+import { CANCEL_CHECK_MS } from '../../../shared/jobs/WorkItemProcessor';
 import { ItemError, type WorkType } from '../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { uniqueName } from '../../support/env';
@@ -25,6 +26,8 @@ const failing: WorkType<{ count: number }, { count: number }> = {
   combine: (a, b) => ({ count: a.count + b.count }),
   finish: (t) => t,
 };
+
+const T0 = new Date('2026-01-01T00:00:00Z');
 
 describe('work-items worker (Azurite)', () => {
   it('counts a chunk once however often it is delivered, concurrently or again later', async () => {
@@ -72,13 +75,15 @@ describe('work-items worker (Azurite)', () => {
     assert.deepEqual(summary.progress.items, { total: 3, done: 0, failed: 3 });
   });
 
-  it('skips the chunks of a cancelled job', async () => {
-    const p = await jobPipeline('cancel');
+  it('skips the chunks of a job cancelled a second ago (a worker reads the marker once a second per job)', async () => {
+    let clock = new Date(T0);
+    const p = await jobPipeline('cancel', undefined, () => clock);
     const run = jobRun('cancel-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2 });
     await p.plan(run);
     const messages = await p.drainMessages();
     assert.equal(await p.deliver(messages[0] ?? assert.fail()), 'written');
     await p.store.markCancelled('cancel-job', 'test');
+    clock = new Date(T0.getTime() + CANCEL_CHECK_MS);
     assert.equal(await p.deliver(messages[1] ?? assert.fail()), 'cancelled');
     assert.equal(await p.store.chunkResultExists('cancel-job', 1), false);
     const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 4, cancelled: true });

@@ -25,9 +25,16 @@ import { azuriteConnectionString, uniqueName } from '../../../support/env';
 
 /**
  * `workerNow`: the worker's clock (claim and result times), for deadline tests; the real one by default.
+ * `claimAfterMs`: how long a delivery works before it claims its chunk (2 s by default).
  * `window`: chunks of a job in flight (the shipped default unless a test needs fewer).
  */
-export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = builtInWorkTypes(), workerNow?: () => Date, window = DISPATCH_DEFAULTS.window) {
+export async function jobPipeline(
+  prefix: string,
+  registry: WorkTypeRegistry = builtInWorkTypes(),
+  workerNow?: () => Date,
+  window = DISPATCH_DEFAULTS.window,
+  claimAfterMs?: number,
+) {
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
   const queues = QueueServiceClient.fromConnectionString(conn);
@@ -69,7 +76,15 @@ export async function jobPipeline(prefix: string, registry: WorkTypeRegistry = b
   /** One pass of a dispatch step of `run` at `at` over `ledger` (the step activity repeats passes on the real clock). */
   const step = (run: JobRun, planned: { chunkCount: number; itemCount: number }, ledger: DispatchLedger, at: string): Promise<StepOutcome> =>
     dispatcher.pass({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
-  const worker = new WorkItemProcessor({ store, inputs: inputBlobs(blobs, inputContainers), registry, logger, instanceId: 'test-instance', ...(workerNow === undefined ? {} : { now: workerNow }) });
+  const worker = new WorkItemProcessor({
+    store,
+    inputs: inputBlobs(blobs, inputContainers),
+    registry,
+    logger,
+    instanceId: 'test-instance',
+    ...(workerNow === undefined ? {} : { now: workerNow }),
+    ...(claimAfterMs === undefined ? {} : { claimAfterMs }),
+  });
 
   /** Takes every visible message off the work-items queue (deleting them). */
   async function drainMessages(): Promise<DequeuedMessageItem[]> {

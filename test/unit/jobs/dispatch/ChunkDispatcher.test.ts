@@ -134,9 +134,10 @@ describe('ChunkDispatcher: recovery from a dead worker (the host holds a receive
   for (const batchSize of [1, 8, 32]) {
     it(`a worker SIGKILLed mid-chunk, batch size ${batchSize}: the job completes exactly within L + 30 s of the kill`, async () => {
       const sim = cluster();
-      const victim = sim.addWorker('victim', batchSize, () => 2000);
-      sim.addWorker('survivor-1', batchSize, () => 2000);
-      sim.addWorker('survivor-2', batchSize, () => 2000);
+      // Chunks of 5 s: long enough that workers claim them (after 2 s) and beat on the claims.
+      const victim = sim.addWorker('victim', batchSize, () => 5000);
+      sim.addWorker('survivor-1', batchSize, () => 5000);
+      sim.addWorker('survivor-2', batchSize, () => 5000);
       // Work for a few rounds of the three workers, so what the kill costs is not hidden by the job's length.
       const chunks = 6 * batchSize;
       const job = await sim.submit('k', range(chunks * 10), 10);
@@ -212,7 +213,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
     const store = new MemoryPipeline(() => t);
     const passes: number[] = [];
     const deps: ConstructorParameters<typeof ChunkDispatcher>[0] = {
-      chunks: { ...bind(store), observeChunks: async (jobId, chunks) => (passes.push(t), store.observeChunks(jobId, chunks)) },
+      chunks: { ...bind(store), observeChunks: async (jobId, chunks, withClaims) => (passes.push(t), store.observeChunks(jobId, chunks, withClaims)) },
       queue: store,
       items: store,
       policy: DISPATCH_DEFAULTS,
@@ -241,7 +242,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
       beatClaim: (j, c, d, b) => store.beatClaim(j, c, d, b),
       writeChunkItems: (j, c, i) => store.writeChunkItems(j, c, i),
       readChunkItems: (n) => store.readChunkItems(n),
-      observeChunks: (j, c) => store.observeChunks(j, c),
+      observeChunks: (j, c, w) => store.observeChunks(j, c, w),
     };
   }
 

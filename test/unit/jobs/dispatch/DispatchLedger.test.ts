@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type ChunkObservation, decideStep, type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
+import { type ChunkObservation, claimsMatter, decideStep, type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
 
 const POLICY: DispatchPolicy = { window: 4, silenceSeconds: 20, unclaimedSeconds: 15, overtakenSeconds: 10 };
 const JOB = { chunkCount: 10, attempts: 3, deadlineSeconds: 300 };
@@ -107,6 +107,46 @@ describe('decideStep: chunks that went quiet', () => {
     const seen: ChunkObservation = { cancelled: false, results: [], claims: [claim(2, 2000, 2000)] };
     assert.deepEqual(decideStep(ledger, seen, T0 + 11_999, JOB, two).send, []);
     assert.deepEqual(decideStep(ledger, seen, T0 + 12_000, JOB, two).send, [{ chunk: 0, dispatch: 1, reason: 'overtaken' }]);
+  });
+
+  it('sends an unclaimed chunk again as soon as one sent in a later step was seen finished 10 s ago (it never needed a claim)', () => {
+    const two = { ...POLICY, window: 2 };
+    let ledger = decideStep(emptyLedger(10, 100), NOTHING, T0, JOB, two).ledger;
+    const ok = (chunk: number) => ({ chunk, status: 'ok' as const, itemCount: 10, itemsFailed: 0 });
+    // Chunk 1 (sent at 0) finishes: chunk 2 goes out at 1 s; chunk 2 finishes (seen at 2 s), without a claim.
+    ledger = decideStep(ledger, { cancelled: false, claims: [], results: [ok(1)] }, T0 + 1000, JOB, two).ledger;
+    ledger = decideStep(ledger, { cancelled: false, claims: [], results: [ok(2)] }, T0 + 2000, JOB, two).ledger;
+    assert.deepEqual(ledger.inFlight.map((c) => c.chunk), [0, 3]);
+    assert.deepEqual(ledger.finishedMarks, [{ sentAt: T0, seenAt: T0 + 1000 }, { sentAt: T0 + 1000, seenAt: T0 + 2000 }]);
+    // Chunk 0 shares its send with chunk 1, so chunk 1's finish is no evidence; chunk 2's is, 10 s on.
+    assert.deepEqual(decideStep(ledger, NOTHING, T0 + 11_999, JOB, two).send, []);
+    const d = decideStep(ledger, NOTHING, T0 + 12_000, JOB, two);
+    assert.deepEqual(d.send, [{ chunk: 0, dispatch: 1, reason: 'overtaken' }]);
+    // Of the marks old enough to count, only the latest is kept.
+    assert.deepEqual(d.ledger.finishedMarks, [{ sentAt: T0 + 1000, seenAt: T0 + 2000 }]);
+  });
+
+  it('keeps at most one finished mark per second, however often results land', () => {
+    let ledger = decideStep(emptyLedger(1000, 10_000), NOTHING, T0, { ...JOB, chunkCount: 1000 }, POLICY).ledger;
+    for (let t = 200; t <= 30_000; t += 200) {
+      const results = ledger.inFlight.map((c) => ({ chunk: c.chunk, status: 'ok' as const, itemCount: 10, itemsFailed: 0 }));
+      ledger = decideStep(ledger, { cancelled: false, claims: [], results }, T0 + t, { ...JOB, chunkCount: 1000 }, POLICY).ledger;
+    }
+    const marks = ledger.finishedMarks ?? [];
+    assert.ok(marks.length >= 10 && marks.length <= 12, `${marks.length} marks`);
+    for (let i = 1; i < marks.length; i++) assert.ok((marks[i]?.seenAt ?? 0) - (marks[i - 1]?.seenAt ?? 0) >= 1000);
+  });
+
+  it('needs the claims only once a chunk has been in flight as long as the shortest rule (10 s here)', () => {
+    const ledger = started();
+    assert.equal(claimsMatter(ledger, T0 + 9_999, JOB, POLICY), false);
+    assert.equal(claimsMatter(ledger, T0 + 10_000, JOB, POLICY), true);
+    assert.equal(claimsMatter(ledger, T0 + 5_000, { deadlineSeconds: 5 }, POLICY), true, 'a 5 s deadline runs from the claim');
+    // Without the claims, none of the rules can fire before then: the decision is the same as with them.
+    const claims = ledger.inFlight.map((c) => ({ chunk: c.chunk, dispatch: 1, claimedAt: iso(0), beatAt: iso(0) }));
+    for (const t of [1_000, 5_000, 9_999]) {
+      assert.deepEqual(decideStep(ledger, NOTHING, T0 + t, JOB, POLICY), decideStep(ledger, { ...NOTHING, claims }, T0 + t, JOB, POLICY));
+    }
   });
 
   it('does not take a chunk sent in the same step as overtaking', () => {

@@ -129,14 +129,14 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
     return this.chunkBlobs.get(name);
   }
 
-  async observeChunks(jobId: string, chunks: readonly number[]): Promise<ChunkObservation> {
-    await this.enter('observeChunks');
+  async observeChunks(jobId: string, chunks: readonly number[], withClaims: boolean): Promise<ChunkObservation> {
+    await this.enter(withClaims ? 'observeChunks' : 'observeChunks(results)');
     const wanted = new Set(chunks);
     const results = [...this.results.values()]
       .filter((r) => r.jobId === jobId && wanted.has(r.chunk))
       .map((r) => ({ chunk: r.chunk, status: r.status, itemCount: r.itemCount, itemsFailed: r.itemsFailed }));
     const claims = [...this.claims.entries()]
-      .filter(([key, c]) => key.startsWith(`${jobId}/`) && wanted.has(c.chunk))
+      .filter(([key, c]) => withClaims && key.startsWith(`${jobId}/`) && wanted.has(c.chunk))
       .map(([, c]) => ({ chunk: c.chunk, dispatch: c.dispatch, claimedAt: c.claimedAt, ...(c.beatAt === undefined ? {} : { beatAt: c.beatAt }) }));
     return { cancelled: this.cancelled.has(jobId), results, claims };
   }

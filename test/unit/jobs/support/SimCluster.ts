@@ -2,10 +2,11 @@
  * A clock-driven cluster for the dispatcher's tests: the real `ChunkDispatcher` makes each job's
  * passes at the cadence of its long-polling step (STEP_WAIT), and simulated workers take messages from the in-memory queue as the
  * Functions host does (a batch at a time, invisible while held, 10 minutes like the host's receive),
- * claim, beat every 5 s, and write each chunk's result (the sum of its items) once. A worker can be
+ * claim a chunk after 2 s of work and beat every 5 s (as WorkItemProcessor), and write each chunk's
+ * result (the sum of its items) once. A worker can be
  * killed: what it held stays invisible until the queue's visibility ends, as on Azure.
  */
-import { changedAnything, ChunkDispatcher, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { changedAnything, ChunkDispatcher, CLAIM_LIVENESS, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline, type QueuedMessage } from './MemoryPipeline';
@@ -33,6 +34,9 @@ interface Held {
   readonly m: QueuedMessage;
   finishAt?: number;
   nextBeatAt?: number;
+  /** When the worker began the chunk. */
+  startedAt?: string;
+  /** Set once its claim is written (claimAfterSeconds after it began). */
   claimedAt?: string;
 }
 
@@ -129,9 +133,13 @@ export class SimCluster {
         });
         this.store.delete(h.m.id);
         w.held.splice(w.held.indexOf(h), 1);
-      } else if (h.nextBeatAt !== undefined && this.t >= h.nextBeatAt && h.claimedAt !== undefined) {
-        await this.store.beatClaim(msg.jobId, msg.chunk, msg.dispatch, { claimedAt: h.claimedAt, dequeueCount: h.m.dequeueCount, beatAt: now });
-        h.nextBeatAt = this.t + 5_000;
+      } else if (h.nextBeatAt !== undefined && this.t >= h.nextBeatAt && h.startedAt !== undefined) {
+        // As WorkItemProcessor: the claim after claimAfterSeconds of work, then a beat every heartbeatSeconds.
+        const beat = { claimedAt: h.startedAt, dequeueCount: h.m.dequeueCount, beatAt: now };
+        if (h.claimedAt === undefined) await this.store.claimChunk(msg.jobId, msg.chunk, msg.dispatch, { ...beat, claimedBy: w.id });
+        else await this.store.beatClaim(msg.jobId, msg.chunk, msg.dispatch, beat);
+        h.claimedAt = h.startedAt;
+        h.nextBeatAt = this.t + CLAIM_LIVENESS.heartbeatSeconds * 1000;
       }
     }
     // The host fetches a new batch once fewer than batchSize/2 are running (newBatchThreshold).
@@ -143,12 +151,13 @@ export class SimCluster {
     }
     for (const m of got) {
       const msg = m.message;
-      if ((await this.store.chunkResultExists(msg.jobId, msg.chunk)) || (await this.store.isCancelled(msg.jobId))) {
+      const firstSend = m.dequeueCount === 1 && msg.dispatch === 1;
+      if ((!firstSend && (await this.store.chunkResultExists(msg.jobId, msg.chunk))) || (await this.store.isCancelled(msg.jobId))) {
         this.store.delete(m.id);
         continue;
       }
-      await this.store.claimChunk(msg.jobId, msg.chunk, msg.dispatch, { claimedAt: now, claimedBy: w.id, dequeueCount: m.dequeueCount, beatAt: now });
-      w.held.push({ m, finishAt: this.t + w.durationMs(msg.jobId, msg.chunk), nextBeatAt: this.t + 5_000, claimedAt: now });
+      const finishAt = this.t + w.durationMs(msg.jobId, msg.chunk);
+      w.held.push({ m, finishAt, nextBeatAt: this.t + CLAIM_LIVENESS.claimAfterSeconds * 1000, startedAt: now });
     }
   }
 
