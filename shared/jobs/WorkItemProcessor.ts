@@ -7,8 +7,8 @@
  * is recorded (index, code, message) and the chunk goes on; a chunk-level failure is thrown back for
  * the host to redeliver until the message's last attempt (`dequeueCount >= attempts`), where it is
  * recorded as a failed chunk with the reason instead, so the job always finishes. A permanent failure
- * (unknown work type, missing chunk items) is recorded at once. A delivery still working after
- * `CLAIM_LIVENESS.claimAfterSeconds` claims the chunk (one blob write, `JobStore.claimChunk`) and then
+ * (unknown work type, missing chunk items) is recorded at once. A delivery still working (or writing
+ * its result) after `CLAIM_LIVENESS.claimAfterSeconds` claims the chunk (one blob write, `JobStore.claimChunk`) and then
  * beats on the claim: the orchestration's deadline runs from the claim, so a chunk still waiting in
  * a backlog is never declared late, and a claim that goes silent is sent again in seconds.
  * Storage per chunk in the common case (first delivery of a first send, done within 2 s): the
@@ -96,10 +96,10 @@ export class WorkItemProcessor {
     try {
       result = await this.process(message, delivery.dequeueCount, signal);
     } catch (err) {
-      await heartbeat.stop();
       const permanent = err instanceof JobError && err.isUserError;
       const lastAttempt = delivery.dequeueCount >= message.attempts;
       if (!permanent && !lastAttempt) {
+        await heartbeat.stop();
         logger.warn('workitem.attempt_failed', { ...log, error: err });
         throw err;
       }
@@ -125,8 +125,13 @@ export class WorkItemProcessor {
       };
     }
 
-    await heartbeat.stop();
-    const written = await store.writeChunkResult(result, signal);
+    // The claim covers the result's write too: a worker stuck writing it is still holding the chunk.
+    let written: 'written' | 'exists';
+    try {
+      written = await store.writeChunkResult(result, signal);
+    } finally {
+      await heartbeat.stop();
+    }
     if (written === 'exists') {
       logger.info('workitem.duplicate_discarded', log);
       return 'duplicate';

@@ -3,9 +3,10 @@
  * the project's own host.json (batchSize 8, the host's 10-minute receive visibility), against Azurite.
  * The victim reaches storage through a proxy that holds its request at the chosen step, and dies
  * while it is held:
- * - after claiming, before writing a result: its claims go silent and the chunks are sent again;
- * - after receiving a batch, before claiming any of it: nobody claimed those chunks, a later send was
- *   claimed by the other instance, and they are sent again in the same round.
+ * - after claiming, before writing a result: its claims go silent and the chunks are sent again (the
+ *   victim's result write is held until it has claimed the chunk: a worker claims after 2 s on it);
+ * - after receiving a batch, before claiming any of it: nobody claimed those chunks, later sends
+ *   were claimed or finished by the other instance, and they are sent again in the same round.
  * - the same with the leader as the victim. When the leader dies during the job's plan (it waits a few
  *   seconds for the first results), the plan's activity comes back 20 s later on the survivor, now
  *   under a newer lease epoch: the start already staged its input, so the plan goes on rather than
@@ -17,6 +18,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { eventually } from 'devhost/testing';
+
 import { type ProxiedRequest } from '../support/storageProxy';
 import { proxiedScenarios, type Scenario, sumOf } from './support/realApp';
 
@@ -25,7 +28,16 @@ const BOUND_MS = 15_000 + 30_000;
 describe('a worker killed while it holds chunks (shipped host.json)', () => {
   const scenarios = proxiedScenarios();
 
-  async function killWorkerAt(jobId: string, holdAt: (s: Scenario, r: ProxiedRequest) => boolean, victimLeads = false): Promise<void> {
+  /**
+   * `holdAt` picks the victim's request to die on; with `claimed`, the victim dies only once it has
+   * claimed the held chunk (a worker claims a chunk it has been on for 2 s, the result's write included).
+   */
+  async function killWorkerAt(
+    jobId: string,
+    holdAt: (s: Scenario, r: ProxiedRequest) => boolean,
+    options: { victimLeads?: boolean; claimed?: boolean } = {},
+  ): Promise<void> {
+    const victimLeads = options.victimLeads ?? false;
     const { s, proxy } = await scenarios.start();
     // Names unique per scenario: a host id shares its timer lock with any other process using it.
     let victim = victimLeads ? await s.start(`${jobId}-victim`, proxy.connectionString) : undefined;
@@ -38,6 +50,13 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
     const items = Array.from({ length: 4_000 }, (_, i) => i * 3 + 1);
     await s.submitByHttp(leader, { jobId, workType: 'sum', items, options: { chunkSize: 10 } });
     const held = await hold.within(60_000, 'the victim never reached the step');
+    const heldChunk = /\/results\/(\d{5})/.exec(held.request.path)?.[1];
+    assert.ok(heldChunk !== undefined, held.request.path);
+    if (options.claimed === true) {
+      const claimOf = (r: ProxiedRequest & { status: number | undefined }): boolean =>
+        r.method === 'PUT' && r.path.includes(`/jobs/${jobId}/claims/${heldChunk}-`) && r.status === 201;
+      await eventually(() => Promise.resolve(proxy.requests().some(claimOf) ? true : undefined), 15_000, `the victim's claim on chunk ${heldChunk}`);
+    }
     const killedAt = Date.now();
     await victim.kill();
     assert.ok(held.clientGone || victim.child.signalCode === 'SIGKILL');
@@ -49,22 +68,24 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
     assert.deepEqual(view.progress?.chunks, { total: 400, done: 400, failed: 0 });
     assert.ok(after <= BOUND_MS, `completed ${after} ms after the kill; the bound is ${BOUND_MS} ms`);
     // The chunk the victim died on was done again by the survivor (storage says who wrote its result).
-    const chunk = /\/(?:results|claims)\/(\d{5})/.exec(held.request.path)?.[1];
-    assert.ok(chunk !== undefined, held.request.path);
+    const chunk = heldChunk;
     const written = await s.resultsBlob(`jobs/${jobId}/results/${chunk}.json`);
     const writer = (JSON.parse(written?.text ?? '{}') as { writtenBy?: string }).writtenBy;
     assert.ok(writer !== undefined && writer !== victim.instanceId, `chunk ${chunk} was written by ${String(writer)}, not the dead ${victim.instanceId}`);
   }
 
+  const resultPut = (jobId: string) => (s: Scenario, r: ProxiedRequest): boolean =>
+    r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/${jobId}/results/`);
+
   it('after it claimed chunks: their heartbeats stop and they are sent again in about 20 s', async () => {
-    await killWorkerAt('wk-claimed', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-claimed/results/`));
+    await killWorkerAt('wk-claimed', resultPut('wk-claimed'), { claimed: true });
   });
 
   it('after it received a batch, before claiming: the chunks nobody claimed are sent again in the same round', async () => {
-    await killWorkerAt('wk-unclaimed', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-unclaimed/claims/`));
+    await killWorkerAt('wk-unclaimed', resultPut('wk-unclaimed'));
   });
 
   it('the leader, killed while it holds claimed chunks: the other instance leads and the job completes', async () => {
-    await killWorkerAt('wk-leader', (s, r) => r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/wk-leader/results/`), true);
+    await killWorkerAt('wk-leader', resultPut('wk-leader'), { victimLeads: true, claimed: true });
   });
 });
