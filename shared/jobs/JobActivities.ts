@@ -93,6 +93,8 @@ export interface AggregateInput {
 }
 
 const READ_CONCURRENCY = 16;
+/** The plan's wait answers this long after the first results landed (see `plan`). */
+const PLAN_BUSY_RETURN_MS = 1_000;
 /** The result blob keeps this many chunk and item errors; the summary the first few. */
 const MAX_RECORDED_ERRORS = 100;
 const SUMMARY_ERRORS = 5;
@@ -115,15 +117,21 @@ export class JobActivities {
 
   async plan(input: PlanInput): Promise<PlanOutcome> {
     const { run } = input;
-    const resumed = await this.deps.staged?.(run);
-    const fenced = await this.fence(run, resumed !== undefined);
+    // The fence's reads and the check for this start's staged input, at once (one round trip, not four).
+    const stagedRead = this.deps.staged?.(run) ?? Promise.resolve(undefined);
+    const fenced = await this.fence(run, stagedRead.then((s) => s !== undefined));
+    const resumed = await stagedRead;
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';
       this.deps.logger.warn('job.plan_refused', { jobId: run.jobId, startId: run.startId, epoch: run.epoch, reason });
       return { ok: false, standDown: fenced };
     }
-    // First, before the cancel marker or any result under this id is trusted as this job's.
-    if (!(await this.deps.store.claimJobId(run.jobId, run.fingerprint))) {
+    // The id's claim is checked first: the cancel marker (read alongside) is this job's only if it holds.
+    const [claimed, cancelled] = await Promise.all([
+      this.deps.store.claimJobId(run.jobId, run.fingerprint),
+      this.deps.store.isCancelled(run.jobId),
+    ]);
+    if (!claimed) {
       const error = new JobError(
         'DUPLICATE_JOB_ID',
         `Job id ${run.jobId} already holds the results of an earlier, different job (its orchestration history is gone); ` +
@@ -131,7 +139,7 @@ export class JobActivities {
       );
       return { ok: false, error: error.toJSON() };
     }
-    if (await this.deps.store.isCancelled(run.jobId)) {
+    if (cancelled) {
       return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: emptyLedger(0, 0) };
     }
     if (this.deps.registry.get(run.workType) === undefined) {
@@ -149,14 +157,17 @@ export class JobActivities {
       throw err;
     }
     const { chunkCount, itemCount } = staged;
-    // One pass: the first window goes out with the plan.
+    // One pass: the first window goes out with the plan (a retry sends only what is missing of it).
     const job = dispatchJobOf(run);
-    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: input.at });
+    const ledger =
+      resumed === undefined ? emptyLedger(chunkCount, itemCount) : this.deps.dispatcher.resumedLedger(chunkCount, itemCount, input.at);
+    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger, at: input.at });
     this.deps.logger.info('job.planned', {
       jobId: run.jobId,
       items: itemCount,
       chunks: chunkCount,
       sent: first.sent,
+      ...(resumed === undefined ? {} : { resumed: true, resent: first.resent, finished: first.finished }),
       epoch: run.epoch,
       startId: run.startId,
     });
@@ -164,7 +175,9 @@ export class JobActivities {
     if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
     const waited = await this.deps.dispatcher.step(
       { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
-      { ...STEP_WAIT, maxWaitMs: waitMs },
+      // Back to the orchestration after 1 s of results rather than a step's 2 s: the job's progress
+      // (its custom status) shows from the first results even when the whole job takes 2 s.
+      { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
     );
     const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
     return {
@@ -195,8 +208,13 @@ export class JobActivities {
    * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
    * is the same start's work going on, as its steps are.
    */
-  private async fence(run: JobRun, resumed: boolean): Promise<JobSummary | undefined> {
-    const final = await this.deps.store.readFinal(run.jobId);
+  private async fence(run: JobRun, resumedRead: Promise<boolean>): Promise<JobSummary | undefined> {
+    const [final, startRead, leaseEpoch, resumed] = await Promise.all([
+      this.deps.store.readFinal(run.jobId),
+      run.startId === undefined ? undefined : this.deps.store.readStart(run.jobId),
+      this.deps.leaseEpoch?.(),
+      resumedRead,
+    ]);
     if (final !== undefined) return final;
     // Runs started before start records existed carry no start id; nothing to compare with.
     if (run.startId === undefined) return undefined;
@@ -210,13 +228,12 @@ export class JobActivities {
       finishedAt: this.now().toISOString(),
       superseded: { reason },
     });
-    const start = (await this.deps.store.readStart(run.jobId))?.value;
+    const start = startRead?.value;
     if (start !== undefined && (start.startId !== run.startId || start.state !== 'active')) {
       const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
       return superseded(start.state === 'active' ? named : 'the submission was rejected');
     }
     if (resumed) return undefined;
-    const leaseEpoch = await this.deps.leaseEpoch?.();
     if (leaseEpoch !== undefined && leaseEpoch > run.epoch) {
       return superseded(`leader epoch ${leaseEpoch} is newer than the run's ${run.epoch}`);
     }

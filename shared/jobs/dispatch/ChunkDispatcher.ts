@@ -23,7 +23,15 @@ import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
 import { type Now, nowOf } from '../wallClock';
-import { claimsMatter, decideStep, type DispatchLedger, type DispatchPolicy, isLedgerDone, type SendReason } from './DispatchLedger';
+import {
+  claimsMatter,
+  decideStep,
+  type DispatchLedger,
+  type DispatchPolicy,
+  isLedgerDone,
+  resumedLedger,
+  type SendReason,
+} from './DispatchLedger';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
 /** What a step needs of the job (no items: those come from the staged input). */
@@ -139,6 +147,11 @@ export class ChunkDispatcher {
       if ((changedAnything(total) && elapsed + pollMs > wait.busyReturnMs) || elapsed + pollMs > wait.maxWaitMs) return result;
       await (this.deps.sleep ?? defaultSleep)(pollMs);
     }
+  }
+
+  /** The starting ledger of a retried plan whose input was already staged (see `resumedLedger`). */
+  resumedLedger(chunkCount: number, itemCount: number, at: string): DispatchLedger {
+    return resumedLedger(chunkCount, itemCount, Date.parse(at), this.deps.policy);
   }
 
   /** One pass at `input.at`: observe, decide, expire, send. */

@@ -90,6 +90,19 @@ export function emptyLedger(chunkCount: number, itemCount: number): DispatchLedg
   };
 }
 
+/**
+ * The ledger of a plan retried after its instance died, whose first window may have gone out (and
+ * partly finished) or not: every chunk of it counts as sent long enough ago to go out again at once
+ * unless the first pass finds its result or its claim. So the retry re-sends only what is missing,
+ * where a fresh first window would send them all again.
+ */
+export function resumedLedger(chunkCount: number, itemCount: number, at: number, policy: DispatchPolicy): DispatchLedger {
+  const next = Math.min(policy.window, chunkCount);
+  const sentAt = at - policy.unclaimedSeconds * 1000;
+  const inFlight = Array.from({ length: next }, (_, chunk) => ({ chunk, dispatch: 1, sentAt, resends: 0 }));
+  return { ...emptyLedger(chunkCount, itemCount), next, inFlight };
+}
+
 export function isLedgerDone(ledger: DispatchLedger): boolean {
   return ledger.next >= ledger.progress.chunks.total && ledger.inFlight.length === 0;
 }

@@ -67,12 +67,18 @@ describe('job activities (Azurite)', () => {
     assert.equal((await p.drainMessages()).length, 0, 'a stood-down run dispatched chunks');
     leaseEpoch = 3;
     assert.equal(await superseded(run), 'planned');
-    assert.equal((await p.drainMessages()).length, 1);
+    const [sent] = await p.drainMessages();
     // The plan's instance dies after staging, the lease moves on with it, the plan is retried: the
-    // start got past its fence and staged, so it goes on (and a new start of the job still stands down).
+    // start got past its fence and staged, so it goes on, sending again only what has no result yet
+    // (and a new start of the job still stands down).
     leaseEpoch = 5;
     assert.equal(await superseded(run), 'planned', 'a retried plan of a start that staged its input goes on');
-    assert.equal((await p.drainMessages()).length, 1, 'the retry sends the first window again');
+    assert.equal((await p.drainMessages()).length, 1, 'the retry sends the chunk without a result again');
+    assert.equal(await p.deliver(sent ?? assert.fail('no first window')), 'written');
+    const retried = await activities.plan({ run, at: new Date().toISOString() });
+    assert.ok(retried.ok && !('standDown' in retried));
+    assert.deepEqual([retried.ledger.progress.chunks.done, retried.ledger.inFlight.length], [1, 0], 'the finished chunk is counted');
+    assert.equal((await p.drainMessages()).length, 0, 'and not sent again');
     assert.match((await superseded({ ...run, startId: 'start-c' })) ?? '', /names start start-a of epoch 3/);
 
     // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing.
