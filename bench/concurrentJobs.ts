@@ -4,9 +4,10 @@
  * of 100. First one such job alone (the baseline, same cluster), then `--jobs` of them POSTed together
  * (spread over the instances). It prints POST -> `completed` of the job alone and the first / median / last
  * of the concurrent ones, the spread of their finishes, the aggregate items/s of the concurrent jobs
- * against the job alone's, how many of them had a chunk result before the first of them completed
- * (interleaving, from the result blobs' creation times), and the most messages the work-items queue held
- * (its approximate count, peeked every 500 ms), which must stay within jobs x JOB_DISPATCH_WINDOW.
+ * against the job alone's, POST -> first chunk result of the first and the last of them, how many had a chunk
+ * result before any of them had all its results (interleaving, from the results' `writtenAt`), and the most
+ * messages the work-items queue held (its approximate count, peeked every 500 ms), which must stay within
+ * jobs x JOB_DISPATCH_WINDOW.
  * It throws when a job does not complete with exactly its item count, or when the queue held more.
  *
  * Not measured: per-job messages in flight (only the queue's total); jobs of different sizes or work types;
@@ -14,7 +15,19 @@
  *
  * Run: `npm run bench -- concurrent-jobs [--instances 2] [--jobs 10] [--items 20000]`.
  */
-import { type AppCluster, type Json, listNames, percentile, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
+import {
+  type AppCluster,
+  type Json,
+  listNames,
+  percentile,
+  runJob,
+  secs,
+  sleep,
+  startAppCluster,
+  submitJob,
+  uploadItems,
+  waitForJob,
+} from './appCluster';
 import { type Bench } from './index';
 
 const CHUNK_SIZE = 100;
@@ -44,35 +57,25 @@ interface Finished {
   /** performance.now() of the POST and of the first status poll that saw the job finished. */
   readonly postedAt: number;
   readonly finishedAt: number;
-  /** The completed view's `updatedAt` (ms since the epoch): when the orchestration finished, by the app's clock. */
-  readonly completedWall: number;
 }
 
 function checkExact(jobId: string, view: Json, items: number): void {
   const count = (view.result as { count?: unknown } | undefined)?.count;
   if (view.status !== 'completed' || count !== items) {
-    throw new Error(`job ${jobId} ended ${String(view.status)} with count ${String(count)}, expected completed with ${items}: ${JSON.stringify(view).slice(0, 400)}`);
+    const seen = JSON.stringify(view).slice(0, 400);
+    throw new Error(`job ${jobId} ended ${String(view.status)} with count ${String(count)}, expected completed with ${items}: ${seen}`);
   }
 }
 
-/**
- * Whether any chunk result of the job was written before `wall` (ms since the epoch). Listings give
- * creation times to the second, so a result in the boundary second is read for its `writtenAt`.
- */
-async function resultBefore(cluster: AppCluster, jobId: string, wall: number): Promise<boolean> {
-  const boundary: string[] = [];
-  for await (const page of cluster.results.listBlobsFlat({ prefix: `jobs/${jobId}/results/` }).byPage({ maxPageSize: 5000 })) {
-    for (const item of page.segment.blobItems) {
-      const created = item.properties.createdOn?.getTime();
-      if (created !== undefined && created + 1000 <= wall) return true;
-      if (created === undefined || created <= wall) boundary.push(item.name);
-    }
+/** The `writtenAt` (ms since the epoch) of every chunk result of the job, read 16 blobs at a time. */
+async function resultTimes(cluster: AppCluster, jobId: string): Promise<number[]> {
+  const names = await listNames(cluster.results, `jobs/${jobId}/results/`);
+  const times: number[] = [];
+  for (let i = 0; i < names.length; i += 16) {
+    const bodies = await Promise.all(names.slice(i, i + 16).map((name) => cluster.results.getBlockBlobClient(name).downloadToBuffer()));
+    for (const body of bodies) times.push(Date.parse(String((JSON.parse(body.toString('utf8')) as { writtenAt?: unknown }).writtenAt)));
   }
-  for (const name of boundary) {
-    const body = JSON.parse((await cluster.results.getBlockBlobClient(name).downloadToBuffer()).toString('utf8')) as { writtenAt?: unknown };
-    if (typeof body.writtenAt === 'string' && Date.parse(body.writtenAt) < wall) return true;
-  }
-  return false;
+  return times;
 }
 
 export const concurrentJobsBench: Bench = {
@@ -90,7 +93,12 @@ export const concurrentJobsBench: Bench = {
       await cluster.leader();
       // One blob serves every job: each job stages its own copy of the items at its plan.
       const itemsBlob = await uploadItems(cluster, 'items.json', Array.from({ length: items }, (_, i) => i));
-      const submission = (jobId: string): Json & { jobId: string } => ({ jobId, workType: 'noop', itemsBlob, options: { chunkSize: CHUNK_SIZE } });
+      const submission = (jobId: string): Json & { jobId: string } => ({
+        jobId,
+        workType: 'noop',
+        itemsBlob,
+        options: { chunkSize: CHUNK_SIZE },
+      });
       // Warm-up: queues, containers and the first orchestration exist before anything is timed.
       const warm = await runJob(cluster, { jobId: 'conc-warmup', workType: 'sum', items: [1, 2, 3, 4] }, 120_000);
       if (warm.view.status !== 'completed') throw new Error(`warm-up job ended ${String(warm.view.status)}`);
@@ -114,22 +122,24 @@ export const concurrentJobsBench: Bench = {
       const ids = Array.from({ length: jobs }, (_, i) => `conc-${String(i).padStart(2, '0')}`);
       const targets = [...cluster.instances.keys()];
       let finished: Finished[];
+      let postedWall = 0;
       try {
         // Together: every POST is sent before any answer is awaited, spread over the instances.
+        postedWall = Date.now();
         const posted = await Promise.all(ids.map((id, i) => submitJob(cluster, submission(id), targets[i % targets.length])));
         finished = await Promise.all(
           ids.map(async (jobId, i) => {
             const done = await waitForJob(cluster, jobId, 900_000, { pollMs: POLL_MS, note: ctx.note });
             checkExact(jobId, done.view, items);
-            const completedWall = Date.parse(String(done.view.updatedAt));
-            if (Number.isNaN(completedWall)) throw new Error(`job ${jobId} completed without an updatedAt: ${JSON.stringify(done.view).slice(0, 300)}`);
-            return { jobId, postedAt: posted[i] as number, finishedAt: done.finishedAt, completedWall };
+            return { jobId, postedAt: posted[i] as number, finishedAt: done.finishedAt };
           }),
         );
       } finally {
         await depth.stop();
       }
-      if (maxQueued > bound) throw new Error(`the work-items queue held ${maxQueued} messages, more than ${jobs} jobs x window ${window} = ${bound}`);
+      if (maxQueued > bound) {
+        throw new Error(`the work-items queue held ${maxQueued} messages, more than ${jobs} jobs x window ${window} = ${bound}`);
+      }
 
       const firstPost = Math.min(...finished.map((f) => f.postedAt));
       const latencies = finished.map((f) => f.finishedAt - f.postedAt);
@@ -138,30 +148,39 @@ export const concurrentJobsBench: Bench = {
       const allMs = Math.max(...ends) - firstPost;
       const aloneRate = items / (aloneMs / 1000);
       const allRate = (jobs * items) / (allMs / 1000);
-      // Interleaving: jobs with a chunk result written before the first of them completed (app and Azurite share this clock).
-      const firstDoneWall = Math.min(...finished.map((f) => f.completedWall));
-      const startedBeforeFirstDone = (await Promise.all(ids.map((id) => resultBefore(cluster, id, firstDoneWall)))).filter(Boolean).length;
-      const resultBlobs = (await Promise.all(ids.map((id) => listNames(cluster.results, `jobs/${id}/results/`)))).map((n) => n.length);
-      if (resultBlobs.some((n) => n !== chunks)) throw new Error(`result blobs per job ${resultBlobs.join(', ')}, expected ${chunks} each`);
-
+      // Interleaving, from the results' writtenAt (the app's clock, this machine's): a job completes only after
+      // its last result, so jobs with a result before the first job had all of its own had one before it completed.
+      const times = await Promise.all(ids.map((id) => resultTimes(cluster, id)));
+      if (times.some((t) => t.length !== chunks || t.some(Number.isNaN))) {
+        throw new Error(`result blobs per job ${times.map((t) => t.length).join(', ')}, expected ${chunks} each with a writtenAt`);
+      }
+      const firsts = times.map((t) => Math.min(...t) - postedWall);
+      const firstAllDone = Math.min(...times.map((t) => Math.max(...t)));
+      const startedBeforeFirstDone = times.filter((t) => Math.min(...t) < firstAllDone).length;
       return {
         title: `Concurrent jobs: ${jobs} at once against one alone`,
         lines: [
-          `${instances} instance(s), shipped host.json and settings (JOB_DISPATCH_WINDOW ${window}); each job: noop of ${items} items by itemsBlob ` +
-            `in ${chunks} chunks of ${CHUNK_SIZE}; the ${jobs} POSTed together; status polled every ${POLL_MS} ms.`,
+          `${instances} instance(s), shipped host.json and settings (JOB_DISPATCH_WINDOW ${window}); ` +
+            `each job: noop of ${items} items by itemsBlob in ${chunks} chunks of ${CHUNK_SIZE}; ` +
+            `the ${jobs} POSTed together; status polled every ${POLL_MS} ms.`,
           '',
           '| | POST -> completed (s) |',
           '|---|---:|',
           `| one job alone (baseline, same cluster, before) | ${secs(aloneMs)} |`,
-          `| ${jobs} at once: first / median / last | ${secs(Math.min(...latencies))} / ${secs(percentile(latencies, 50))} / ${secs(Math.max(...latencies))} |`,
+          `| ${jobs} at once: first / median / last | ` +
+            `${secs(Math.min(...latencies))} / ${secs(percentile(latencies, 50))} / ${secs(Math.max(...latencies))} |`,
           `| ${jobs} at once: spread (last finish - first finish) | ${secs(spreadMs)} |`,
           '',
           '| | |',
           '|---|---:|',
           `| items/s, one job alone (POST -> completed) | ${Math.round(aloneRate)} |`,
-          `| items/s, the ${jobs} together (${jobs * items} items, first POST -> last completed, ${secs(allMs)} s) | ${Math.round(allRate)} (${(allRate / aloneRate).toFixed(2)}x alone) |`,
-          `| jobs with a chunk result before the first of them completed | ${startedBeforeFirstDone} of ${jobs} |`,
-          `| most messages on the work-items queue (peeked every ${DEPTH_POLL_MS} ms): alone / ${jobs} at once (bound ${jobs} x ${window} = ${bound}) | ${maxAlone} / ${maxQueued} |`,
+          `| items/s, the ${jobs} together (${jobs * items} items, first POST -> last completed, ${secs(allMs)} s) | ` +
+            `${Math.round(allRate)} (${(allRate / aloneRate).toFixed(2)}x alone) |`,
+          `| ${jobs} at once: POST -> first chunk result, first job / last job (s) | ` +
+            `${secs(Math.min(...firsts))} / ${secs(Math.max(...firsts))} |`,
+          `| jobs with a chunk result before any of them had all its results (interleaving) | ${startedBeforeFirstDone} of ${jobs} |`,
+          `| most messages on the work-items queue (peeked every ${DEPTH_POLL_MS} ms): alone / ${jobs} at once ` +
+            `(bound ${jobs} x ${window} = ${bound}) | ${maxAlone} / ${maxQueued} |`,
           `| every job completed with count == items, ${chunks} result blobs each | yes |`,
         ],
       };
