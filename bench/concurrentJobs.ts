@@ -4,11 +4,12 @@
  * of 100. First one such job alone (the baseline, same cluster), then `--jobs` of them POSTed together
  * (spread over the instances). It prints POST -> `completed` of the job alone and the first / median / last
  * of the concurrent ones, the spread of their finishes, the aggregate items/s of the concurrent jobs
- * against the job alone's, POST -> first chunk result of the first and the last of them, how many had a chunk
- * result before any of them had all its results (interleaving, from the results' `writtenAt`), and the most
- * messages the work-items queue held (its approximate count, peeked every 500 ms), which must stay within
- * jobs x JOB_DISPATCH_WINDOW.
- * It throws when a job does not complete with exactly its item count, or when the queue held more.
+ * against the job alone's; for the first and the last of them, POST -> started by the leader, first window
+ * sent (both from the app's log lines) and first chunk result; how many had a chunk result before any of
+ * them had all its results (interleaving, from the results' `writtenAt`); and the most messages the
+ * work-items queue held (its approximate count, peeked every 500 ms), which must stay within
+ * jobs x JOB_DISPATCH_WINDOW. It throws when a job does not complete with exactly its item count, or when
+ * the queue held more.
  *
  * Not measured: per-job messages in flight (only the queue's total); jobs of different sizes or work types;
  * storage transactions (bench/jobsThroughput.ts counts those).
@@ -155,6 +156,15 @@ export const concurrentJobsBench: Bench = {
         throw new Error(`result blobs per job ${times.map((t) => t.length).join(', ')}, expected ${chunks} each with a writtenAt`);
       }
       const firsts = times.map((t) => Math.min(...t) - postedWall);
+      // Where the time before a job's first result goes: the leader's start (intake) and its plan sending the first window,
+      // from the app's log lines (events `intake.started`, `job.planned`; their `ts`, this machine's clock).
+      const logged = (event: string): number[] =>
+        ids.map((id) => {
+          const at = [...cluster.instances.values()].flatMap((h) => h.events(event)).filter((e) => e.jobId === id);
+          return Math.min(...at.map((e) => Date.parse(String(e.ts)))) - postedWall;
+        });
+      const range = (values: number[]): string =>
+        values.every(Number.isFinite) ? `${secs(Math.min(...values))} / ${secs(Math.max(...values))}` : '(not logged)';
       const firstAllDone = Math.min(...times.map((t) => Math.max(...t)));
       const startedBeforeFirstDone = times.filter((t) => Math.min(...t) < firstAllDone).length;
       return {
@@ -176,8 +186,9 @@ export const concurrentJobsBench: Bench = {
           `| items/s, one job alone (POST -> completed) | ${Math.round(aloneRate)} |`,
           `| items/s, the ${jobs} together (${jobs * items} items, first POST -> last completed, ${secs(allMs)} s) | ` +
             `${Math.round(allRate)} (${(allRate / aloneRate).toFixed(2)}x alone) |`,
-          `| ${jobs} at once: POST -> first chunk result, first job / last job (s) | ` +
-            `${secs(Math.min(...firsts))} / ${secs(Math.max(...firsts))} |`,
+          `| ${jobs} at once: POST -> started by the leader (intake), first job / last job (s) | ${range(logged('intake.started'))} |`,
+          `| ${jobs} at once: POST -> first window sent (plan), first job / last job (s) | ${range(logged('job.planned'))} |`,
+          `| ${jobs} at once: POST -> first chunk result, first job / last job (s) | ${range(firsts)} |`,
           `| jobs with a chunk result before any of them had all its results (interleaving) | ${startedBeforeFirstDone} of ${jobs} |`,
           `| most messages on the work-items queue (peeked every ${DEPTH_POLL_MS} ms): alone / ${jobs} at once ` +
             `(bound ${jobs} x ${window} = ${bound}) | ${maxAlone} / ${maxQueued} |`,
