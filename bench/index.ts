@@ -3,6 +3,7 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
 import { inputStagingBench } from './inputStaging';
 import { jobsThroughputBench } from './jobsThroughput';
@@ -31,4 +32,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench];
