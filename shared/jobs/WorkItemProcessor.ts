@@ -13,8 +13,8 @@
  * a backlog is never declared late, and a claim that goes silent is sent again in seconds.
  * Storage per chunk in the common case (first delivery of a first send, done within 2 s): the
  * result's create and the host's receive and delete; the cancel marker is read once a second per job.
- * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the rare
- * first delivery of a chunk a retried activity sent twice; only one result is kept).
+ * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the first
+ * delivery of a first-round chunk sent twice, by a retried activity or as unclaimed; one result is kept).
  */
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
@@ -77,8 +77,9 @@ export class WorkItemProcessor {
       epoch: message.epoch,
     };
 
-    // A first delivery of a first send has no result yet, unless a retried plan or step sent it twice
-    // (then its result is discarded at the create): one read per chunk saved in the common case.
+    // A first delivery of a first-round send has no result yet, unless the chunk went out twice (a
+    // retried plan or step, or an unclaimed chunk sent again in its round, both rare): then this copy
+    // is worked again and its result discarded at the create. One read per chunk saved in the common case.
     const firstSend = delivery.dequeueCount === 1 && message.dispatch === 1;
     if (!firstSend && (await store.chunkResultExists(message.jobId, message.chunk, signal))) {
       logger.info('workitem.duplicate_skipped', log);

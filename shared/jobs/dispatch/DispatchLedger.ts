@@ -193,10 +193,10 @@ export function decideStep(
 }
 
 /**
- * Whether a pass at `at` needs the claims of the chunks in flight: only a chunk in flight for
- * `claimsMatterAfterMs` can be silent, late, unclaimed or overtaken (a claim or a finished mark counts only
- * once it is that old, and it is never older than its chunk's send). A window that moves faster
- * skips the listing of claims.
+ * Whether a pass at `at` needs the claims of the chunks in flight: only a chunk in flight for the
+ * shortest of the overtaken, unclaimed, silence and deadline times can be silent, late, unclaimed or
+ * overtaken (a claim or a finished mark counts only once it is that old, and it is never older than
+ * its chunk's send). A window that moves faster skips the listing of claims.
  */
 export function claimsMatter(
   ledger: DispatchLedger,
