@@ -71,6 +71,8 @@ export class Scenario {
     lease: uniqueName('fence-lease'),
   };
   readonly hosts: HostProcess[] = [];
+  /** Settings added to every instance started from now on (a test's own, e.g. DEVHOST_LOG_LEVEL). */
+  readonly extraEnv: Record<string, string> = {};
 
   constructor(private readonly appRoot: string) {}
 
@@ -91,6 +93,7 @@ export class Scenario {
       COORDINATOR_LOG_LEVEL: 'info',
       DEVHOST_HOST_KEYS: KEY,
       DEVHOST_SYSTEM_KEYS: `durabletask_extension=${SYSTEM_KEY}`,
+      ...this.extraEnv,
     };
     const hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32);
     const host = await startHostProcess({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 });
