@@ -16,7 +16,8 @@
  * has a final summary (it returns that summary), nor for a run whose start the job's start record no
  * longer names, nor for a run whose leader epoch is older than the lease's current one when it first
  * plans (a retried plan whose start already staged its input goes on: the leader that started it
- * may be the instance that died); the run then stands down. `finish` records the job's final summary once, whichever run finishes first.
+ * may be the instance that died); the run then stands down. `finish` records the job's final
+ * summary once, whichever run finishes first.
  */
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
