@@ -159,7 +159,9 @@ describe('two instances of the app on the development host', () => {
   it('finishes a job exactly once after the leader process is killed mid-job, without waiting for the chunk deadline', async (t) => {
     const items = Array.from({ length: 10_000 }, (_, i) => ((i * 31) % 997) - 498);
     // The default 300 s deadline: the killed process's claimed chunk comes back through its silent heartbeat (20 s), not the deadline.
-    const posted = await call('POST', '/api/jobs', JSON.stringify({ jobId: 'e2e-failover', workType: 'sum', items, options: { chunkSize: 50 } }));
+    // 1,000 chunks: the job runs several seconds on two instances, so the kill lands mid-job (200 chunks
+    // took about 2 s once a chunk cost one result write, and the kill came as the job ended).
+    const posted = await call('POST', '/api/jobs', JSON.stringify({ jobId: 'e2e-failover', workType: 'sum', items, options: { chunkSize: 10 } }));
     assert.equal(posted.status, 202, JSON.stringify(posted.json));
 
     const leader = await eventually(
@@ -170,7 +172,7 @@ describe('two instances of the app on the development host', () => {
       30_000,
       'a leader',
     );
-    // Mid-job: the orchestration runs and its 200 chunks are on the work queue, not yet all done.
+    // Mid-job: the orchestration runs and its 1,000 chunks are on the work queue, not yet all done.
     const running = await eventually(
       async () => {
         const view = await job('e2e-failover');
@@ -183,13 +185,15 @@ describe('two instances of the app on the development host', () => {
     assert.ok(victim !== undefined);
     await victim.kill();
     const killedAt = Date.now();
-    assert.ok((running.progress?.chunks.done ?? 0) < 200, 'killed before the job finished');
+    assert.ok((running.progress?.chunks.done ?? 0) < 1_000, 'killed before the job finished');
+    const afterKill = await job('e2e-failover');
+    assert.equal(afterKill?.status, 'running', `the job was still running after the kill: ${JSON.stringify(afterKill?.progress)}`);
 
     const done = await finished('e2e-failover', 150_000);
     t.diagnostic(`completed ${Math.round((Date.now() - killedAt) / 1000)} s after the leader was killed (chunk deadline 300 s)`);
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.deepEqual(done.result, sumOf(items));
-    assert.deepEqual(done.progress, { chunks: { total: 200, done: 200, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });
+    assert.deepEqual(done.progress, { chunks: { total: 1_000, done: 1_000, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });
 
     const after = await eventually(
       async () => {
