@@ -235,6 +235,28 @@ export async function runJob(cluster: AppCluster, submission: Json & { jobId: st
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Polls `probe` every `everyMs` until stopped (a failed probe is skipped, the next one tries again). */
+export function monitor(everyMs: number, probe: () => Promise<void>): { stop(): Promise<void> } {
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      await probe().catch(() => undefined);
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+    },
+  };
+}
+
+/** Messages on the cluster's work-items queue (the queue's approximate count). */
+export async function workItemsDepth(cluster: AppCluster): Promise<number> {
+  return (await cluster.workItems.getProperties()).approximateMessagesCount ?? 0;
+}
+
 /** Blob names under a prefix (one listing call per 5,000). */
 export async function listNames(container: ContainerClient, prefix: string): Promise<string[]> {
   const names: string[] = [];

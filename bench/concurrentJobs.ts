@@ -20,6 +20,7 @@ import {
   type AppCluster,
   type Json,
   listNames,
+  monitor,
   percentile,
   runJob,
   secs,
@@ -28,6 +29,7 @@ import {
   submitJob,
   uploadItems,
   waitForJob,
+  workItemsDepth,
 } from './appCluster';
 import { type Bench } from './index';
 
@@ -36,22 +38,6 @@ const CHUNK_SIZE = 100;
 const POLL_MS = 500;
 const DEPTH_POLL_MS = 500;
 
-/** Polls `probe` every `everyMs` until stopped (a failed probe is skipped, the next one tries again). */
-function monitor(everyMs: number, probe: () => Promise<void>): { stop(): Promise<void> } {
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      await probe().catch(() => undefined);
-      await sleep(everyMs);
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-    },
-  };
-}
 
 interface Finished {
   readonly jobId: string;
@@ -106,7 +92,7 @@ export const concurrentJobsBench: Bench = {
 
       let maxAlone = 0;
       const aloneDepth = monitor(DEPTH_POLL_MS, async () => {
-        maxAlone = Math.max(maxAlone, (await cluster.workItems.getProperties()).approximateMessagesCount ?? 0);
+        maxAlone = Math.max(maxAlone, await workItemsDepth(cluster));
       });
       const alonePostedAt = await submitJob(cluster, submission('conc-alone'));
       const alone = await waitForJob(cluster, 'conc-alone', 600_000, { pollMs: POLL_MS, note: ctx.note }).finally(() => aloneDepth.stop());
@@ -114,11 +100,11 @@ export const concurrentJobsBench: Bench = {
       const aloneMs = alone.finishedAt - alonePostedAt;
       ctx.note(`concurrent-jobs: one job alone (${items} items, ${chunks} chunks): ${secs(aloneMs)} s; now ${jobs} at once`);
       // The alone job's last messages are deleted before the concurrent ones are posted.
-      for (let i = 0; i < 20 && ((await cluster.workItems.getProperties()).approximateMessagesCount ?? 0) > 0; i++) await sleep(250);
+      for (let i = 0; i < 20 && (await workItemsDepth(cluster)) > 0; i++) await sleep(250);
 
       let maxQueued = 0;
       const depth = monitor(DEPTH_POLL_MS, async () => {
-        maxQueued = Math.max(maxQueued, (await cluster.workItems.getProperties()).approximateMessagesCount ?? 0);
+        maxQueued = Math.max(maxQueued, await workItemsDepth(cluster));
       });
       const ids = Array.from({ length: jobs }, (_, i) => `conc-${String(i).padStart(2, '0')}`);
       const targets = [...cluster.instances.keys()];

@@ -11,27 +11,24 @@
  *
  * Run: `npm run bench -- fairness [--big-items 500000] [--small-jobs 3] [--instances 1]`.
  */
-import { type AppCluster, type Json, percentile, runJob, secs, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
+import {
+  type AppCluster,
+  type Json,
+  monitor,
+  percentile,
+  runJob,
+  secs,
+  sleep,
+  startAppCluster,
+  submitJob,
+  uploadItems,
+  waitForJob,
+  workItemsDepth,
+} from './appCluster';
 import { type Bench } from './index';
 
 const SMALL = (jobId: string): Json & { jobId: string } => ({ jobId, workType: 'sum', items: [1, 2, 3, 4] });
 
-/** Polls `probe` every `everyMs` until stopped; keeps what it saw. */
-function monitor(everyMs: number, probe: () => Promise<void>): { stop(): Promise<void> } {
-  let stopped = false;
-  const loop = (async () => {
-    while (!stopped) {
-      await probe().catch(() => undefined);
-      await sleep(everyMs);
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      await loop;
-    },
-  };
-}
 
 /** POST a small job now and wait for it: POST -> completed in ms. */
 async function smallBehind(cluster: AppCluster, jobId: string, note: (message: string) => void): Promise<number> {
@@ -78,7 +75,7 @@ export const fairnessBench: Bench = {
         if (firstResultAt === undefined && (await firstResultExists(cluster, 'fair-big'))) firstResultAt = performance.now();
       });
       const depth = monitor(1_000, async () => {
-        maxQueued = Math.max(maxQueued, (await cluster.workItems.getProperties()).approximateMessagesCount ?? 0);
+        maxQueued = Math.max(maxQueued, await workItemsDepth(cluster));
       });
       try {
         // "Started": the status API shows the big job running (the leader took it, its orchestration runs).
