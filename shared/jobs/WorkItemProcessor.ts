@@ -47,6 +47,13 @@ export interface Delivery {
   readonly signal?: AbortSignal;
 }
 
+interface CancelCheck {
+  readonly at: number;
+  readonly cancelled: Promise<boolean>;
+  /** Set once the read found the marker. */
+  final: boolean;
+}
+
 export type WorkOutcome = 'written' | 'failed_recorded' | 'duplicate' | 'cancelled';
 
 const ITEM_CONCURRENCY = 8;
@@ -56,8 +63,8 @@ export const CANCEL_CHECK_MS = 1_000;
 
 export class WorkItemProcessor {
   private readonly now: Now;
-  /** Per job: when its cancel marker was last read, and what it said (a cancel is kept: it is final). */
-  private readonly cancelChecks = new Map<string, { readonly at: number; readonly cancelled: Promise<boolean> }>();
+  /** Per job: the latest read of its cancel marker (see `isCancelled`). */
+  private readonly cancelChecks = new Map<string, CancelCheck>();
 
   constructor(private readonly deps: WorkerDeps) {
     this.now = nowOf(deps);
@@ -148,32 +155,24 @@ export class WorkItemProcessor {
   }
 
 
-  /** The job's cancel marker, read at most once per `CANCEL_CHECK_MS` per job in this process. */
+  /**
+   * The job's cancel marker, read at most once per `CANCEL_CHECK_MS` per job in this process; a read
+   * that found it is kept (a cancel is final), a failed read is not (the next chunk reads again).
+   */
   private isCancelled(jobId: string, signal: AbortSignal): Promise<boolean> {
-    const now = this.now().getTime();
+    const at = this.now().getTime();
     const known = this.cancelChecks.get(jobId);
-    if (known !== undefined && now - known.at < CANCEL_CHECK_MS) return known.cancelled;
-    if (known !== undefined) {
-      // A cancel is final; a read that said "not cancelled" is only good for a second.
-      const last = known.cancelled;
-      const next = last.then((was) => (was ? true : this.deps.store.isCancelled(jobId, signal)));
-      this.remember(jobId, now, next);
-      return next;
-    }
-    const read = this.deps.store.isCancelled(jobId, signal);
-    this.remember(jobId, now, read);
-    return read;
-  }
-
-  private remember(jobId: string, at: number, cancelled: Promise<boolean>): void {
-    // A failed read is not remembered: the next chunk reads again.
-    this.cancelChecks.set(jobId, { at, cancelled });
-    cancelled.catch(() => {
-      if (this.cancelChecks.get(jobId)?.cancelled === cancelled) this.cancelChecks.delete(jobId);
-    });
+    if (known !== undefined && (known.final || at - known.at < CANCEL_CHECK_MS)) return known.cancelled;
+    const check: CancelCheck = { at, final: false, cancelled: this.deps.store.isCancelled(jobId, signal) };
+    this.cancelChecks.set(jobId, check);
+    check.cancelled.then(
+      (cancelled) => (check.final = cancelled),
+      () => this.cancelChecks.get(jobId) === check && this.cancelChecks.delete(jobId),
+    );
     if (this.cancelChecks.size > 1_000) {
       for (const [id, c] of this.cancelChecks) if (at - c.at >= CANCEL_CHECK_MS) this.cancelChecks.delete(id);
     }
+    return check.cancelled;
   }
 
   /**
