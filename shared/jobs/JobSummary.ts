@@ -53,5 +53,7 @@ export interface JobCustomStatus {
   readonly progress: JobProgress;
   readonly dispatch: number;
   readonly generation: number;
+  /** The activity call the run waits on, counting this execution's calls from 1 (with `generation`, it names the call). */
+  readonly wait: number;
   readonly updatedAt: string;
 }

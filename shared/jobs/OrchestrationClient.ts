@@ -8,10 +8,15 @@
  * timeout of its own, and one hung call must not hold the leader's pass, which blocks the next
  * term's passes, or an HTTP request forever. A late answer is ignored.
  */
-import { type DurableClient, type DurableOrchestrationStatus } from 'durable-functions';
+import {
+  type DurableClient,
+  type DurableOrchestrationStatus,
+  type OrchestrationFilter,
+  OrchestrationRuntimeStatus,
+} from 'durable-functions';
 
 import { JobError } from './JobError';
-import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState } from './jobOrchestration';
+import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState, RESUME_EVENT, type ResumeRequest } from './jobOrchestration';
 import { type JobRun } from './JobRun';
 
 /** Per call; listing a whole task hub gets twice as long. */
@@ -50,7 +55,11 @@ export interface OrchestrationClient {
   getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
+  /** Asks a run to call its current activity again (StalledJobs). */
+  raiseResume(instanceId: string, request: ResumeRequest): Promise<void>;
   list(): Promise<OrchestrationSnapshot[]>;
+  /** The Running instances (with their inputs: the client has no way to leave them out; a run's inline items are under 48 KiB). */
+  listRunning(): Promise<OrchestrationSnapshot[]>;
   /** Deletes a finished instance's history and state; false when there was none. */
   purge(instanceId: string): Promise<boolean>;
 }
@@ -85,8 +94,15 @@ export function durableOrchestrationClient(client: DurableClient, options: { rea
     async raiseCancel(instanceId, reason) {
       await withTimeout('raiseEvent', client.raiseEvent(instanceId, CANCEL_EVENT, { reason }), ms);
     },
+    async raiseResume(instanceId, request) {
+      await withTimeout('raiseEvent', client.raiseEvent(instanceId, RESUME_EVENT, request), ms);
+    },
     async list() {
       return (await withTimeout('getStatusAll', client.getStatusAll(), 2 * ms)).map(snapshot);
+    },
+    async listRunning() {
+      const filter: OrchestrationFilter = { runtimeStatus: [OrchestrationRuntimeStatus.Running] };
+      return (await withTimeout('getStatusBy', client.getStatusBy(filter), 2 * ms)).map(snapshot);
     },
     async purge(instanceId) {
       try {

@@ -10,7 +10,11 @@
  * The Durable client is the latest one a function handed over (shared/app/DurableClientHolder); a
  * pass before any handover logs `intake.no_durable_client` and does nothing.
  *
- * After the intake, at most once an hour, the retention sweep purges finished jobs older than
+ * After the intake, every few seconds, it asks job runs that stopped moving to resume (StalledJobs:
+ * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
+ * check is logged (`job.stall_check_failed`) and does not fail the pass.
+ *
+ * Then, at most once an hour, the retention sweep purges finished jobs older than
  * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
  */
 import { type DurableClient } from 'durable-functions';
@@ -19,6 +23,7 @@ import { type CoordinationContext } from '../leader/CoordinatorRuntime';
 import { type JobComponents } from './jobComponents';
 import { type IntakeReport } from './JobIntake';
 import { durableOrchestrationClient } from './OrchestrationClient';
+import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 
@@ -29,6 +34,7 @@ export function jobCoordinationPass(
   durableClient: () => DurableClient | undefined,
 ): JobCoordinationPass {
   let lastSweep = 0;
+  const stalls = new StalledJobs({ logger: components.logger });
   return async (ctx) => {
     const client = durableClient();
     if (client === undefined) {
@@ -40,6 +46,14 @@ export function jobCoordinationPass(
     }
     const orchestrations = durableOrchestrationClient(client);
     const report = await components.intake.runPass(ctx, orchestrations);
+    if (!ctx.signal.aborted) {
+      try {
+        await stalls.check(orchestrations, ctx.epoch, ctx.signal);
+      } catch (err) {
+        components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
+      }
+      ctx.progress();
+    }
     const retentionDays = components.settings.jobs.retentionDays;
     if (retentionDays > 0 && !ctx.signal.aborted && Date.now() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
       lastSweep = Date.now();

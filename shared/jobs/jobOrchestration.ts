@@ -22,6 +22,12 @@
  * (the job already finished, or this run is not the job's current start: see JobIntake) ends the run
  * at once with the recorded summary, or a superseded marker, having done nothing.
  *
+ * Stalls: each activity's answer comes back as a control-queue message, and an instance that received
+ * it and died before its episode committed leaves it invisible for the control queue's visibility
+ * (1 minute), with nothing else to wake the run. So every activity call also waits on a `resume`
+ * event, which the leader raises for a run that has not moved for 15 s (StalledJobs.ts), and calls
+ * the activity again when one comes (every activity is idempotent; the held answer is ignored).
+ *
  * Deterministic, as Durable replay requires: time comes from `currentUtcDateTime`, all I/O is in
  * activities, and the state carried across continue-as-new is plain JSON.
  */
@@ -44,6 +50,17 @@ export const JOB_ACTIVITIES = {
   finish: 'jobFinish',
 } as const;
 export const CANCEL_EVENT = 'cancel';
+/** Asks the run to call its current activity again; the leader raises it for a run that stopped moving (StalledJobs.ts). */
+export const RESUME_EVENT = 'resume';
+
+/** A `resume` event's payload: the call the leader saw stalled, as the run's custom status named it (for the record). */
+export interface ResumeRequest {
+  readonly generation: number;
+  readonly wait: number;
+}
+
+/** What `call` answers when the cancel event won. */
+const CANCELLED = Symbol('cancelled');
 
 /** Steps per execution before continue-as-new; a generation's history stays under ~100 events. */
 export const STEPS_PER_GENERATION = 20;
@@ -76,13 +93,18 @@ export const jobOrchestration: OrchestrationHandler = function* (
   const steps = state.stepsPerGeneration ?? STEPS_PER_GENERATION;
   const now = (): Date => context.df.currentUtcDateTime;
   const retry = new df.RetryOptions(ACTIVITY_RETRY.firstRetryMs, ACTIVITY_RETRY.attempts);
-  const publish = (phase: JobCustomStatus['phase']): void => {
+  let phase: JobCustomStatus['phase'] = 'planning';
+  /** This execution's activity calls so far (published: the leader's stall check tells calls apart by it). */
+  let wait = 0;
+  const publish = (next: JobCustomStatus['phase']): void => {
+    phase = next;
     const status: JobCustomStatus = {
       phase,
       epoch: run.epoch,
       progress: state.ledger?.progress ?? EMPTY_PROGRESS,
       dispatch: state.ledger?.highestDispatch ?? 0,
       generation: state.generation,
+      wait,
       updatedAt: now().toISOString(),
     };
     context.df.setCustomStatus(status);
@@ -98,12 +120,14 @@ export const jobOrchestration: OrchestrationHandler = function* (
       finishedAt: now().toISOString(),
     };
   };
+  // Replaced each time one arrives; a resume nobody waits for yet is buffered by Durable until one does.
+  let resumeEvent = context.df.waitForExternalEvent(RESUME_EVENT);
 
   try {
     if (state.plan === undefined) {
       publish('planning');
       const input: PlanInput = { run, at: now().toISOString() };
-      const planned = (yield context.df.callActivityWithRetry(JOB_ACTIVITIES.plan, retry, input)) as PlanOutcome;
+      const planned = (yield* call(JOB_ACTIVITIES.plan, input)) as PlanOutcome;
       if (!planned.ok && 'standDown' in planned) {
         // Not this run's to do: it answers what is recorded and records nothing itself.
         publish('done');
@@ -132,13 +156,10 @@ export const jobOrchestration: OrchestrationHandler = function* (
         ledger,
         at: now().toISOString(),
       };
-      const stepTask = context.df.callActivityWithRetry(JOB_ACTIVITIES.step, retry, input);
-      const winner = yield context.df.Task.any([stepTask, cancelEvent]);
+      const answered = yield* call(JOB_ACTIVITIES.step, input, cancelEvent);
       // A cancel wins at once; the step still running sees the cancel marker and sends nothing more.
-      if (winner === cancelEvent) return yield* aggregate(true);
-      // Task.any does not throw for a failed task: the step's error (after its retries) fails the job below.
-      if (stepTask.isFaulted) throw stepTask.result instanceof Error ? stepTask.result : new Error(String(stepTask.result));
-      const step = stepTask.result as JobStepOutcome;
+      if (answered === CANCELLED) return yield* aggregate(true);
+      const step = answered as JobStepOutcome;
       state = { ...state, ledger: step.ledger };
       if (step.summary !== undefined) return recorded(step.summary);
       if (step.cancelled) {
@@ -163,8 +184,33 @@ export const jobOrchestration: OrchestrationHandler = function* (
     }
   }
 
+  /**
+   * Calls an activity (with retries) and answers its result, or CANCELLED when `cancel` is given and
+   * wins. A `resume` event calls the activity again: the leader raises one for a run that stopped
+   * moving, whose answer may be held by an instance that died (see the module comment). Activities
+   * are idempotent, so a second call is safe; its answer is used, the earlier call's ignored.
+   * Every resume calls again, even one raised for an earlier call: waiting on the same activity
+   * task again would make the SDK schedule it again anyway (a Task.any re-yields its children's
+   * actions), and a spare call costs one more pass. A failure after the retries throws.
+   */
+  function* call(name: string, input: unknown, cancel?: Task): Generator<Task, unknown, unknown> {
+    for (;;) {
+      wait += 1;
+      publish(phase);
+      const task = context.df.callActivityWithRetry(name, retry, input);
+      const winner = yield context.df.Task.any(cancel === undefined ? [task, resumeEvent] : [task, cancel, resumeEvent]);
+      if (winner === task) {
+        // Task.any does not throw for a failed task: the error (after its retries) fails the job.
+        if (task.isFaulted) throw task.result instanceof Error ? task.result : new Error(String(task.result));
+        return task.result;
+      }
+      if (winner === cancel) return CANCELLED;
+      resumeEvent = context.df.waitForExternalEvent(RESUME_EVENT);
+    }
+  }
+
   function* finish(summary: JobSummary): Generator<Task, JobSummary, unknown> {
-    return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, summary)) as JobSummary);
+    return recorded((yield* call(JOB_ACTIVITIES.finish, summary)) as JobSummary);
   }
 
   function* aggregate(cancelledJob: boolean): Generator<Task, JobSummary, unknown> {
@@ -177,7 +223,7 @@ export const jobOrchestration: OrchestrationHandler = function* (
       cancelled: cancelledJob,
     };
     // Aggregation records the final summary itself and answers the recorded one.
-    return recorded((yield context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input)) as JobSummary);
+    return recorded((yield* call(JOB_ACTIVITIES.aggregate, input)) as JobSummary);
   }
 
   /** The job's recorded final summary (from the last step, the aggregate activity or finish) ends the run. */

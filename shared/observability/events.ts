@@ -94,6 +94,20 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     what: 'a chunk was recorded failed on its last attempt',
     fields: { jobId: 'string', workType: 'string', chunk: 'number', durationMs: 'number', dequeueCount: 'number', error: 'object' },
   },
+  'job.resume_requested': {
+    level: 'warn',
+    what: 'the leader asked a job run that had not moved for 15 s to call its current activity again',
+    fields: {
+      jobId: 'string',
+      instanceId: 'string',
+      idleMs: 'number',
+      generation: 'number',
+      wait: 'number',
+      phase: 'string',
+      epoch: 'number',
+    },
+    optional: { hint: 'string' },
+  },
   'job.aggregated': {
     level: 'info',
     what: 'a job finished (its final status)',

@@ -13,16 +13,18 @@ import { JobError } from '../../../shared/jobs/JobError';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 
 const never = (): Promise<never> => new Promise<never>(() => undefined);
-const hungClient = { getStatus: never, startNew: never, raiseEvent: never, getStatusAll: never } as unknown as DurableClient;
+const hungClient = { getStatus: never, startNew: never, raiseEvent: never, getStatusAll: never, getStatusBy: never } as unknown as DurableClient;
 
 describe('durableOrchestrationClient', () => {
-  for (const [call, run] of [
+  for (const [call, run, what = call] of [
     ['getStatus', (o: ReturnType<typeof durableOrchestrationClient>) => o.getStatus('job-x')],
     ['startNew', (o: ReturnType<typeof durableOrchestrationClient>) => o.start('job-x', {} as never)],
     ['raiseEvent', (o: ReturnType<typeof durableOrchestrationClient>) => o.raiseCancel('job-x', 'test')],
     ['getStatusAll', (o: ReturnType<typeof durableOrchestrationClient>) => o.list()],
+    ['getStatusBy', (o: ReturnType<typeof durableOrchestrationClient>) => o.listRunning()],
+    ['raiseEvent', (o: ReturnType<typeof durableOrchestrationClient>) => o.raiseResume('job-x', { generation: 1, wait: 1 }), 'raiseEvent (resume)'],
   ] as const) {
-    it(`gives up on a ${call} that never answers with SERVICE_UNAVAILABLE`, async () => {
+    it(`gives up on a ${what} that never answers with SERVICE_UNAVAILABLE`, async () => {
       const started = performance.now();
       await assert.rejects(run(durableOrchestrationClient(hungClient, { timeoutMs: 40 })), (err: unknown) => {
         assert.ok(err instanceof JobError);

@@ -12,7 +12,17 @@ import { type ActivityCall, type ActivityScript, completesAfter, type Orchestrat
 import { type StepInput, type StepOutcome } from '../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../shared/jobs/dispatch/DispatchLedger';
 import { type AggregateInput, type PlanInput, type PlanOutcome } from '../../../shared/jobs/JobActivities';
-import { CANCEL_EVENT, initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, jobOrchestration, type OrchestrationState, STEPS_PER_GENERATION } from '../../../shared/jobs/jobOrchestration';
+import {
+  CANCEL_EVENT,
+  initialState,
+  JOB_ACTIVITIES,
+  JOB_ORCHESTRATOR,
+  jobOrchestration,
+  type OrchestrationState,
+  RESUME_EVENT,
+  type ResumeRequest,
+  STEPS_PER_GENERATION,
+} from '../../../shared/jobs/jobOrchestration';
 import { type JobRun } from '../../../shared/jobs/JobRun';
 import { type JobCustomStatus, type JobSummary } from '../../../shared/jobs/JobSummary';
 
@@ -299,6 +309,65 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     });
     assert.equal((result.output as JobSummary).status, 'cancelled');
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step).length, 0);
+  });
+
+  it('calls its current activity again when a resume names it (its answer held by a dead instance), and ignores that answer when it lands', async () => {
+    let steps = 0;
+    const at = (ms: number): Date => new Date(START.getTime() + ms);
+    const resume = (request: ResumeRequest, ms: number): RaisedEvent => ({ at: at(ms), name: RESUME_EVENT, input: request });
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.step]: () => {
+        steps += 1;
+        // The first answer is "held" for two minutes; it says 3 chunks done, which no later step says.
+        if (steps === 1) return completesAfter(120_000, stepped(4, 3));
+        if (steps === 2) return stepped(4, 1);
+        return completesAfter(200_000, stepped(4, 4));
+      },
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    }, [resume({ generation: 1, wait: 2 }, 20_000)]);
+    assert.equal((result.output as JobSummary).status, 'completed');
+    const calls = callsOf(result.calls, JOB_ACTIVITIES.step);
+    assert.equal(calls.length, 3, 'the resumed call, once more, and the next step: the late answer started nothing');
+    assert.equal(calls[1]?.at.getTime(), at(20_000).getTime(), 'called again when the resume arrived');
+    assert.deepEqual(calls[1]?.input, calls[0]?.input, 'with the same input: the same ledger');
+    const statuses = result.episodes.map((e) => e.customStatus as JobCustomStatus | undefined);
+    assert.equal(statuses.find((s) => s?.phase === 'running')?.wait, 2, 'the plan was call 1, the first step call 2');
+    assert.ok(statuses.some((s) => s?.phase === 'running' && s.wait === 3));
+    assert.equal(statuses.some((s) => s?.progress.chunks.done === 3), false, 'the held answer, landing at 120 s, was not used');
+    assert.ok(result.episodes.some((e) => e.at.getTime() === at(120_000).getTime()), 'it did land, during the third step');
+  });
+
+  it('calls its current activity again for any resume, even one raised for an earlier call, and goes on from the new call\'s answer', async () => {
+    let steps = 0;
+    const at = (ms: number): Date => new Date(START.getTime() + ms);
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: planned(4),
+      [JOB_ACTIVITIES.step]: () => (++steps === 1 ? completesAfter(10_000, stepped(4, 2)) : completesAfter(30_000, stepped(4, 4))),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    }, [{ at: at(2_000), name: RESUME_EVENT, input: { generation: 1, wait: 1 } }]);
+    assert.equal((result.output as JobSummary).status, 'completed');
+    // The stale resume at 2 s costs one spare step, whose answer (at 32 s) is the one used.
+    assert.deepEqual(callsOf(result.calls, JOB_ACTIVITIES.step).map((c) => c.at.getTime() - START.getTime()), [0, 2_000]);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.plan).length, 1);
+    const statuses = result.episodes.map((e) => e.customStatus as JobCustomStatus | undefined);
+    assert.deepEqual([...new Set(statuses.filter((s) => s?.phase === 'running').map((s) => s?.wait))], [2, 3]);
+    assert.equal(statuses.some((s) => s?.progress.chunks.done === 2), false, 'the first call\'s answer (10 s) was ignored');
+    assert.equal(result.episodes.at(-1)?.at.getTime(), START.getTime() + 32_000);
+  });
+
+  it('calls the plan again when a resume names it', async () => {
+    let plans = 0;
+    const result = await runJob(initialState(run()), {
+      [JOB_ACTIVITIES.plan]: (input, call) => (++plans === 1 ? completesAfter(90_000, planned(4)(input, call)) : planned(4)(input, call)),
+      [JOB_ACTIVITIES.step]: () => stepped(4, 4),
+      [JOB_ACTIVITIES.aggregate]: aggregate,
+    }, [{ at: new Date(START.getTime() + 16_000), name: RESUME_EVENT, input: { generation: 1, wait: 1 } }]);
+    assert.equal((result.output as JobSummary).status, 'completed');
+    const calls = callsOf(result.calls, JOB_ACTIVITIES.plan);
+    assert.equal(calls.length, 2);
+    assert.deepEqual(calls[1]?.input, calls[0]?.input);
+    assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step)[0]?.at.getTime(), START.getTime() + 16_000, 'the job went on from the second answer');
   });
 
   it('continues as new every few steps, carrying its ledger', async () => {

@@ -1,0 +1,95 @@
+/**
+ * Wakes job runs that stopped moving: the leader's pass, every `STALL_CHECK.intervalMs`, lists the
+ * Running orchestrations and raises a `resume` event on each job run whose last update is more than
+ * `STALL_CHECK.stalledAfterMs` old; the run calls the activity it waits on again (jobOrchestration.ts
+ * `call`).
+ *
+ * Why: a run moves only when a message on its control queue is processed. An instance that received
+ * one (an activity's answer, an event) and died before its episode committed leaves that message
+ * invisible for `controlQueueVisibilityTimeout` (1 minute in host.json, the least the extension
+ * takes), and nothing else wakes the run: a job stalled a minute after a SIGKILL, past the L + 30 s
+ * the recovery promises. A running job's run updates at least every few seconds (a step answers
+ * within 5 s), so 15 s of silence means its message is held (or an activity is retrying).
+ *
+ * Guarantees: a resume is harmless whenever it comes: every job activity is safe to run twice
+ * (`ChunkDispatcher`, `JobActivities`: a spare step sends a window's chunks twice, workers keep one
+ * result each), and the answer of the call that was repeated is ignored when it lands later. The
+ * same call of a run (its custom status's generation and wait) is nudged at most once per
+ * `stalledAfterMs`. Costs one listing of Running instances per check (the leader only).
+ * Not covered here: a run whose very first message (its start) is held has no status to resume; it
+ * stays Pending, and the intake starts the job again once it is stuck (`INTAKE.stuckPendingSeconds`).
+ */
+import { type Logger } from '../observability/log';
+import { parseInstanceId } from './jobIds';
+import { type ResumeRequest } from './jobOrchestration';
+import { type JobCustomStatus } from './JobSummary';
+import { type OrchestrationClient } from './OrchestrationClient';
+
+export const STALL_CHECK = {
+  /** A Running job run not updated for this long is asked to resume. */
+  stalledAfterMs: 15_000,
+  /** How often the leader's pass looks. */
+  intervalMs: 5_000,
+} as const;
+
+export interface StallCheckDeps {
+  readonly logger: Logger;
+  readonly now?: () => number;
+  readonly stalledAfterMs?: number;
+  readonly intervalMs?: number;
+}
+
+export interface ResumeRequested extends ResumeRequest {
+  readonly instanceId: string;
+  readonly jobId: string;
+  readonly idleMs: number;
+  readonly phase: string;
+}
+
+export class StalledJobs {
+  readonly #deps: StallCheckDeps;
+  #lastCheck = Number.NEGATIVE_INFINITY;
+  /** The last resume raised per run: which call, when. */
+  readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
+
+  constructor(deps: StallCheckDeps) {
+    this.#deps = deps;
+  }
+
+  /** Checks when the interval has passed since the last check; answers the resumes it raised. */
+  async check(orchestrations: OrchestrationClient, epoch: number, signal?: AbortSignal): Promise<ResumeRequested[]> {
+    const now = this.#now();
+    if (now - this.#lastCheck < (this.#deps.intervalMs ?? STALL_CHECK.intervalMs)) return [];
+    this.#lastCheck = now;
+    const stalledAfter = this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs;
+    const running = await orchestrations.listRunning();
+    const seen = new Set<string>();
+    const raised: ResumeRequested[] = [];
+    for (const instance of running) {
+      if (signal?.aborted === true) break;
+      const job = parseInstanceId(instance.instanceId);
+      const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+      if (job === undefined || typeof status?.generation !== 'number' || typeof status.wait !== 'number') continue;
+      seen.add(instance.instanceId);
+      const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
+      if (status.phase === 'done' || idleMs < stalledAfter) continue;
+      const call = `${status.generation}/${status.wait}`;
+      const last = this.#raised.get(instance.instanceId);
+      if (last?.call === call && this.#now() - last.at < stalledAfter) continue;
+      const request: ResumeRequest = { generation: status.generation, wait: status.wait };
+      await orchestrations.raiseResume(instance.instanceId, request);
+      this.#raised.set(instance.instanceId, { call, at: this.#now() });
+      const phase = status.phase ?? 'unknown';
+      const resumed: ResumeRequested = { ...request, instanceId: instance.instanceId, jobId: job.jobId, idleMs, phase };
+      raised.push(resumed);
+      const hint = 'the run had not moved; it calls its current activity again';
+      this.#deps.logger.warn('job.resume_requested', { ...resumed, epoch, hint });
+    }
+    for (const id of this.#raised.keys()) if (!seen.has(id)) this.#raised.delete(id);
+    return raised;
+  }
+
+  #now(): number {
+    return (this.#deps.now ?? Date.now)();
+  }
+}

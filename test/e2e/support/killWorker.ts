@@ -1,0 +1,103 @@
+/**
+ * Kills a worker of a running job at an exact step of its storage traffic (the e2e fault tests of
+ * recovery): two instances of the real app with the project's host.json, the victim reaching
+ * storage through a proxy that holds the request `holdAt` picks, SIGKILLed while it is held. Checks
+ * the job completes exactly within `boundMs` of the kill and answers what the caller checks further.
+ */
+import assert from 'node:assert/strict';
+
+import { eventually, type HostProcess } from 'devhost/testing';
+
+import { type ProxiedRequest, type StorageProxy } from '../../support/storageProxy';
+import { type Scenario, sumOf } from './realApp';
+
+/** L + 30 s: the lease (15 s) and the recovery bound. */
+export const BOUND_MS = 15_000 + 30_000;
+
+/** The job's story in both processes' logs, around the kill: printed when a run misses its bound. */
+export function timeline(s: Scenario, victim: HostProcess, killedAt: number, jobId: string): string[] {
+  const lines: Array<{ at: number; text: string }> = [];
+  for (const h of s.hosts) {
+    for (const line of h.lines()) {
+      if (!line.includes(jobId) && !/leader\.acquired|durable\.(message|episode\.failed|activity)/.test(line)) continue;
+      if (/workitem\.done|duplicate_(skipped|discarded)/.test(line)) continue;
+      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '');
+      lines.push({ at, text: `${h === victim ? 'victim  ' : 'survivor'} ${((at - killedAt) / 1000).toFixed(1).padStart(6)} s ${line.slice(0, 240)}` });
+    }
+  }
+  return [`[timeline] ${jobId}, seconds from the kill:`, ...lines.sort((a, b) => a.at - b.at).map((l) => l.text)];
+}
+
+export interface KillOptions {
+  readonly victimLeads?: boolean;
+  /** The victim dies only once it has claimed the held chunk (a worker claims a chunk it has been on for 2 s). */
+  readonly claimed?: boolean;
+  /** The held request is not a chunk's result write. */
+  readonly notAChunk?: boolean;
+  readonly chunks?: number;
+  readonly chunkSize?: number;
+  readonly boundMs?: number;
+}
+
+export interface Killed {
+  readonly s: Scenario;
+  readonly leader: HostProcess;
+  readonly victim: HostProcess;
+  readonly killedAt: number;
+  /** Milliseconds from the kill to the job's completion. */
+  readonly after: number;
+}
+
+export async function killWorkerAt(
+  start: () => Promise<{ s: Scenario; proxy: StorageProxy }>,
+  jobId: string,
+  holdAt: (s: Scenario, r: ProxiedRequest) => boolean,
+  options: KillOptions = {},
+): Promise<Killed> {
+  const victimLeads = options.victimLeads ?? false;
+  const boundMs = options.boundMs ?? BOUND_MS;
+  const { s, proxy } = await start();
+  // The Durable backend's episode lines too: a run that misses its bound prints where the time went.
+  s.extraEnv.DEVHOST_LOG_LEVEL = 'debug';
+  // Names unique per scenario: a host id shares its timer lock with any other process using it.
+  let victim = victimLeads ? await s.start(`${jobId}-victim`, proxy.connectionString) : undefined;
+  const first = victim ?? (await s.start(`${jobId}-lead`));
+  await s.leading(first);
+  const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`);
+  victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
+  const hold = proxy.hold((r) => holdAt(s, r));
+  // By default 4,000 items in 400 chunks: the window (64) keeps both instances busy for several seconds.
+  const chunks = options.chunks ?? 400;
+  const chunkSize = options.chunkSize ?? 10;
+  const items = Array.from({ length: chunks * chunkSize }, (_, i) => i * 3 + 1);
+  await s.submitByHttp(leader, { jobId, workType: 'sum', items, options: { chunkSize } });
+  const held = await hold.within(60_000, 'the victim never reached the step');
+  const heldChunk = /\/results\/(\d{5})/.exec(held.request.path)?.[1];
+  assert.ok(heldChunk !== undefined || options.notAChunk === true, held.request.path);
+  if (options.claimed === true) {
+    const claimOf = (r: ProxiedRequest & { status: number | undefined }): boolean =>
+      r.method === 'PUT' && r.path.includes(`/jobs/${jobId}/claims/${heldChunk}-`) && r.status === 201;
+    await eventually(() => Promise.resolve(proxy.requests().some(claimOf) ? true : undefined), 15_000, `the victim's claim on chunk ${heldChunk}`);
+  }
+  const killedAt = Date.now();
+  await victim.kill();
+  assert.ok(held.clientGone || victim.child.signalCode === 'SIGKILL');
+  const view = await s.finished(leader, jobId, boundMs + 15_000).catch((err: unknown) => {
+    console.log(timeline(s, victim, killedAt, jobId).join('\n'));
+    throw err;
+  });
+  const after = Date.now() - killedAt;
+  console.log(`[diagnostic] ${jobId}: completed ${(after / 1000).toFixed(1)} s after the victim was killed`);
+  assert.equal(view.status, 'completed', JSON.stringify(view));
+  assert.deepEqual(view.result, sumOf(items));
+  assert.deepEqual(view.progress?.chunks, { total: chunks, done: chunks, failed: 0 });
+  if (after > boundMs) console.log(timeline(s, victim, killedAt, jobId).join('\n'));
+  assert.ok(after <= boundMs, `completed ${after} ms after the kill; the bound is ${boundMs} ms`);
+  if (heldChunk !== undefined) {
+    // The chunk the victim died on was done again by the survivor (storage says who wrote its result).
+    const written = await s.resultsBlob(`jobs/${jobId}/results/${heldChunk}.json`);
+    const writer = (JSON.parse(written?.text ?? '{}') as { writtenBy?: string }).writtenBy;
+    assert.ok(writer !== undefined && writer !== victim.instanceId, `chunk ${heldChunk} was written by ${String(writer)}, not the dead ${victim.instanceId}`);
+  }
+  return { s, leader, victim, killedAt, after };
+}

@@ -1,0 +1,122 @@
+/**
+ * The leader's stall check (StalledJobs): which runs it asks to resume, and how often. The
+ * orchestration client is a scripted list of instances on a manual clock; the check against the
+ * real Durable backend is in test/integration/jobs/endToEnd.test.ts, and a held control message
+ * after a SIGKILL in test/e2e/workerKilled.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type ResumeRequest } from '../../../shared/jobs/jobOrchestration';
+import { type JobCustomStatus } from '../../../shared/jobs/JobSummary';
+import { type OrchestrationClient, type OrchestrationSnapshot } from '../../../shared/jobs/OrchestrationClient';
+import { STALL_CHECK, StalledJobs } from '../../../shared/jobs/StalledJobs';
+import { memoryLogger } from '../../../shared/observability/log';
+
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+
+function status(generation: number, wait: number, phase: JobCustomStatus['phase'] = 'running'): Partial<JobCustomStatus> {
+  return { phase, generation, wait, epoch: 3 };
+}
+
+class ScriptedClient {
+  instances: OrchestrationSnapshot[] = [];
+  readonly raised: Array<{ instanceId: string; request: ResumeRequest }> = [];
+  listings = 0;
+
+  set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
+    const snapshot: OrchestrationSnapshot = {
+      instanceId,
+      runtimeStatus: 'Running',
+      input: null,
+      output: null,
+      customStatus,
+      createdTime: new Date(T0),
+      lastUpdatedTime: new Date(lastUpdated),
+    };
+    this.instances = [...this.instances.filter((i) => i.instanceId !== instanceId), snapshot];
+  }
+
+  client(): OrchestrationClient {
+    const unused = (): Promise<never> => Promise.reject(new Error('not used by the stall check'));
+    return {
+      getStatus: unused,
+      start: unused,
+      raiseCancel: unused,
+      list: unused,
+      purge: unused,
+      listRunning: () => {
+        this.listings += 1;
+        return Promise.resolve([...this.instances]);
+      },
+      raiseResume: (instanceId, request) => {
+        this.raised.push({ instanceId, request });
+        return Promise.resolve();
+      },
+    };
+  }
+}
+
+function setup(): { clock: { now: number }; scripted: ScriptedClient; stalls: StalledJobs; logger: ReturnType<typeof memoryLogger> } {
+  const clock = { now: T0 };
+  const logger = memoryLogger();
+  return { clock, scripted: new ScriptedClient(), stalls: new StalledJobs({ logger, now: () => clock.now }), logger };
+}
+
+describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
+  it('asks a job run idle for 15 s to resume its current call, and leaves a busy run, other instances and finished runs alone', async () => {
+    const { clock, scripted, stalls, logger } = setup();
+    clock.now = T0 + 60_000;
+    scripted.set('job-stuck', status(2, 7), clock.now - STALL_CHECK.stalledAfterMs);
+    scripted.set('job-busy', status(1, 3), clock.now - STALL_CHECK.stalledAfterMs + 1_000);
+    scripted.set('job-stuck.2', status(1, 1, 'planning'), clock.now - 40_000);
+    scripted.set('job-ending', status(1, 9, 'done'), clock.now - 40_000);
+    scripted.set('report-builder', status(1, 1), clock.now - 40_000);
+    scripted.set('job-old-version', { phase: 'running', generation: 1 }, clock.now - 40_000);
+    const raised = await stalls.check(scripted.client(), 5);
+    assert.deepEqual(
+      scripted.raised,
+      [
+        { instanceId: 'job-stuck', request: { generation: 2, wait: 7 } },
+        { instanceId: 'job-stuck.2', request: { generation: 1, wait: 1 } },
+      ],
+    );
+    assert.deepEqual(raised.map((r) => [r.jobId, r.idleMs, r.phase]), [['stuck', 15_000, 'running'], ['stuck', 40_000, 'planning']]);
+    const logged = logger.lines.filter((l) => l.event === 'job.resume_requested');
+    assert.equal(logged.length, 2);
+    assert.equal(logged[0]?.level, 'warn');
+    assert.equal(logged[0]?.jobId, 'stuck');
+    assert.equal(logged[0]?.epoch, 5);
+  });
+
+  it('looks at most once per interval', async () => {
+    const { clock, scripted, stalls } = setup();
+    await stalls.check(scripted.client(), 1);
+    clock.now += STALL_CHECK.intervalMs - 1;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 1);
+    clock.now += 1;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 2);
+  });
+
+  it('nudges the same call again only after another 15 s, and a new call as soon as it stalls', async () => {
+    const { clock, scripted, stalls } = setup();
+    scripted.set('job-a', status(1, 4), T0 - 20_000);
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 1);
+    // The resume is not processed yet (the run still shows the same call): not nudged again at once...
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 1);
+    // ...but again once another 15 s passed without the run moving.
+    clock.now = T0 + STALL_CHECK.stalledAfterMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 2);
+    // The run moved on to its next call and stalled there: nudged at the next check.
+    scripted.set('job-a', status(1, 6), clock.now - STALL_CHECK.stalledAfterMs);
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.deepEqual(scripted.raised.at(-1), { instanceId: 'job-a', request: { generation: 1, wait: 6 } });
+  });
+});
