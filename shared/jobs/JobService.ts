@@ -204,7 +204,7 @@ export class JobService {
   async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
-    if (current.snapshot !== undefined) return this.fromSnapshot(jobId, current.snapshot);
+    if (current.snapshot !== undefined) return this.fromSnapshot(jobId, await this.settled(jobId, current.snapshot));
     if (current.start !== undefined) return fromStart(current.start);
     const record = await this.deps.store.readRecord(jobId);
     if (record !== undefined) return fromRecord(record);
@@ -266,7 +266,7 @@ export class JobService {
       const older = before !== undefined && superseded === before.superseded && id.generation < before.generation;
       if (before !== undefined && ((superseded && !before.superseded) || older)) continue;
       shown.set(id.jobId, { generation: id.generation, superseded });
-      const view = this.fromSnapshot(id.jobId, s);
+      const view = this.fromSnapshot(id.jobId, await this.settled(id.jobId, s));
       byId.set(id.jobId, {
         jobId: id.jobId,
         status: view.status,
@@ -292,6 +292,18 @@ export class JobService {
         'JOB_NOT_FINISHED',
         `Job "${jobId}" is ${view.status}: cancel it first (DELETE /api/jobs/${jobId}), then purge it once it has ended.`,
       );
+    }
+    // Ended (its outcome recorded) while its run may still be finishing in Durable, which purges only finished instances.
+    for (let waited = 0; ; waited += PURGE_WAIT.pollMs) {
+      const { snapshot } = await this.current(jobId, orchestrations);
+      if (snapshot === undefined || TERMINAL_STATUSES.has(snapshot.runtimeStatus)) break;
+      if (waited >= PURGE_WAIT.maxMs) {
+        throw new JobError(
+          'JOB_NOT_FINISHED',
+          `Job "${jobId}" has ended, but its run is still winding down in Durable (at most a minute); purge it once that is over.`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, PURGE_WAIT.pollMs));
     }
     return this.purgeFinished(jobId, orchestrations);
   }
@@ -342,7 +354,8 @@ export class JobService {
   async cancel(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const { snapshot } = await this.current(jobId, orchestrations);
-    const view = snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, snapshot);
+    const view =
+      snapshot === undefined ? await this.get(jobId, orchestrations) : this.fromSnapshot(jobId, await this.settled(jobId, snapshot));
     if (view.status !== 'pending' && view.status !== 'running') {
       throw new JobError('JOB_ALREADY_FINISHED', `Job "${jobId}" is ${view.status}; only pending or running jobs can be cancelled.`);
     }
@@ -378,6 +391,22 @@ export class JobService {
     const text = await this.deps.store.readJobResultText(jobId);
     if (text === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
     return text;
+  }
+
+  /**
+   * A running job whose outcome is already recorded shows it: `final.json` is written once, by the
+   * activity that aggregates the job, before the run hears of it (a Durable hop later), and a run
+   * whose call was repeated after a resume (StalledJobs) stays Running in Durable until the held
+   * answer comes back (up to the control queue's 1 minute: Durable completes an instance only once
+   * every activity it started has answered). Costs one blob read per status read of a running job,
+   * none once the run is Pending or finished.
+   */
+  private async settled(jobId: string, s: OrchestrationSnapshot): Promise<OrchestrationSnapshot> {
+    if (s.runtimeStatus !== 'Running' && s.runtimeStatus !== 'ContinuedAsNew') return s;
+    const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
+    const final = await this.deps.store.readFinal(jobId);
+    if (final === undefined || isSuperseded(final)) return s;
+    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' } };
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
@@ -439,6 +468,10 @@ export class JobService {
     }
   }
 }
+
+const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
+/** How long a purge waits for the run of a job that has ended to finish in Durable (normally one Durable hop). */
+const PURGE_WAIT = { pollMs: 250, maxMs: 5_000 } as const;
 
 function fromStart(start: StartRecord): JobView {
   return {

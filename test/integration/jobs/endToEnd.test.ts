@@ -21,6 +21,7 @@ import { type JobRun } from '../../../shared/jobs/JobRun';
 import { JobService, type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
+import { StalledJobs } from '../../../shared/jobs/StalledJobs';
 import { memoryLogger } from '../../../shared/observability/log';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
@@ -326,10 +327,124 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.deepEqual(view.result, { n: 78 });
     assert.equal(view.epoch, 99);
     assert.equal(view.createdAt, run.submittedAt, 'createdAt is the submission, not the last execution\'s restarted createdTime');
-    const status = await h.client.getStatus(instanceIdFor(run.jobId));
+    // The job shows its recorded outcome as soon as it is written; the run finishes a Durable hop later.
+    const status = await eventually(async () => {
+      const s = await h.client.getStatus(instanceIdFor(run.jobId));
+      return (s.customStatus as { phase?: string } | null)?.phase === 'done' ? s : undefined;
+    }, 10_000, 'the run to finish');
     const custom = status.customStatus as { generation: number; phase: string };
-    assert.equal(custom.phase, 'done');
     assert.ok(custom.generation >= 3, `ran ${custom.generation} executions`);
+  });
+
+  it('resumes a run the leader finds stalled: the run takes the resume on the real backend and still completes exactly', async () => {
+    // Items wait until the test lets them go: the run is mid-step when the resume arrives.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    workTypes.register({
+      name: 'e2e-resume',
+      description: 'each item waits until the test lets it go',
+      validateItem: () => undefined,
+      process: async (item) => {
+        await released;
+        return { n: Number(item) };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const run: JobRun = {
+      jobId: 'resumed',
+      workType: 'e2e-resume',
+      fingerprint: 'r'.repeat(64),
+      options: { chunkSize: 2, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1, 2, 3, 4, 5, 6, 7, 8] },
+      epoch: 98,
+      holder: 'e2e',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+    };
+    const instanceId = instanceIdFor(run.jobId);
+    await h.client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });
+    const custom = async (): Promise<{ phase?: string; wait?: number } | null> =>
+      (await h.client.getStatus(instanceId)).customStatus as { phase?: string; wait?: number } | null;
+    await eventually(async () => ((await custom())?.phase === 'running' ? true : undefined), 30_000, 'the run to be stepping');
+
+    const orchestrations = durableOrchestrationClient(h.client);
+    const listed = (await orchestrations.listRunning()).find((s) => s.instanceId === instanceId);
+    assert.equal(listed?.runtimeStatus, 'Running');
+    assert.equal((listed?.customStatus as { wait?: unknown } | undefined)?.wait, (await custom())?.wait, 'the listing shows the call it waits on');
+    const logger = memoryLogger();
+    const raised = (await new StalledJobs({ logger, stalledAfterMs: 0, intervalMs: 0 }).check(orchestrations, 98)).filter((r) => r.jobId === run.jobId);
+    assert.equal(raised.length, 1);
+    assert.equal(raised[0]?.generation, 1);
+    await eventually(
+      async () => {
+        // The status API's history (the durable-functions client drops it from its answer).
+        const status = await h.request('GET', `/runtime/webhooks/durabletask/instances/${instanceId}?showHistory=true`);
+        const history = (status.json as { historyEvents?: Array<{ EventType?: string; Name?: string }> }).historyEvents ?? [];
+        return history.some((e) => e.EventType === 'EventRaised' && e.Name === 'resume') ? true : undefined;
+      },
+      30_000,
+      'the run to take the resume event',
+    );
+    release();
+    const view = await finished(run.jobId, 60_000);
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, { n: 36 });
+    assert.deepEqual(view.progress?.chunks, { total: 4, done: 4, failed: 0 });
+  });
+
+  it('shows a running job\'s recorded outcome at once, before its run finishes in Durable', async () => {
+    // The activity that aggregates records final.json before the run hears of it (a Durable hop, or
+    // a minute when that answer is held by a dead instance): the status answers the record.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    workTypes.register({
+      name: 'e2e-recorded',
+      description: 'each item waits until the test lets it go',
+      validateItem: () => undefined,
+      process: async (item) => {
+        await released;
+        return { n: Number(item) };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const run: JobRun = {
+      jobId: 'recorded',
+      workType: 'e2e-recorded',
+      fingerprint: 'd'.repeat(64),
+      options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1, 2, 3, 4] },
+      epoch: 97,
+      holder: 'e2e',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+    };
+    const instanceId = instanceIdFor(run.jobId);
+    await h.client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });
+    const phase = async (): Promise<string | undefined> => ((await h.client.getStatus(instanceId)).customStatus as { phase?: string } | null)?.phase;
+    await eventually(async () => ((await phase()) === 'running' ? true : undefined), 30_000, 'the run to be past its plan');
+    // Recorded as the aggregating activity records it; the run itself is still stepping.
+    const progress = { chunks: { total: 4, done: 4, failed: 0 }, items: { total: 4, done: 4, failed: 0 } };
+    await appRoot().jobs.store.writeFinal({ jobId: 'recorded', workType: 'e2e-recorded', status: 'completed', progress, result: { n: 10 }, epoch: 97, finishedAt: new Date().toISOString() });
+    const view = (await h.request('GET', '/api/jobs/recorded')).json as JobView;
+    assert.equal(view.status, 'completed', JSON.stringify(view));
+    assert.deepEqual(view.result, { n: 10 });
+    assert.equal(view.phase, 'done');
+    assert.equal((await h.client.getStatus(instanceId)).runtimeStatus, 'Running', 'the run has not heard yet');
+    const listed = (await h.request('GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
+    assert.deepEqual(listed.jobs.filter((j) => j.jobId === 'recorded').map((j) => j.status), ['completed']);
+    const cancel = await h.request('DELETE', '/api/jobs/recorded');
+    assert.equal(cancel.status, 409, cancel.text);
+    release();
+    // The run ends with the recorded outcome (recorded once: the first record wins).
+    const output = await eventually(async () => {
+      const status = await h.client.getStatus(instanceId);
+      return String(status.runtimeStatus) === 'Completed' ? (status.output as { result?: unknown }) : undefined;
+    }, 60_000, 'the run to complete');
+    assert.deepEqual(output.result, { n: 10 });
   });
 
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
