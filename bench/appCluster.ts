@@ -233,6 +233,25 @@ export async function runJob(cluster: AppCluster, submission: Json & { jobId: st
   return { view, postedAt, finishedAt };
 }
 
+/**
+ * Where a job's time went, from the instances' log lines: ms from `fromEpochMs` (wall clock) to the
+ * first line of each event for the job (absent when no instance logged it).
+ */
+export function jobTimeline(cluster: AppCluster, jobId: string, fromEpochMs: number, events: readonly string[]): Record<string, number | undefined> {
+  const first: Record<string, number | undefined> = {};
+  for (const event of events) first[event] = undefined;
+  for (const host of cluster.instances.values()) {
+    for (const line of host.lines()) {
+      if (!line.includes(`"jobId":"${jobId}"`)) continue;
+      const event = /"event":"([^"]+)"/.exec(line)?.[1];
+      if (event === undefined || !(event in first)) continue;
+      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '') - fromEpochMs;
+      if (Number.isFinite(at) && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
+    }
+  }
+  return first;
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `probe` every `everyMs` until stopped (a failed probe is skipped, the next one tries again). */

@@ -22,7 +22,7 @@ import { type AddressInfo } from 'node:net';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor } from 'devhost/testing';
 
-import { type AppCluster, runJob, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
+import { type AppCluster, jobTimeline, runJob, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
 import { type Bench, type BenchContext } from './index';
 
 interface Counter {
@@ -96,6 +96,8 @@ export interface JobsThroughputFigures {
     /** The bench's GET /api/jobs/{id} polls during the job, and the storage transactions one poll costs. */
     readonly polls: number;
     readonly transactionsPerPoll: number;
+    /** Where the time went: ms from the POST to the first log line of each step, and to the status poll that saw the end. */
+    readonly breakdown: string;
   };
   readonly rawQueue: { readonly messages: number; readonly messagesPerSecond: number; readonly itemsPerSecondEquivalent: number; readonly transactionsPerMessage: number };
   readonly activityPerItem: {
@@ -165,9 +167,16 @@ export async function runJobsThroughput(connectionString: string, options: { ite
     // Warm the app (containers, queues, first orchestration) with a tiny job, then measure.
     await runJob(cluster, { jobId: 'bench-warmup', workType: 'noop', items: [1, 2, 3] }, 120_000);
     proxy.reset();
+    const postedEpochMs = Date.now();
     const jobStart = await submitJob(cluster, { jobId: 'bench-job', workType: 'noop', itemsBlob, options: { chunkSize } });
     const job = await waitForJob(cluster, 'bench-job', 10 * 60_000, { pollMs: 250, note });
     const seconds = (job.finishedAt - jobStart) / 1000;
+    const marks = jobTimeline(cluster, 'bench-job', postedEpochMs, ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated']);
+    const breakdown = [
+      ...Object.entries(marks).map(([event, ms]) => `${event} ${ms === undefined ? '-' : Math.round(ms)}`),
+      `status seen ${Math.round(seconds * 1000)}`,
+    ].join(', ');
+    note(`jobs-throughput: ms from the POST: ${breakdown}`);
     const c = { ...proxy.counter, byService: { ...proxy.counter.byService } };
     if (job.view.status !== 'completed' || (job.view.result as { count?: number } | undefined)?.count !== items) {
       throw new Error(`The benchmark job did not complete exactly: ${JSON.stringify(job.view)}`);
@@ -223,6 +232,7 @@ export async function runJobsThroughput(connectionString: string, options: { ite
         activityCalls: c.activityMessages,
         polls: job.polls,
         transactionsPerPoll: perPoll,
+        breakdown,
       },
       rawQueue: {
         messages: rawMessages,
@@ -264,7 +274,7 @@ export function formatJobsThroughput(f: JobsThroughputFigures): string[] {
     '|---|---:|---:|---|',
     `| job pipeline | ${j.itemsPerSecond} | ${j.transactionsPerItem} | ${j.seconds} s from POST to a status poll seeing completed; ${j.transactions} transactions ` +
       `(${Object.entries(j.byService).map(([k, v]) => `${k} ${v}`).join(', ')}), ${j.transactionsPerChunk} per chunk; Durable backend ${j.durableTransactions} of them ` +
-      `for ${j.activityCalls} activity calls; the bench's ${j.polls} status polls cost about ${j.transactionsPerPoll} each |`,
+      `for ${j.activityCalls} activity calls; the bench's ${j.polls} status polls cost about ${j.transactionsPerPoll} each; ms from the POST: ${j.breakdown} |`,
     `| raw queue baseline | ${f.rawQueue.itemsPerSecondEquivalent} | ${round(f.rawQueue.transactionsPerMessage / f.chunkSize, 4)} | ${f.rawQueue.messages} chunk-sized messages ` +
       `sent, received (32 at a time) and deleted with the SDK alone: ${f.rawQueue.messagesPerSecond} messages/s, ${f.rawQueue.transactionsPerMessage} transactions each |`,
     `| one Durable activity per item | ${a.itemsPerSecond} | ${a.transactionsPerItem} | ${a.seconds} s from the start request to a status poll seeing Completed; ` +
