@@ -406,7 +406,11 @@ export class JobService {
     const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
     const final = await this.deps.store.readFinal(jobId);
     if (final === undefined || isSuperseded(final)) return s;
-    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' } };
+    // Its last change is when the outcome was recorded (the run's last update may be older).
+    const finishedAt = Date.parse(final.finishedAt);
+    const later = Number.isFinite(finishedAt) && finishedAt > s.lastUpdatedTime.getTime();
+    const lastUpdatedTime = later ? new Date(finishedAt) : s.lastUpdatedTime;
+    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime };
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {

@@ -428,11 +428,13 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     await eventually(async () => ((await phase()) === 'running' ? true : undefined), 30_000, 'the run to be past its plan');
     // Recorded as the aggregating activity records it; the run itself is still stepping.
     const progress = { chunks: { total: 4, done: 4, failed: 0 }, items: { total: 4, done: 4, failed: 0 } };
-    await appRoot().jobs.store.writeFinal({ jobId: 'recorded', workType: 'e2e-recorded', status: 'completed', progress, result: { n: 10 }, epoch: 97, finishedAt: new Date().toISOString() });
+    const finishedAt = new Date().toISOString();
+    await appRoot().jobs.store.writeFinal({ jobId: 'recorded', workType: 'e2e-recorded', status: 'completed', progress, result: { n: 10 }, epoch: 97, finishedAt });
     const view = (await h.request('GET', '/api/jobs/recorded')).json as JobView;
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 10 });
     assert.equal(view.phase, 'done');
+    assert.equal(view.updatedAt, finishedAt, 'its last change is when its outcome was recorded');
     assert.equal((await h.client.getStatus(instanceId)).runtimeStatus, 'Running', 'the run has not heard yet');
     const listed = (await h.request('GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
     assert.deepEqual(listed.jobs.filter((j) => j.jobId === 'recorded').map((j) => j.status), ['completed']);
