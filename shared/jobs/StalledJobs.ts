@@ -77,7 +77,13 @@ export class StalledJobs {
       const last = this.#raised.get(instance.instanceId);
       if (last?.call === call && this.#now() - last.at < stalledAfter) continue;
       const request: ResumeRequest = { generation: status.generation, wait: status.wait };
-      await orchestrations.raiseResume(instance.instanceId, request);
+      try {
+        await orchestrations.raiseResume(instance.instanceId, request);
+      } catch (err) {
+        // Finished since the listing (Durable answers 410), or Durable is unreachable: the next check sees.
+        this.#deps.logger.warn('job.stall_check_failed', { instanceId: instance.instanceId, epoch, error: err });
+        continue;
+      }
       this.#raised.set(instance.instanceId, { call, at: this.#now() });
       const phase = status.phase ?? 'unknown';
       const resumed: ResumeRequested = { ...request, instanceId: instance.instanceId, jobId: job.jobId, idleMs, phase };

@@ -74,6 +74,8 @@ describe('a leader paused between its check and its act', () => {
     assert.deepEqual(done.result, sumOf(items));
     const stored = await p.s.resultsBlob(`jobs/${jobId}/result.json`);
     assert.ok(stored !== undefined);
+    // The job shows its recorded outcome at once; its run finishes in Durable a hop later.
+    await eventually(async () => ((await p.s.instance(p.next, `job-${jobId}`))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
 
     await resume(p);
     // The stale start lands on the finished instance, which Durable replaces (its rule for a finished

@@ -22,6 +22,8 @@ function status(generation: number, wait: number, phase: JobCustomStatus['phase'
 class ScriptedClient {
   instances: OrchestrationSnapshot[] = [];
   readonly raised: Array<{ instanceId: string; request: ResumeRequest }> = [];
+  /** Instances whose raise fails (finished since the listing: Durable answers 410). */
+  readonly refuse = new Set<string>();
   listings = 0;
 
   set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
@@ -50,6 +52,7 @@ class ScriptedClient {
         return Promise.resolve([...this.instances]);
       },
       raiseResume: (instanceId, request) => {
+        if (this.refuse.has(instanceId)) return Promise.reject(new Error('HTTP 410: the instance has finished'));
         this.raised.push({ instanceId, request });
         return Promise.resolve();
       },
@@ -87,6 +90,16 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.equal(logged[0]?.level, 'warn');
     assert.equal(logged[0]?.jobId, 'stuck');
     assert.equal(logged[0]?.epoch, 5);
+  });
+
+  it('goes on to the next run when raising on one fails, and logs it', async () => {
+    const { scripted, stalls, logger } = setup();
+    scripted.set('job-finished-meanwhile', status(1, 3), T0 - 20_000);
+    scripted.set('job-stuck', status(1, 4), T0 - 20_000);
+    scripted.refuse.add('job-finished-meanwhile');
+    const raised = await stalls.check(scripted.client(), 2);
+    assert.deepEqual(raised.map((r) => r.instanceId), ['job-stuck']);
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'job.stall_check_failed').map((l) => l.instanceId), ['job-finished-meanwhile']);
   });
 
   it('looks at most once per interval', async () => {
