@@ -235,21 +235,31 @@ export async function runJob(cluster: AppCluster, submission: Json & { jobId: st
 
 /**
  * Where a job's time went, from the instances' log lines: ms from `fromEpochMs` (wall clock) to the
- * first line of each event for the job (absent when no instance logged it).
+ * first line of each event for the job (absent when no instance logged it), and to the last line of
+ * each of `lastOf` (as `<event> (last)`).
  */
-export function jobTimeline(cluster: AppCluster, jobId: string, fromEpochMs: number, events: readonly string[]): Record<string, number | undefined> {
+export function jobTimeline(
+  cluster: AppCluster,
+  jobId: string,
+  fromEpochMs: number,
+  events: readonly string[],
+  lastOf: readonly string[] = [],
+): Record<string, number | undefined> {
   const first: Record<string, number | undefined> = {};
   for (const event of events) first[event] = undefined;
+  const last: Record<string, number | undefined> = {};
   for (const host of cluster.instances.values()) {
     for (const line of host.lines()) {
       if (!line.includes(`"jobId":"${jobId}"`)) continue;
       const event = /"event":"([^"]+)"/.exec(line)?.[1];
-      if (event === undefined || !(event in first)) continue;
+      if (event === undefined || !(event in first || lastOf.includes(event))) continue;
       const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '') - fromEpochMs;
-      if (Number.isFinite(at) && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
+      if (!Number.isFinite(at)) continue;
+      if (event in first && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
+      if (lastOf.includes(event) && at > (last[event] ?? -Infinity)) last[event] = at;
     }
   }
-  return first;
+  return { ...first, ...Object.fromEntries(lastOf.map((event) => [`${event} (last)`, last[event]])) };
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -171,7 +171,7 @@ export async function runJobsThroughput(connectionString: string, options: { ite
     const jobStart = await submitJob(cluster, { jobId: 'bench-job', workType: 'noop', itemsBlob, options: { chunkSize } });
     const job = await waitForJob(cluster, 'bench-job', 10 * 60_000, { pollMs: 250, note });
     const seconds = (job.finishedAt - jobStart) / 1000;
-    const marks = jobTimeline(cluster, 'bench-job', postedEpochMs, ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated']);
+    const marks = jobTimeline(cluster, 'bench-job', postedEpochMs, ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated'], ['workitem.done']);
     const breakdown = [
       ...Object.entries(marks).map(([event, ms]) => `${event} ${ms === undefined ? '-' : Math.round(ms)}`),
       `status seen ${Math.round(seconds * 1000)}`,

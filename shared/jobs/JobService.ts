@@ -29,6 +29,7 @@ import { isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary }
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { mapLimit } from './pool';
 import { type Now, nowOf } from './wallClock';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
@@ -257,7 +258,7 @@ export class JobService {
     const byId = new Map<string, JobListEntry>();
     for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: r.workType ?? null, progress: null });
     // A repaired job has several instances: its newest generation that did not stand down shows it.
-    const shown = new Map<string, { generation: number; superseded: boolean }>();
+    const shown = new Map<string, { generation: number; superseded: boolean; snapshot: OrchestrationSnapshot }>();
     for (const s of await orchestrations.list()) {
       const id = parseInstanceId(s.instanceId);
       if (id === undefined) continue;
@@ -265,10 +266,15 @@ export class JobService {
       const before = shown.get(id.jobId);
       const older = before !== undefined && superseded === before.superseded && id.generation < before.generation;
       if (before !== undefined && ((superseded && !before.superseded) || older)) continue;
-      shown.set(id.jobId, { generation: id.generation, superseded });
-      const view = this.fromSnapshot(id.jobId, await this.settled(id.jobId, s));
-      byId.set(id.jobId, {
-        jobId: id.jobId,
+      shown.set(id.jobId, { generation: id.generation, superseded, snapshot: s });
+    }
+    // A running job's recorded outcome is one read each (see `settled`), several at once.
+    const views = await mapLimit([...shown], SETTLED_READS, async ([jobId, { snapshot }]) =>
+      this.fromSnapshot(jobId, await this.settled(jobId, snapshot)),
+    );
+    for (const view of views) {
+      byId.set(view.jobId, {
+        jobId: view.jobId,
         status: view.status,
         workType: view.workType,
         progress: view.progress,
@@ -474,6 +480,8 @@ export class JobService {
 }
 
 const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
+/** Recorded outcomes of running jobs a list reads at once. */
+const SETTLED_READS = 16;
 /** How long a purge waits for the run of a job that has ended to finish in Durable (normally one Durable hop). */
 const PURGE_WAIT = { pollMs: 250, maxMs: 5_000 } as const;
 
