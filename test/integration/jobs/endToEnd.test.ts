@@ -19,6 +19,7 @@ import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { initialState } from '../../../shared/jobs/jobOrchestration';
 import { type JobRun } from '../../../shared/jobs/JobRun';
 import { JobService, type JobView } from '../../../shared/jobs/JobService';
+import { type JobStore } from '../../../shared/jobs/JobStore';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { StalledJobs } from '../../../shared/jobs/StalledJobs';
@@ -436,6 +437,18 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.phase, 'done');
     assert.equal(view.updatedAt, finishedAt, 'its last change is when its outcome was recorded');
     assert.equal((await h.client.getStatus(instanceId)).runtimeStatus, 'Running', 'the run has not heard yet');
+    // With the record unreadable (an injected storage fault), Durable's own view stands: no failed read.
+    const c = appRoot().jobs;
+    const unreadable = Object.assign(Object.create(c.store) as JobStore, { readFinal: () => Promise.reject(new Error('storage hiccup')) });
+    const degraded = new JobService({
+      jobsQueue: h.jobsQueue,
+      store: unreadable,
+      registry: workTypes,
+      inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
+      logger: memoryLogger('degraded'),
+      statusPath: jobStatusPath,
+    });
+    assert.equal((await degraded.get('recorded', durableOrchestrationClient(h.client))).status, 'running');
     const listed = (await h.request('GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
     assert.deepEqual(listed.jobs.filter((j) => j.jobId === 'recorded').map((j) => j.status), ['completed']);
     const cancel = await h.request('DELETE', '/api/jobs/recorded');
