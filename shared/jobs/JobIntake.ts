@@ -55,7 +55,7 @@ import { type AcceptedJob, validateSubmission } from './JobSubmission';
 import { isSuperseded, type JobCustomStatus } from './JobSummary';
 import { decodeQueueMessage } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
-import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { fingerprintOf, isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 import { QueueReadability } from './QueueReadability';
 import { type Now, nowOf } from './wallClock';
 
@@ -131,7 +131,6 @@ export type StartStep =
   /** Take the record over (new start id, this epoch), in the same or the next instance generation, and start it. */
   | { readonly kind: 'take_over'; readonly nextGeneration: boolean; readonly reason: string };
 
-const FINISHED = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
 const PAST_PLAN: ReadonlySet<string> = new Set<JobCustomStatus['phase']>(['running', 'aggregating']);
 const MAX_PREVIOUS_STARTS = 5;
 
@@ -143,7 +142,7 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   if (instance === undefined) return again('no instance');
   const status = instance.runtimeStatus;
   // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.
-  if (FINISHED.has(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
+  if (isFinished(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
   const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
   if (runOf(instance)?.startId === start.startId) {
     const phase = (instance.customStatus as Partial<JobCustomStatus> | null | undefined)?.phase;

@@ -28,7 +28,7 @@ import { validateSubmission } from './JobSubmission';
 import { isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
-import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { fingerprintOf, isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 import { mapLimit } from './pool';
 import { type Now, nowOf } from './wallClock';
 
@@ -302,7 +302,7 @@ export class JobService {
     // Ended (its outcome recorded) while its run may still be finishing in Durable, which purges only finished instances.
     for (let waited = 0; ; waited += PURGE_WAIT.pollMs) {
       const { snapshot } = await this.current(jobId, orchestrations);
-      if (snapshot === undefined || TERMINAL_STATUSES.has(snapshot.runtimeStatus)) break;
+      if (snapshot === undefined || isFinished(snapshot.runtimeStatus)) break;
       if (waited >= PURGE_WAIT.maxMs) {
         throw new JobError(
           'JOB_NOT_FINISHED',
@@ -480,7 +480,6 @@ export class JobService {
   }
 }
 
-const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
 /** Recorded outcomes of running jobs a list reads at once. */
 const SETTLED_READS = 16;
 /** How long a purge waits for the run of a job that has ended to finish in Durable (normally one Durable hop). */

@@ -41,6 +41,13 @@ export interface OrchestrationSnapshot {
   readonly lastUpdatedTime: Date;
 }
 
+/** Durable's runtime statuses of an instance that has ended (purgeable, replaceable by a new start). */
+const FINISHED_STATUSES: ReadonlySet<string> = new Set(['Completed', 'Failed', 'Terminated', 'Canceled']);
+
+export function isFinished(runtimeStatus: string): boolean {
+  return FINISHED_STATUSES.has(runtimeStatus);
+}
+
 /** The job run an instance was started with (its input's `run`), as far as the input holds one. */
 export function runOf(snapshot: OrchestrationSnapshot | undefined): JobRun | undefined {
   return (snapshot?.input as Partial<OrchestrationState> | undefined)?.run;
