@@ -73,6 +73,46 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     );
   }
 
+  /**
+   * Starts a run (as the pass starts a job) whose items each wait until `release()`, and waits until
+   * it is past its plan: the run is then mid-step, and stays there until released.
+   */
+  async function startHeldRun(
+    workType: string,
+    job: Pick<JobRun, 'jobId' | 'epoch'> & { readonly items: number[]; readonly chunkSize: number },
+  ): Promise<{ run: JobRun; instanceId: string; release: () => void }> {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    workTypes.register({
+      name: workType,
+      description: 'each item waits until the test lets it go',
+      validateItem: () => undefined,
+      process: async (item) => {
+        await released;
+        return { n: Number(item) };
+      },
+      empty: () => ({ n: 0 }),
+      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+      finish: (total) => total,
+    });
+    const run: JobRun = {
+      jobId: job.jobId,
+      workType,
+      fingerprint: workType.slice(-1).repeat(64),
+      options: { chunkSize: job.chunkSize, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: job.items },
+      epoch: job.epoch,
+      holder: 'e2e',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+    };
+    const instanceId = instanceIdFor(run.jobId);
+    await h.client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });
+    const phase = async (): Promise<string | undefined> => ((await h.client.getStatus(instanceId)).customStatus as { phase?: string } | null)?.phase;
+    await eventually(async () => ((await phase()) === 'running' ? true : undefined), 30_000, 'the run to be past its plan');
+    return { run, instanceId, release };
+  }
+
   it('completes a sum over 10,000 integers submitted by HTTP, and one by a plain queue message, exactly', async () => {
     const httpItems = Array.from({ length: 10_000 }, (_, i) => ((i * 7919) % 199) - 99);
     const queueItems = Array.from({ length: 10_000 }, (_, i) => ((i * 37) % 201) - 100 + (i === 4_321 ? 5_000 : 0));
@@ -339,36 +379,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
 
   it('resumes a run the leader finds stalled: the run takes the resume on the real backend and still completes exactly', async () => {
     // Items wait until the test lets them go: the run is mid-step when the resume arrives.
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    workTypes.register({
-      name: 'e2e-resume',
-      description: 'each item waits until the test lets it go',
-      validateItem: () => undefined,
-      process: async (item) => {
-        await released;
-        return { n: Number(item) };
-      },
-      empty: () => ({ n: 0 }),
-      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
-      finish: (total) => total,
-    });
-    const run: JobRun = {
-      jobId: 'resumed',
-      workType: 'e2e-resume',
-      fingerprint: 'r'.repeat(64),
-      options: { chunkSize: 2, attempts: 3, deadlineSeconds: 300 },
-      source: { kind: 'inline', items: [1, 2, 3, 4, 5, 6, 7, 8] },
-      epoch: 98,
-      holder: 'e2e',
-      submittedAt: new Date().toISOString(),
-      via: 'queue',
-    };
-    const instanceId = instanceIdFor(run.jobId);
-    await h.client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });
-    const custom = async (): Promise<{ phase?: string; wait?: number } | null> =>
-      (await h.client.getStatus(instanceId)).customStatus as { phase?: string; wait?: number } | null;
-    await eventually(async () => ((await custom())?.phase === 'running' ? true : undefined), 30_000, 'the run to be stepping');
+    const { run, instanceId, release } = await startHeldRun('e2e-resume', { jobId: 'resumed', epoch: 98, items: [1, 2, 3, 4, 5, 6, 7, 8], chunkSize: 2 });
+    const custom = async (): Promise<{ wait?: number } | null> => (await h.client.getStatus(instanceId)).customStatus as { wait?: number } | null;
 
     const orchestrations = durableOrchestrationClient(h.client);
     const listed = (await orchestrations.listRunning()).find((s) => s.instanceId === instanceId);
@@ -398,35 +410,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   it('shows a running job\'s recorded outcome at once, before its run finishes in Durable', async () => {
     // The activity that aggregates records final.json before the run hears of it (a Durable hop, or
     // a minute when that answer is held by a dead instance): the status answers the record.
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    workTypes.register({
-      name: 'e2e-recorded',
-      description: 'each item waits until the test lets it go',
-      validateItem: () => undefined,
-      process: async (item) => {
-        await released;
-        return { n: Number(item) };
-      },
-      empty: () => ({ n: 0 }),
-      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
-      finish: (total) => total,
-    });
-    const run: JobRun = {
-      jobId: 'recorded',
-      workType: 'e2e-recorded',
-      fingerprint: 'd'.repeat(64),
-      options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 },
-      source: { kind: 'inline', items: [1, 2, 3, 4] },
-      epoch: 97,
-      holder: 'e2e',
-      submittedAt: new Date().toISOString(),
-      via: 'queue',
-    };
-    const instanceId = instanceIdFor(run.jobId);
-    await h.client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });
-    const phase = async (): Promise<string | undefined> => ((await h.client.getStatus(instanceId)).customStatus as { phase?: string } | null)?.phase;
-    await eventually(async () => ((await phase()) === 'running' ? true : undefined), 30_000, 'the run to be past its plan');
+    const { instanceId, release } = await startHeldRun('e2e-recorded', { jobId: 'recorded', epoch: 97, items: [1, 2, 3, 4], chunkSize: 1 });
     // Recorded as the aggregating activity records it; the run itself is still stepping.
     const progress = { chunks: { total: 4, done: 4, failed: 0 }, items: { total: 4, done: 4, failed: 0 } };
     const finishedAt = new Date().toISOString();
