@@ -414,10 +414,7 @@ export class JobService {
     const final = await this.deps.store.readFinal(jobId).catch(() => undefined);
     if (final === undefined || isSuperseded(final)) return s;
     // Its last change is when the outcome was recorded (the run's last update may be older).
-    const finishedAt = Date.parse(final.finishedAt);
-    const later = Number.isFinite(finishedAt) && finishedAt > s.lastUpdatedTime.getTime();
-    const lastUpdatedTime = later ? new Date(finishedAt) : s.lastUpdatedTime;
-    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime };
+    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime: finishedLast(s.lastUpdatedTime, final) };
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
@@ -447,6 +444,9 @@ export class JobService {
         if (summary.superseded !== undefined) return { ...base, status: 'pending', phase: null, progress: null, error: null };
         return {
           ...base,
+          // Durable's status times are whole seconds, so its completion may read up to 1 s before the
+          // outcome was recorded: the job changed last at whichever is later.
+          updatedAt: finishedLast(s.lastUpdatedTime, summary).toISOString(),
           // The run that did the job (a late start of a finished job answers that run's summary).
           epoch: summary.epoch,
           status: summary.status,
@@ -478,6 +478,12 @@ export class JobService {
         return { ...base, status: 'running', progress: custom?.progress ?? null, error: null };
     }
   }
+}
+
+/** The later of a run's last update and its summary's `finishedAt` (when that one reads as a time). */
+function finishedLast(lastUpdatedTime: Date, summary: Pick<JobSummary, 'finishedAt'>): Date {
+  const finishedAt = Date.parse(summary.finishedAt);
+  return Number.isFinite(finishedAt) && finishedAt > lastUpdatedTime.getTime() ? new Date(finishedAt) : lastUpdatedTime;
 }
 
 /** Recorded outcomes of running jobs a list reads at once. */

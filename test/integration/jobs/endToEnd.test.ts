@@ -413,7 +413,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const { instanceId, release } = await startHeldRun('e2e-recorded', { jobId: 'recorded', epoch: 97, items: [1, 2, 3, 4], chunkSize: 1 });
     // Recorded as the aggregating activity records it; the run itself is still stepping.
     const progress = { chunks: { total: 4, done: 4, failed: 0 }, items: { total: 4, done: 4, failed: 0 } };
-    const finishedAt = new Date().toISOString();
+    // Recorded by an instance whose clock runs 30 s ahead: Durable's own times stay before it.
+    const finishedAt = new Date(Date.now() + 30_000).toISOString();
     await appRoot().jobs.store.writeFinal({ jobId: 'recorded', workType: 'e2e-recorded', status: 'completed', progress, result: { n: 10 }, epoch: 97, finishedAt });
     const view = (await h.request('GET', '/api/jobs/recorded')).json as JobView;
     assert.equal(view.status, 'completed', JSON.stringify(view));
@@ -444,6 +445,9 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
       return String(status.runtimeStatus) === 'Completed' ? (status.output as { result?: unknown }) : undefined;
     }, 60_000, 'the run to complete');
     assert.deepEqual(output.result, { n: 10 });
+    // Finished in Durable (whose status times are whole seconds): the job last changed when its outcome was recorded.
+    const done = (await h.request('GET', '/api/jobs/recorded')).json as JobView;
+    assert.equal(done.updatedAt, finishedAt, JSON.stringify(done));
   });
 
   it('records every bad submission with a clear error, keeps the queue ones in the poison queue, and still completes the good jobs exactly', async () => {
