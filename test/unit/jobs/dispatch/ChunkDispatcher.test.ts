@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ChunkDispatcher, DISPATCH_DEFAULTS, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { ChunkDispatcher, DISPATCH_DEFAULTS, nextPollMs, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchPolicy, emptyLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type ChunkStore } from '../../../../shared/jobs/dispatch/PipelineStore';
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
@@ -262,22 +262,55 @@ describe('ChunkDispatcher.step: a long poll', () => {
     assert.deepEqual(p.passes, [0, 250, 750, 1_750, 2_750]);
   });
 
-  it('keeps refilling the window every 200 ms while results land, and answers after about 2 s', async () => {
+  it('refills the window as often as results land, down to every 50 ms, and answers after about 2 s', async () => {
+    // Workers that have the job to themselves: every chunk on the queue is done by the next look.
     const p = polling(async (_t, store) => {
       for (const m of store.queue.splice(0)) {
         await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
       }
     });
-    p.store.stage('lp', Array.from({ length: 100 }, () => 1), 1);
-    const two = new ChunkDispatcher({ ...dispatcherDeps(p), policy: { ...DISPATCH_DEFAULTS, window: 2 } });
-    const first = await two.pass({ job, chunkCount: 100, itemCount: 100, ledger: emptyLedger(100, 100), at: new Date(0).toISOString() });
+    p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
+    const eight = new ChunkDispatcher({ ...dispatcherDeps(p), policy: { ...DISPATCH_DEFAULTS, window: 8 } });
+    const first = await eight.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
     p.passes.length = 0;
-    const out = await two.step({ job, chunkCount: 100, itemCount: 100, ledger: first.ledger, at: new Date(0).toISOString() });
-    // Quiet at first (250 ms), then every 200 ms while results land, until 2 s are up.
-    assert.deepEqual(p.passes, [0, 250, 450, 650, 850, 1_050, 1_250, 1_450, 1_650, 1_850]);
-    assert.equal(out.finished, 18, 'two results counted per pass after the first');
-    assert.deepEqual(out.ledger.progress.chunks, { total: 100, done: 18, failed: 0 });
-    assert.equal(out.ledger.next, 20);
+    const out = await eight.step({ job, chunkCount: 1_000, itemCount: 1_000, ledger: first.ledger, at: new Date(0).toISOString() });
+    // Quiet at first (250 ms); then 8 results per pass where one (an eighth of the window) was the
+    // mark: the wait shrinks to 50 ms and stays there until 2 s are up.
+    assert.deepEqual(p.passes.slice(0, 4), [0, 250, 300, 350]);
+    assert.ok(p.passes.slice(2).every((t, i) => t - (p.passes[i + 1] ?? 0) === STEP_WAIT.minBusyPollMs), `passes at ${p.passes.join(', ')}`);
+    assert.equal(p.passes.at(-1), 2_000);
+    assert.equal(out.finished, 8 * (p.passes.length - 1), 'a whole window counted and sent again per pass after the first');
+    assert.equal(out.ledger.next, 8 + out.finished);
+  });
+
+  it('looks less often at a job whose chunks finish slowly (workers shared with other jobs): about once a second', async () => {
+    // One result every 250 ms, a 64-chunk window: an eighth of it (8) takes 2 s, so passes stay 1 s apart.
+    let lastAt = 0;
+    const p = polling(async (t, store) => {
+      while (t - lastAt >= 250) {
+        lastAt += 250;
+        const m = store.queue.shift();
+        if (m === undefined) break;
+        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+      }
+    });
+    p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
+    p.passes.length = 0;
+    const out = await p.dispatcher.step({ job, chunkCount: 1_000, itemCount: 1_000, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.deepEqual(p.passes, [0, 250, 1_250], 'then the step answers (2 s of results)');
+    assert.equal(out.finished, 5);
+  });
+
+  it('nextPollMs: the time an eighth of the window takes at the rate seen, within 50 ms and 1 s; quiet passes back off', () => {
+    const none = { finished: 0, sent: 0, resent: 0, expired: 0 };
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, none, 100, 250), { pollMs: 250, quietMs: 500 });
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, none, 100, 1_000), { pollMs: 1_000, quietMs: 1_000 });
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, sent: 64 }, 100, 1_000), { pollMs: 200, quietMs: 250 }, 'sent, no rate yet');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 4 }, 100, 1_000), { pollMs: 200, quietMs: 250 }, '4 per 100 ms: 8 take 200 ms');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 32 }, 100, 250).pollMs, 50, 'floored at 50 ms');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 1 }, 500, 250).pollMs, 1_000, 'capped at 1 s');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 2, { ...none, finished: 1 }, 400, 250).pollMs, 400, 'a window under 8 waits for one result');
   });
 
   it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {

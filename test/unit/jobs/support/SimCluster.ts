@@ -6,7 +6,7 @@
  * result (the sum of its items) once. A worker can be
  * killed: what it held stays invisible until the queue's visibility ends, as on Azure.
  */
-import { changedAnything, ChunkDispatcher, CLAIM_LIVENESS, type DispatchJob, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { ChunkDispatcher, CLAIM_LIVENESS, type DispatchJob, nextPollMs, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger, type DispatchPolicy, emptyLedger, isLedgerDone } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline, type QueuedMessage } from './MemoryPipeline';
@@ -21,7 +21,9 @@ export interface SimJob {
   readonly chunkCount: number;
   readonly itemCount: number;
   ledger: DispatchLedger;
+  /** The quiet back-off, and when the last pass ran. */
   pollMs: number;
+  lastPassAt: number;
   nextStepAt: number;
   readonly submittedAt: number;
   doneAt?: number;
@@ -83,7 +85,7 @@ export class SimCluster {
     const { itemCount, chunkCount } = this.store.stage(jobId, items, chunkSize);
     const job: DispatchJob = { jobId, workType: 'sum', epoch: 1, options: { chunkSize, attempts, deadlineSeconds } };
     const first = await this.dispatcher.pass({ job, chunkCount, itemCount, ledger: emptyLedger(chunkCount, itemCount), at: new Date(this.t).toISOString() });
-    const sim: SimJob = { job, chunkCount, itemCount, ledger: first.ledger, pollMs: STEP_WAIT.pollMs, nextStepAt: this.t + ROUND_TRIP_MS, submittedAt: this.t, maxInFlight: first.ledger.inFlight.length };
+    const sim: SimJob = { job, chunkCount, itemCount, ledger: first.ledger, pollMs: STEP_WAIT.pollMs, lastPassAt: this.t, nextStepAt: this.t + ROUND_TRIP_MS, submittedAt: this.t, maxInFlight: first.ledger.inFlight.length };
     this.jobs.set(jobId, sim);
     return sim;
   }
@@ -106,11 +108,12 @@ export class SimCluster {
     const out = await this.dispatcher.pass({ job: j.job, chunkCount: j.chunkCount, itemCount: j.itemCount, ledger: j.ledger, at: new Date(this.t).toISOString() });
     j.ledger = out.ledger;
     j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
-    // The step activity's passes: every busyPollMs while results land, backing off while nothing changes
+    // The step activity's passes at its cadence (nextPollMs), backing off while nothing changes
     // (the orchestration's round trip between steps, every few seconds, is left out).
-    const changed = changedAnything(out);
-    j.nextStepAt = this.t + (changed ? STEP_WAIT.busyPollMs : j.pollMs);
-    j.pollMs = changed ? STEP_WAIT.pollMs : Math.min(j.pollMs * 2, STEP_WAIT.maxPollMs);
+    const next = nextPollMs(STEP_WAIT, this.policy.window, out, this.t - j.lastPassAt, j.pollMs);
+    j.lastPassAt = this.t;
+    j.nextStepAt = this.t + next.pollMs;
+    j.pollMs = next.quietMs;
     if (out.cancelled) {
       j.cancelled = true;
       j.doneAt = this.t;
