@@ -14,7 +14,12 @@
  * the host processes goes through a counting HTTP proxy in front of Azurite, so transaction counts
  * are requests, not estimates (they include the bench's own status polls, reported separately).
  *
- * Run: `npm run bench -- jobs-throughput [--items 100000] [--chunk-size 1000] [--activities 2000]`.
+ * The job and the raw baseline are each run `--runs` times (default 3) and the medians compared: one
+ * job's time varies by a third from run to run on a 2-core machine. A job's time runs from its POST
+ * to its recorded completion (the status's `updatedAt`, written with the final summary); the time to
+ * a status poll (every 250 ms) seeing it is printed too.
+ *
+ * Run: `npm run bench -- jobs-throughput [--items 100000] [--chunk-size 500 (the app's default)] [--activities 2000] [--runs 3]`.
  */
 import { Agent, createServer, request as httpRequest, type Server } from 'node:http';
 import { type AddressInfo } from 'node:net';
@@ -22,6 +27,7 @@ import { type AddressInfo } from 'node:net';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor } from 'devhost/testing';
 
+import { JOB_OPTION_DEFAULTS } from '../shared/jobs/jobLimits';
 import { type AppCluster, jobTimeline, runJob, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
 import { type Bench, type BenchContext } from './index';
 
@@ -84,22 +90,36 @@ export interface JobsThroughputFigures {
   readonly items: number;
   readonly chunkSize: number;
   readonly chunks: number;
+  /** Jobs measured, and raw-queue baselines (one before the jobs, each); figures are medians. */
+  readonly runs: number;
   readonly job: {
+    /** POST to the job's recorded completion (its status's `updatedAt`, written with the final summary). */
     readonly seconds: number;
     readonly itemsPerSecond: number;
+    /** POST to a status poll (every 250 ms) seeing completed. */
+    readonly secondsSeen: number;
+    readonly itemsPerSecondSeen: number;
+    /** Every run's POST -> recorded completion, in seconds, in run order. */
+    readonly allSeconds: readonly number[];
     readonly transactions: number;
     readonly transactionsPerItem: number;
     readonly transactionsPerChunk: number;
     readonly byService: Record<string, number>;
     readonly durableTransactions: number;
     readonly activityCalls: number;
-    /** The bench's GET /api/jobs/{id} polls during the job, and the storage transactions one poll costs. */
+    /** The bench's GET /api/jobs/{id} polls during the median job, and the storage transactions one poll costs. */
     readonly polls: number;
     readonly transactionsPerPoll: number;
-    /** Where the time went: ms from the POST to the first log line of each step, and to the status poll that saw the end. */
+    /** The median job's time: ms from the POST to the first log line of each step, its recorded completion, and the status poll that saw it. */
     readonly breakdown: string;
   };
-  readonly rawQueue: { readonly messages: number; readonly messagesPerSecond: number; readonly itemsPerSecondEquivalent: number; readonly transactionsPerMessage: number };
+  readonly rawQueue: {
+    readonly messages: number;
+    readonly messagesPerSecond: number;
+    readonly itemsPerSecondEquivalent: number;
+    readonly transactionsPerMessage: number;
+    readonly allSeconds: readonly number[];
+  };
   readonly activityPerItem: {
     readonly activities: number;
     readonly seconds: number;
@@ -129,15 +149,18 @@ async function pollCost(cluster: AppCluster, proxy: { counter: Counter }, path: 
   return round((proxy.counter.total - before) / count);
 }
 
-export async function runJobsThroughput(connectionString: string, options: { items: number; chunkSize: number; activities: number; note: BenchContext['note'] }): Promise<JobsThroughputFigures> {
-  const { items, chunkSize, activities, note } = options;
+export async function runJobsThroughput(
+  connectionString: string,
+  options: { items: number; chunkSize: number; activities: number; runs: number; note: BenchContext['note'] },
+): Promise<JobsThroughputFigures> {
+  const { items, chunkSize, activities, runs, note } = options;
   let hubName = '';
   const proxy = await countingProxy(endpointPorts(connectionString), () => hubName);
   const conn = connectionStringFor('127.0.0.1', proxy.ports.blob, proxy.ports.queue, proxy.ports.table);
   const queues = QueueServiceClient.fromConnectionString(conn);
   let cluster: AppCluster | undefined;
   try {
-    // Baseline: the raw queue traffic of one message per chunk, with the SDK alone.
+    // Baseline: the raw queue traffic of one message per chunk, with the SDK alone, `runs` times.
     const chunks = Math.ceil(items / chunkSize);
     const runId = Math.random().toString(36).slice(2, 8);
     const raw = queues.getQueueClient(`bench-raw-${runId}`);
@@ -145,43 +168,61 @@ export async function runJobsThroughput(connectionString: string, options: { ite
     // A chunk-sized message like the pipeline's (base64 JSON, the host's encoding).
     const body = Buffer.from(JSON.stringify({ v: 1, jobId: 'bench', chunk: 0, items: Array.from({ length: chunkSize }, (_, i) => i) }), 'utf8').toString('base64');
     const rawMessages = Math.max(100, Math.min(chunks, 1_000));
-    proxy.reset();
-    const rawStart = performance.now();
-    for (let i = 0; i < rawMessages; i += 16) await Promise.all(Array.from({ length: Math.min(16, rawMessages - i) }, () => raw.sendMessage(body)));
-    let received = 0;
-    while (received < rawMessages) {
-      const batch = await raw.receiveMessages({ numberOfMessages: 32, visibilityTimeout: 60 });
-      received += batch.receivedMessageItems.length;
-      await Promise.all(batch.receivedMessageItems.map((m) => raw.deleteMessage(m.messageId, m.popReceipt)));
+    const rawRuns: number[] = [];
+    let rawTransactions = 0;
+    for (let run = 0; run < runs; run++) {
+      proxy.reset();
+      const rawStart = performance.now();
+      for (let i = 0; i < rawMessages; i += 16) await Promise.all(Array.from({ length: Math.min(16, rawMessages - i) }, () => raw.sendMessage(body)));
+      let received = 0;
+      while (received < rawMessages) {
+        const batch = await raw.receiveMessages({ numberOfMessages: 32, visibilityTimeout: 60 });
+        received += batch.receivedMessageItems.length;
+        await Promise.all(batch.receivedMessageItems.map((m) => raw.deleteMessage(m.messageId, m.popReceipt)));
+      }
+      rawRuns.push((performance.now() - rawStart) / 1000);
+      rawTransactions += proxy.counter.total;
     }
-    const rawSeconds = (performance.now() - rawStart) / 1000;
-    const rawTransactions = proxy.counter.total;
+    const rawSeconds = median(rawRuns);
+    rawTransactions /= runs;
     await raw.delete();
 
-    // The job pipeline: one instance of the app, black-box.
-    note(`jobs-throughput: raw queue done; the app on one instance, a noop job of ${items} items in ${chunks} chunks`);
+    // The job pipeline: one instance of the app, black-box, `runs` jobs one after the other.
+    note(`jobs-throughput: raw queue done; the app on one instance, ${runs} noop jobs of ${items} items in ${chunks} chunks`);
     cluster = await startAppCluster(conn, { instances: 1, label: 'tp' });
     hubName = cluster.names.taskHub;
     await cluster.leader();
     const itemsBlob = await uploadItems(cluster, 'items.json', Array.from({ length: items }, (_, i) => i));
     // Warm the app (containers, queues, first orchestration) with a tiny job, then measure.
     await runJob(cluster, { jobId: 'bench-warmup', workType: 'noop', items: [1, 2, 3] }, 120_000);
-    proxy.reset();
-    const postedEpochMs = Date.now();
-    const jobStart = await submitJob(cluster, { jobId: 'bench-job', workType: 'noop', itemsBlob, options: { chunkSize } });
-    const job = await waitForJob(cluster, 'bench-job', 10 * 60_000, { pollMs: 250, note });
-    const seconds = (job.finishedAt - jobStart) / 1000;
-    const marks = jobTimeline(cluster, 'bench-job', postedEpochMs, ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated'], ['workitem.done']);
-    const breakdown = [
-      ...Object.entries(marks).map(([event, ms]) => `${event} ${ms === undefined ? '-' : Math.round(ms)}`),
-      `status seen ${Math.round(seconds * 1000)}`,
-    ].join(', ');
-    note(`jobs-throughput: ms from the POST: ${breakdown}`);
-    const c = { ...proxy.counter, byService: { ...proxy.counter.byService } };
-    if (job.view.status !== 'completed' || (job.view.result as { count?: number } | undefined)?.count !== items) {
-      throw new Error(`The benchmark job did not complete exactly: ${JSON.stringify(job.view)}`);
+    const jobRuns: JobRun[] = [];
+    const c: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0 };
+    for (let run = 1; run <= runs; run++) {
+      const jobId = `bench-job-${run}`;
+      proxy.reset();
+      const postedEpochMs = Date.now();
+      const jobStart = await submitJob(cluster, { jobId, workType: 'noop', itemsBlob, options: { chunkSize } });
+      const job = await waitForJob(cluster, jobId, 10 * 60_000, { pollMs: 250, note });
+      if (job.view.status !== 'completed' || (job.view.result as { count?: number } | undefined)?.count !== items) {
+        throw new Error(`The benchmark job did not complete exactly: ${JSON.stringify(job.view)}`);
+      }
+      const recordedMs = Date.parse(String(job.view.updatedAt)) - postedEpochMs;
+      const marks = jobTimeline(cluster, jobId, postedEpochMs, ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated'], ['workitem.done']);
+      const breakdown = [
+        ...Object.entries(marks).map(([event, ms]) => `${event} ${ms === undefined ? '-' : Math.round(ms)}`),
+        `recorded ${Math.round(recordedMs)}`,
+        `status seen ${Math.round(job.finishedAt - jobStart)}`,
+      ].join(', ');
+      note(`jobs-throughput: job ${run}/${runs}, ms from the POST: ${breakdown}`);
+      jobRuns.push({ seenSeconds: (job.finishedAt - jobStart) / 1000, recordedSeconds: recordedMs / 1000, polls: job.polls, breakdown });
+      c.total += proxy.counter.total;
+      c.durable += proxy.counter.durable;
+      c.activityMessages += proxy.counter.activityMessages;
+      for (const [k, v] of Object.entries(proxy.counter.byService)) c.byService[k] = (c.byService[k] ?? 0) + v;
     }
-    const perPoll = await pollCost(cluster, proxy, '/api/jobs/bench-job');
+    const middle = [...jobRuns].sort((a, b) => a.recordedSeconds - b.recordedSeconds)[Math.floor(runs / 2)] ?? jobRuns[0];
+    if (middle === undefined) throw new Error('no job ran');
+    const perPoll = await pollCost(cluster, proxy, `/api/jobs/bench-job-${runs}`);
     await cluster.stop();
     cluster = undefined;
 
@@ -221,24 +262,30 @@ export async function runJobsThroughput(connectionString: string, options: { ite
       items,
       chunkSize,
       chunks,
+      runs,
       job: {
-        seconds: round(seconds),
-        itemsPerSecond: Math.round(items / seconds),
-        transactions: c.total,
-        transactionsPerItem: round(c.total / items, 4),
-        transactionsPerChunk: round(c.total / chunks),
-        byService: c.byService,
-        durableTransactions: c.durable,
-        activityCalls: c.activityMessages,
-        polls: job.polls,
+        seconds: round(middle.recordedSeconds),
+        itemsPerSecond: Math.round(items / middle.recordedSeconds),
+        secondsSeen: round(median(jobRuns.map((r) => r.seenSeconds))),
+        itemsPerSecondSeen: Math.round(items / median(jobRuns.map((r) => r.seenSeconds))),
+        allSeconds: jobRuns.map((r) => round(r.recordedSeconds)),
+        // Per job (the sums over the runs, divided by them).
+        transactions: Math.round(c.total / runs),
+        transactionsPerItem: round(c.total / runs / items, 4),
+        transactionsPerChunk: round(c.total / runs / chunks),
+        byService: Object.fromEntries(Object.entries(c.byService).map(([k, v]) => [k, Math.round(v / runs)])),
+        durableTransactions: Math.round(c.durable / runs),
+        activityCalls: round(c.activityMessages / runs, 1),
+        polls: middle.polls,
         transactionsPerPoll: perPoll,
-        breakdown,
+        breakdown: middle.breakdown,
       },
       rawQueue: {
         messages: rawMessages,
         messagesPerSecond: Math.round(rawMessages / rawSeconds),
         itemsPerSecondEquivalent: Math.round((rawMessages * chunkSize) / rawSeconds),
         transactionsPerMessage: round(rawTransactions / rawMessages),
+        allSeconds: rawRuns.map((r) => round(r)),
       },
       activityPerItem: {
         activities,
@@ -257,6 +304,19 @@ export async function runJobsThroughput(connectionString: string, options: { ite
   }
 }
 
+interface JobRun {
+  readonly seenSeconds: number;
+  readonly recordedSeconds: number;
+  readonly polls: number;
+  readonly breakdown: string;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
 function round(n: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(n * f) / f;
@@ -267,20 +327,23 @@ export function formatJobsThroughput(f: JobsThroughputFigures): string[] {
   const j = f.job;
   const ratio = (x: number, y: number): string => (y === 0 ? '-' : `${round(x / y, 2)}x`);
   return [
-    `noop job of ${f.items} items in ${f.chunks} chunks of ${f.chunkSize}, submitted by HTTP with its items in a blob, on one instance (shipped host.json);`,
+    `noop job of ${f.items} items in ${f.chunks} chunks of ${f.chunkSize}, submitted by HTTP with its items in a blob, on one instance (shipped host.json),`,
+    `${f.runs} jobs one after the other and ${f.runs} raw-queue runs before them: medians;`,
     `one Durable activity per item: a fan-out/fan-in orchestration of ${a.activities} activity calls (Task.all) on the same Durable backend and Azurite.`,
     '',
     '| | items/s | storage transactions per item | notes |',
     '|---|---:|---:|---|',
-    `| job pipeline | ${j.itemsPerSecond} | ${j.transactionsPerItem} | ${j.seconds} s from POST to a status poll seeing completed; ${j.transactions} transactions ` +
+    `| job pipeline | ${j.itemsPerSecond} | ${j.transactionsPerItem} | ${j.seconds} s from POST to the job's recorded completion (runs: ${j.allSeconds.join(', ')} s), ` +
+      `${j.secondsSeen} s to a status poll seeing it (${j.itemsPerSecondSeen} items/s); per job ${j.transactions} transactions ` +
       `(${Object.entries(j.byService).map(([k, v]) => `${k} ${v}`).join(', ')}), ${j.transactionsPerChunk} per chunk; Durable backend ${j.durableTransactions} of them ` +
-      `for ${j.activityCalls} activity calls; the bench's ${j.polls} status polls cost about ${j.transactionsPerPoll} each; ms from the POST: ${j.breakdown} |`,
+      `for ${j.activityCalls} activity calls; the bench's ${j.polls} status polls cost about ${j.transactionsPerPoll} each; the median job, ms from the POST: ${j.breakdown} |`,
     `| raw queue baseline | ${f.rawQueue.itemsPerSecondEquivalent} | ${round(f.rawQueue.transactionsPerMessage / f.chunkSize, 4)} | ${f.rawQueue.messages} chunk-sized messages ` +
-      `sent, received (32 at a time) and deleted with the SDK alone: ${f.rawQueue.messagesPerSecond} messages/s, ${f.rawQueue.transactionsPerMessage} transactions each |`,
+      `sent, received (32 at a time) and deleted with the SDK alone: ${f.rawQueue.messagesPerSecond} messages/s (runs: ${f.rawQueue.allSeconds.join(', ')} s), ${f.rawQueue.transactionsPerMessage} transactions each |`,
     `| one Durable activity per item | ${a.itemsPerSecond} | ${a.transactionsPerItem} | ${a.seconds} s from the start request to a status poll seeing Completed; ` +
       `${a.transactions} transactions, Durable backend ${a.durableTransactions}, ${a.activityMessages} activity messages; ${a.polls} status polls |`,
     '',
-    `items/s ratios: pipeline / raw queue ${ratio(j.itemsPerSecond, f.rawQueue.itemsPerSecondEquivalent)}, pipeline / one activity per item ${ratio(j.itemsPerSecond, a.itemsPerSecond)}; ` +
+    `items/s ratios: pipeline / raw queue ${ratio(j.itemsPerSecond, f.rawQueue.itemsPerSecondEquivalent)} (to a status poll seeing it: ` +
+      `${ratio(j.itemsPerSecondSeen, f.rawQueue.itemsPerSecondEquivalent)}), pipeline / one activity per item ${ratio(j.itemsPerSecond, a.itemsPerSecond)}; ` +
       `transactions per item, one activity per item / pipeline: ${ratio(a.transactionsPerItem, j.transactionsPerItem)}.`,
     'Transactions are every storage request of the host processes (app, development host, Durable backend), counted by an HTTP proxy in front of Azurite;',
     'they include the bench\'s status polls. The item counts differ (the per-item fan-out is sized to finish in minutes), so compare rates and per-item costs.',
@@ -292,9 +355,11 @@ export const jobsThroughputBench: Bench = {
   description: 'items/s and storage transactions per item for a noop job, vs raw queue traffic and a real fan-out of one Durable activity per item',
   async run(ctx) {
     const items = Number(ctx.options.get('items') ?? 100_000);
-    const chunkSize = Number(ctx.options.get('chunk-size') ?? 1_000);
+    const chunkSize = Number(ctx.options.get('chunk-size') ?? JOB_OPTION_DEFAULTS.chunkSize);
     const activities = Number(ctx.options.get('activities') ?? 2_000);
-    const figures = await runJobsThroughput(ctx.connectionString, { items, chunkSize, activities, note: ctx.note });
+    const runs = Number(ctx.options.get('runs') ?? 3);
+    if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number of at least 1, not ${String(ctx.options.get('runs'))}`);
+    const figures = await runJobsThroughput(ctx.connectionString, { items, chunkSize, activities, runs, note: ctx.note });
     return { title: 'Jobs throughput and storage cost', lines: formatJobsThroughput(figures) };
   },
 };
