@@ -414,7 +414,8 @@ export class JobService {
     const final = await this.deps.store.readFinal(jobId).catch(() => undefined);
     if (final === undefined || isSuperseded(final)) return s;
     // Its last change is when the outcome was recorded (the run's last update may be older).
-    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime: finishedLast(s.lastUpdatedTime, final) };
+    const lastUpdatedTime = finishedLast(s.lastUpdatedTime, final);
+    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime };
   }
 
   private fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {

@@ -67,7 +67,14 @@ export interface StepWait {
 }
 
 /** How a step long-polls (see the module comment). */
-export const STEP_WAIT: StepWait = { minBusyPollMs: 50, busyPollMs: 200, pollMs: 250, maxPollMs: 1_000, busyReturnMs: 2_000, maxWaitMs: 5_000 };
+export const STEP_WAIT: StepWait = {
+  minBusyPollMs: 50,
+  busyPollMs: 200,
+  pollMs: 250,
+  maxPollMs: 1_000,
+  busyReturnMs: 2_000,
+  maxWaitMs: 5_000,
+};
 
 /** While results land, a pass comes about when this share of the window has finished since the last one. */
 export const REFILL_SHARE = 1 / 8;
