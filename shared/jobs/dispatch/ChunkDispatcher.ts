@@ -88,8 +88,11 @@ export const REFILL_SHARE = 1 / 8;
  * results land, the next pass comes when `REFILL_SHARE` of the window should have finished at the
  * rate the last pass saw (`finished` results over `cycleMs`, the time since the pass before), within
  * `minBusyPollMs`..`maxPollMs`: a job that has the workers to itself is refilled every ~50 ms, one
- * that shares them with nine others is listed a few times a second, not twenty. A pass that only sent
- * waits `busyPollMs`; one that changed nothing backs off from `pollMs` (`quietMs` carries the back-off).
+ * that shares them with nine others is listed a few times a second, not twenty. Once every chunk has
+ * been sent there is nothing to refill, and the pass that matters is the one that sees the last
+ * result: the mark is then the next result (`allSent`), not an eighth of a window that will not come.
+ * A pass that only sent waits `busyPollMs`; one that changed nothing backs off from `pollMs`
+ * (`quietMs` carries the back-off).
  */
 export function nextPollMs(
   wait: StepWait,
@@ -97,10 +100,12 @@ export function nextPollMs(
   pass: Pick<StepOutcome, 'finished' | 'sent' | 'resent' | 'expired'>,
   cycleMs: number,
   quietMs: number,
+  allSent = false,
 ): { readonly pollMs: number; readonly quietMs: number } {
   if (!changedAnything(pass)) return { pollMs: quietMs, quietMs: Math.min(quietMs * 2, wait.maxPollMs) };
   if (pass.finished === 0) return { pollMs: wait.busyPollMs, quietMs: wait.pollMs };
-  const untilShare = (Math.max(cycleMs, 1) * Math.max(1, window * REFILL_SHARE)) / pass.finished;
+  const mark = allSent ? 1 : Math.max(1, window * REFILL_SHARE);
+  const untilShare = (Math.max(cycleMs, 1) * mark) / pass.finished;
   return { pollMs: Math.round(Math.min(wait.maxPollMs, Math.max(wait.minBusyPollMs, untilShare))), quietMs: wait.pollMs };
 }
 
@@ -180,7 +185,8 @@ export class ChunkDispatcher {
       total.finished += outcome.finished;
       const result = { ledger, cancelled: outcome.cancelled, ...total };
       if (outcome.cancelled || isLedgerDone(ledger)) return result;
-      const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs);
+      const allSent = ledger.next >= input.chunkCount;
+      const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
       previousAt = at.getTime();
       const pollMs = next.pollMs;
       quietMs = next.quietMs;

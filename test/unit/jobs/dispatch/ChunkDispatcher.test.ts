@@ -311,6 +311,26 @@ describe('ChunkDispatcher.step: a long poll', () => {
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 32 }, 100, 250).pollMs, 50, 'floored at 50 ms');
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 1 }, 500, 250).pollMs, 1_000, 'capped at 1 s');
     assert.deepEqual(nextPollMs(STEP_WAIT, 2, { ...none, finished: 1 }, 400, 250).pollMs, 400, 'a window under 8 waits for one result');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 1 }, 100, 250, true).pollMs, 100, 'all sent: the next result is the mark');
+  });
+
+  it('once every chunk is sent, looks for the last results at the pace they come, not an eighth of a window later', async () => {
+    // 12 chunks, all sent at once; one finishes every 100 ms from 250 ms on.
+    let lastAt = 150;
+    const p = polling(async (t, store) => {
+      while (t - lastAt >= 100) {
+        lastAt += 100;
+        const m = store.queue.shift();
+        if (m === undefined) break;
+        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+      }
+    });
+    p.store.stage('lp', Array.from({ length: 12 }, () => 1), 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 12, itemCount: 12, ledger: emptyLedger(12, 12), at: new Date(0).toISOString() });
+    const out = await p.dispatcher.step({ job, chunkCount: 12, itemCount: 12, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.equal(out.ledger.progress.chunks.done, 12);
+    // The last result landed at 1,350 ms; an eighth of the 64-chunk window at 10/s would have waited 800 ms more.
+    assert.ok(p.now() <= 1_450, `the step saw the last result at ${p.now()} ms`);
   });
 
   it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {

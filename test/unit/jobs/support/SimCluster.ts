@@ -110,7 +110,7 @@ export class SimCluster {
     j.maxInFlight = Math.max(j.maxInFlight, out.ledger.inFlight.length);
     // The step activity's passes at its cadence (nextPollMs), backing off while nothing changes
     // (the orchestration's round trip between steps, every few seconds, is left out).
-    const next = nextPollMs(STEP_WAIT, this.policy.window, out, this.t - j.lastPassAt, j.pollMs);
+    const next = nextPollMs(STEP_WAIT, this.policy.window, out, this.t - j.lastPassAt, j.pollMs, out.ledger.next >= j.chunkCount);
     j.lastPassAt = this.t;
     j.nextStepAt = this.t + next.pollMs;
     j.pollMs = next.quietMs;
