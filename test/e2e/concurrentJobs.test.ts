@@ -174,16 +174,17 @@ describe('ten concurrent jobs on two instances of the real app', () => {
         return { first: Math.min(...times), last: Math.max(...times) };
       }),
     );
-    // updatedAt has whole seconds (as on Azure): the completion is within the second after it.
+    // updatedAt is when the outcome was recorded (Durable's own completion time has whole seconds,
+    // as on Azure, and is used only when later).
     const completedAt = views.map((v) => Date.parse(v.updatedAt ?? ''));
     completedAt.forEach((at, j) => {
-      // The clocks agree: a job completes after its last result was written.
+      // The clocks agree (one machine): a job completes after its last result was written.
       const last = written[j]?.last ?? Infinity;
-      assert.ok(at + 1_000 > last, `${ids[j]} completed at ${String(views[j]?.updatedAt)}, before its last result`);
+      assert.ok(at >= last, `${ids[j]} completed at ${String(views[j]?.updatedAt)}, before its last result`);
     });
     const t0 = Math.min(...written.map((w) => w.first));
     t.diagnostic(
-      `first result / last result / completed (whole second), ms after the first result: ` +
+      `first result / last result / completed, ms after the first result: ` +
         written.map((w, j) => `${ids[j]} ${w.first - t0}/${w.last - t0}/${(completedAt[j] ?? NaN) - t0}`).join(', ') +
         `; started ${ids.map((id) => eventAt('intake.started', id) - t0).join(', ')}` +
         `; planned ${ids.map((id) => eventAt('job.planned', id) - t0).join(', ')}` +

@@ -413,8 +413,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const { instanceId, release } = await startHeldRun('e2e-recorded', { jobId: 'recorded', epoch: 97, items: [1, 2, 3, 4], chunkSize: 1 });
     // Recorded as the aggregating activity records it; the run itself is still stepping.
     const progress = { chunks: { total: 4, done: 4, failed: 0 }, items: { total: 4, done: 4, failed: 0 } };
-    // Recorded by an instance whose clock runs 30 s ahead: Durable's own times stay before it.
-    const finishedAt = new Date(Date.now() + 30_000).toISOString();
+    // Recorded by an instance whose clock runs 10 minutes ahead: Durable's own times stay before it.
+    const finishedAt = new Date(Date.now() + 600_000).toISOString();
     await appRoot().jobs.store.writeFinal({ jobId: 'recorded', workType: 'e2e-recorded', status: 'completed', progress, result: { n: 10 }, epoch: 97, finishedAt });
     const view = (await h.request('GET', '/api/jobs/recorded')).json as JobView;
     assert.equal(view.status, 'completed', JSON.stringify(view));

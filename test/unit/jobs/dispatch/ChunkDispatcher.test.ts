@@ -298,8 +298,8 @@ describe('ChunkDispatcher.step: a long poll', () => {
     const first = await p.dispatcher.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
     p.passes.length = 0;
     const out = await p.dispatcher.step({ job, chunkCount: 1_000, itemCount: 1_000, ledger: first.ledger, at: new Date(0).toISOString() });
-    assert.deepEqual(p.passes, [0, 250, 1_250], 'then the step answers (2 s of results)');
-    assert.equal(out.finished, 5);
+    assert.deepEqual(p.passes, [0, 250, 1_250, 2_000], 'the last pass at the step\'s 2 s, then it answers');
+    assert.equal(out.finished, 8);
   });
 
   it('nextPollMs: the time an eighth of the window takes at the rate seen, within 50 ms and 1 s; quiet passes back off', () => {
@@ -307,7 +307,8 @@ describe('ChunkDispatcher.step: a long poll', () => {
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, none, 100, 250), { pollMs: 250, quietMs: 500 });
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, none, 100, 1_000), { pollMs: 1_000, quietMs: 1_000 });
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, sent: 64 }, 100, 1_000), { pollMs: 200, quietMs: 250 }, 'sent, no rate yet');
-    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 4 }, 100, 1_000), { pollMs: 200, quietMs: 250 }, '4 per 100 ms: 8 take 200 ms');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 2 }, 100, 1_000), { pollMs: 400, quietMs: 250 }, '2 per 100 ms: 8 take 400 ms');
+    assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 8 }, 100, 1_000), { pollMs: 100, quietMs: 200 }, 'then an empty pass waits twice that');
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 32 }, 100, 250).pollMs, 50, 'floored at 50 ms');
     assert.deepEqual(nextPollMs(STEP_WAIT, 64, { ...none, finished: 1 }, 500, 250).pollMs, 1_000, 'capped at 1 s');
     assert.deepEqual(nextPollMs(STEP_WAIT, 2, { ...none, finished: 1 }, 400, 250).pollMs, 400, 'a window under 8 waits for one result');
