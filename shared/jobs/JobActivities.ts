@@ -172,7 +172,8 @@ export class JobActivities {
       epoch: run.epoch,
       startId: run.startId,
     });
-    const waitMs = this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs;
+    // A late plan (a redelivery or a resumed repeat: LATE_CALL_MS) answers after its one pass.
+    const waitMs = this.deps.dispatcher.isLate(input.at) ? 0 : (this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs);
     if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
     const waited = await this.deps.dispatcher.step(
       { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },

@@ -191,6 +191,17 @@ describe('two instances of the app on the development host', () => {
 
     const done = await finished('e2e-failover', 150_000);
     t.diagnostic(`completed ${Math.round((Date.now() - killedAt) / 1000)} s after the leader was killed (chunk deadline 300 s)`);
+    // Where the recovery's time went, from the survivor's log (s after the kill).
+    const survivor = live()[0];
+    const sinceKill = (e: Record<string, unknown>): string => ((Date.parse(String(e.ts)) - killedAt) / 1000).toFixed(1);
+    const marks = ['leader.acquired', 'job.resume_requested', 'job.plan_refused', 'intake.start_repaired', 'job.chunks_resent', 'job.aggregated'].flatMap((event) =>
+      (survivor?.events(event) ?? [])
+        .filter((e) => Date.parse(String(e.ts)) >= killedAt)
+        .map((e) => `${event} ${sinceKill(e)}${event === 'job.chunks_resent' ? ` (${JSON.stringify(Object.fromEntries(Object.entries(e).filter(([k]) => !['ts', 'level', 'component', 'event', 'jobId', 'epoch'].includes(k))))})` : ''}`),
+    );
+    const duplicates = (survivor?.events('workitem.duplicate_discarded') ?? []).filter((e) => e.jobId === 'e2e-failover').length;
+    t.diagnostic(`recovery: ${marks.join('; ')}; duplicate deliveries discarded ${duplicates}`);
+
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.deepEqual(done.result, sumOf(items));
     assert.deepEqual(done.progress, { chunks: { total: 1_000, done: 1_000, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });

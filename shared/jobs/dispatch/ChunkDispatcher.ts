@@ -4,8 +4,9 @@
  * as failed, and send what goes out. A step runs passes for a few seconds (`STEP_WAIT`, `nextPollMs`:
  * while results land, as often as an eighth of the window finishes, 50 ms to 1 s apart; backing off
  * to 1 s when nothing changes) and answers when the job is cancelled
- * or done, or after 2 s of refilling, or 5 s of quiet: the window refills many times a second without
- * a Durable round trip each time, and the orchestration needs no durable timer between steps: a timer message is
+ * or done, or after 2 s of refilling, or 5 s of quiet (a late call, `LATE_CALL_MS`, after one pass):
+ * the window refills many times a second without a Durable round trip each time, and the
+ * orchestration needs no durable timer between steps: a timer message is
  * held by the instance that received it and, if that instance dies, comes back only after the
  * control queue's visibility (1 minute at least), while an activity message comes back after
  * host.json's `workItemQueueVisibilityTimeout` (20 s).
@@ -146,6 +147,17 @@ export const DISPATCH_DEFAULTS: DispatchPolicy = {
 
 const SEND_CONCURRENCY = 16;
 
+/**
+ * A plan or step that starts this long after the orchestration asked for it (its input's `at`) is a
+ * late call: the redelivery of one whose instance died (the work-item queue's visibility, 20 s), a
+ * retry, or the repeat a `resume` asked for. It runs one pass and answers instead of long-polling:
+ * a stale copy whose answer the orchestration will ignore (it already re-called the activity) would
+ * otherwise keep refilling the window for seconds from its outdated ledger, sending chunks the
+ * current step sends too (a kill during a plan cost 320 duplicate deliveries of 1,000 chunks in the
+ * two-instance failover test), and a current one gets a fresh ledger back to the orchestration sooner.
+ */
+export const LATE_CALL_MS = 10_000;
+
 export interface DispatcherDeps {
   readonly chunks: ChunkStore;
   readonly queue: WorkQueue;
@@ -173,6 +185,7 @@ export class ChunkDispatcher {
    */
   async step(input: StepInput, wait: StepWait = STEP_WAIT): Promise<StepOutcome> {
     const started = this.now().getTime();
+    const late = this.isLate(input.at);
     let ledger = input.ledger;
     const total = { sent: 0, resent: 0, expired: 0, finished: 0 };
     let quietMs = wait.pollMs;
@@ -189,7 +202,7 @@ export class ChunkDispatcher {
       total.expired += outcome.expired;
       total.finished += outcome.finished;
       const result = { ledger, cancelled: outcome.cancelled, ...total };
-      if (outcome.cancelled || isLedgerDone(ledger)) return result;
+      if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
       const allSent = ledger.next >= input.chunkCount;
       const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
       previousAt = at.getTime();
@@ -200,6 +213,12 @@ export class ChunkDispatcher {
       if (remaining < wait.minBusyPollMs) return result;
       await (this.deps.sleep ?? defaultSleep)(Math.min(pollMs, remaining));
     }
+  }
+
+  /** Whether a call asked for at `at` (ISO) starts late (`LATE_CALL_MS`): it runs one pass, no long poll. */
+  isLate(at: string): boolean {
+    const asked = Date.parse(at);
+    return Number.isFinite(asked) && this.now().getTime() - asked > LATE_CALL_MS;
   }
 
   /** The starting ledger of a retried plan whose input was already staged (see `resumedLedger`). */

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ChunkDispatcher, DISPATCH_DEFAULTS, nextPollMs, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { ChunkDispatcher, DISPATCH_DEFAULTS, LATE_CALL_MS, nextPollMs, STEP_WAIT } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchPolicy, emptyLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type ChunkStore } from '../../../../shared/jobs/dispatch/PipelineStore';
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
@@ -300,6 +300,22 @@ describe('ChunkDispatcher.step: a long poll', () => {
     const out = await p.dispatcher.step({ job, chunkCount: 1_000, itemCount: 1_000, ledger: first.ledger, at: new Date(0).toISOString() });
     assert.deepEqual(p.passes, [0, 250, 1_250, 2_000], 'the last pass at the step\'s 2 s, then it answers');
     assert.equal(out.finished, 8);
+  });
+
+  it('a late call (asked for over 10 s before it starts: a redelivery, a retry, a resumed repeat) runs one pass and answers', async () => {
+    const p = polling(async (_t, store) => {
+      for (const m of store.queue.splice(0)) {
+        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+      }
+    });
+    p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
+    await p.deps.sleep?.(LATE_CALL_MS + 1); // the window's results land meanwhile
+    p.passes.length = 0;
+    const late = await p.dispatcher.step({ job, chunkCount: 1_000, itemCount: 1_000, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.deepEqual(p.passes, [LATE_CALL_MS + 1], 'one pass, no long poll');
+    assert.deepEqual([late.finished, late.sent], [64, 64], 'it still counts and refills once');
+    assert.equal(p.dispatcher.isLate(new Date(p.now() - LATE_CALL_MS).toISOString()), false, 'exactly 10 s is not late');
   });
 
   it('nextPollMs: the time an eighth of the window takes at the rate seen, within 50 ms and 1 s; quiet passes back off', () => {
