@@ -145,7 +145,11 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   if (isFinished(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
   const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
   if (runOf(instance)?.startId === start.startId) {
-    const phase = (instance.customStatus as Partial<JobCustomStatus> | null | undefined)?.phase;
+    const custom = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+    // Its plan stood down as superseded, and Durable keeps it Running until the calls it made answer
+    // (a plan held by a dead instance: 20 s or more): the job's start goes on in the next generation now.
+    if (custom?.superseded === true) return { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' };
+    const phase = custom?.phase;
     if (status === 'ContinuedAsNew' || (phase !== undefined && PAST_PLAN.has(phase))) return { kind: 'confirmed' };
     // A Pending instance may never get its start message; Durable refuses to start over it.
     if (status === 'Pending' && (stuck || olderEpoch)) {

@@ -56,4 +56,10 @@ export interface JobCustomStatus {
   /** The activity call the run waits on, counting this execution's calls from 1 (with `generation`, it names the call). */
   readonly wait: number;
   readonly updatedAt: string;
+  /**
+   * Set when the plan step stood down as superseded (this start may not run the job): the run has
+   * ended, though Durable shows it Running until every call it made has answered, and the intake
+   * starts the job's current start in the next instance generation at once (JobIntake.nextStartStep).
+   */
+  readonly superseded?: true;
 }

@@ -40,7 +40,7 @@ import { type DispatchLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { type AggregateInput, dispatchJobOf, type JobStepOutcome, type PlanInput, type PlanOutcome } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type JobRun } from './JobRun';
-import { type FinalStatus, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
+import { type FinalStatus, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
 
 export const JOB_ORCHESTRATOR = 'jobOrchestrator';
 export const JOB_ACTIVITIES = {
@@ -96,9 +96,10 @@ export const jobOrchestration: OrchestrationHandler = function* (
   let phase: JobCustomStatus['phase'] = 'planning';
   /** This execution's activity calls so far (published: the leader's stall check tells calls apart by it). */
   let wait = 0;
-  const publish = (next: JobCustomStatus['phase']): void => {
+  const publish = (next: JobCustomStatus['phase'], superseded = false): void => {
     phase = next;
     const status: JobCustomStatus = {
+      ...(superseded ? { superseded: true as const } : {}),
       phase,
       epoch: run.epoch,
       progress: state.ledger?.progress ?? EMPTY_PROGRESS,
@@ -129,8 +130,9 @@ export const jobOrchestration: OrchestrationHandler = function* (
       const input: PlanInput = { run, at: now().toISOString() };
       const planned = (yield* call(JOB_ACTIVITIES.plan, input)) as PlanOutcome;
       if (!planned.ok && 'standDown' in planned) {
-        // Not this run's to do: it answers what is recorded and records nothing itself.
-        publish('done');
+        // Not this run's to do: it answers what is recorded and records nothing itself. A superseded
+        // run says so in its status: the intake need not wait for Durable to finish it.
+        publish('done', isSuperseded(planned.standDown));
         return planned.standDown;
       }
       if (!planned.ok) return yield* finish(summaryOf('failed', planned.error));

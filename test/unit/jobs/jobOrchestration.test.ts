@@ -233,6 +233,23 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
       result.calls.map((c) => c.name),
       [JOB_ACTIVITIES.plan],
     );
+    assert.equal(lastStatus(result).superseded, undefined, 'answering the recorded outcome is not standing down superseded');
+  });
+
+  it('says in its status that it stood down superseded, so the intake starts the job again without waiting for Durable', async () => {
+    const marker: JobSummary = {
+      jobId: 'job1',
+      workType: 'sum',
+      status: 'failed',
+      progress: { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } },
+      error: { code: 'SUPERSEDED', message: 'stood down' },
+      epoch: 9,
+      finishedAt: START.toISOString(),
+      superseded: { reason: 'leader epoch 10 is newer than the run\'s 9' },
+    };
+    const result = await runJob(initialState(run()), { [JOB_ACTIVITIES.plan]: () => ({ ok: false, standDown: marker }) satisfies PlanOutcome });
+    assert.deepEqual(result.output, marker);
+    assert.deepEqual([lastStatus(result).phase, lastStatus(result).superseded], ['done', true]);
   });
 
   it('answers the summary aggregation recorded (an earlier run\'s, when it finished the job first), without a separate finish', async () => {

@@ -36,6 +36,8 @@ interface InstanceOptions {
   readonly ageSeconds?: number;
   readonly phase?: string;
   readonly output?: unknown;
+  /** The run's custom status says its plan stood down as superseded. */
+  readonly superseded?: boolean;
 }
 
 function instance(runtimeStatus: string, options: InstanceOptions = {}): OrchestrationSnapshot {
@@ -45,7 +47,10 @@ function instance(runtimeStatus: string, options: InstanceOptions = {}): Orchest
     runtimeStatus,
     input: { run: { startId: options.startId ?? 's-current' } },
     output: options.output ?? null,
-    customStatus: options.phase === undefined ? null : { phase: options.phase },
+    customStatus:
+      options.phase === undefined && options.superseded === undefined
+        ? null
+        : { ...(options.phase === undefined ? {} : { phase: options.phase }), ...(options.superseded === true ? { superseded: true } : {}) },
     createdTime: created,
     lastUpdatedTime: created,
   };
@@ -87,6 +92,16 @@ describe('judging a recorded start (nextStartStep)', () => {
     assert.deepEqual(nextStartStep(undefined, start(4), 5, NOW), { kind: 'take_over', nextGeneration: false, reason: 'no instance' });
     const stoodDown = nextStartStep(instance('Completed', { startId: 's-stale', output: summary('superseded') }), start(4), 5, NOW);
     assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: false, reason: 'its run stood down' });
+  });
+
+  it('moves the job to the next generation at once when its run stood down superseded but Durable still shows it Running', () => {
+    // The plan held by the dead leader answers only when it comes back (20 s or more): no waiting for it.
+    const stoodDown = nextStartStep(instance('Running', { phase: 'done', superseded: true }), start(4), 5, NOW);
+    assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+    // Done but not superseded (it answered the job's recorded outcome, or failed): nothing to restart.
+    assert.deepEqual(nextStartStep(instance('Running', { phase: 'done' }), start(4), 5, NOW), { kind: 'wait' });
+    // Another start's run stood down: not this start's business.
+    assert.deepEqual(nextStartStep(instance('Running', { startId: 's-stale', phase: 'done', superseded: true }), start(5), 5, NOW), { kind: 'wait' });
   });
 
   it('moves the job to the next instance generation when its instance is stuck Pending, or Pending under an older epoch', () => {
