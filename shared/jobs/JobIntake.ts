@@ -146,9 +146,11 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
   if (runOf(instance)?.startId === start.startId) {
     const custom = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
-    // Its plan stood down as superseded, and Durable keeps it Running until the calls it made answer
-    // (a plan held by a dead instance: 20 s or more): the job's start goes on in the next generation now.
-    if (custom?.superseded === true) return { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' };
+    // Its plan stood down as superseded (a newer leader's epoch), and Durable keeps it Running until
+    // the calls it made answer (a plan held by a dead instance: 20 s or more): this newer leader takes
+    // the start over in the next generation now. (A leader of the run's own epoch that sees this has
+    // lost the lease: it waits, as before.)
+    if (custom?.superseded === true && olderEpoch) return { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' };
     const phase = custom?.phase;
     if (status === 'ContinuedAsNew' || (phase !== undefined && PAST_PLAN.has(phase))) return { kind: 'confirmed' };
     // A Pending instance may never get its start message; Durable refuses to start over it.

@@ -98,6 +98,8 @@ describe('judging a recorded start (nextStartStep)', () => {
     // The plan held by the dead leader answers only when it comes back (20 s or more): no waiting for it.
     const stoodDown = nextStartStep(instance('Running', { phase: 'done', superseded: true }), start(4), 5, NOW);
     assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+    // Seen by a leader of the run's own epoch, which has lost the lease since: it waits, as before.
+    assert.deepEqual(nextStartStep(instance('Running', { phase: 'done', superseded: true }), start(5), 5, NOW), { kind: 'wait' });
     // Done but not superseded (it answered the job's recorded outcome, or failed): nothing to restart.
     assert.deepEqual(nextStartStep(instance('Running', { phase: 'done' }), start(4), 5, NOW), { kind: 'wait' });
     // Another start's run stood down: not this start's business.
