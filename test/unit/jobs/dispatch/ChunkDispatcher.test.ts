@@ -248,10 +248,32 @@ describe('ChunkDispatcher.step: a long poll', () => {
 
   const job = { jobId: 'lp', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } };
 
+  /** A worker finishing chunk `chunk` of job `lp` (one item, ok). */
+  const finish = (store: MemoryPipeline, chunk: number): Promise<unknown> =>
+    store.writeChunkResult({ jobId: 'lp', chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+
+  /** Workers that have the job to themselves: every chunk on the queue is done by the next look. */
+  const finishAllQueued = async (_t: number, store: MemoryPipeline): Promise<void> => {
+    for (const m of store.queue.splice(0)) await finish(store, m.message.chunk);
+  };
+
+  /** Workers shared with other jobs: one queued chunk done every `everyMs`, the first at `firstAt`. */
+  function finishOneEvery(everyMs: number, firstAt: number): (t: number, store: MemoryPipeline) => Promise<void> {
+    let lastAt = firstAt - everyMs;
+    return async (t, store) => {
+      while (t - lastAt >= everyMs) {
+        lastAt += everyMs;
+        const m = store.queue.shift();
+        if (m === undefined) break;
+        await finish(store, m.message.chunk);
+      }
+    };
+  }
+
   it('after a quiet spell looks again at 250, 500, then every 1,000 ms, and answers once a result lands after 2 s', async () => {
     const p = polling(async (t, store) => {
       if (t >= 2_000 && !store.results.has('lp/0')) {
-        await store.writeChunkResult({ jobId: 'lp', chunk: 0, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
+        await finish(store, 0);
       }
     });
     p.store.stage('lp', [1, 2], 1);
@@ -263,12 +285,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
   });
 
   it('refills the window as often as results land, down to every 50 ms, and answers after about 2 s', async () => {
-    // Workers that have the job to themselves: every chunk on the queue is done by the next look.
-    const p = polling(async (_t, store) => {
-      for (const m of store.queue.splice(0)) {
-        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
-      }
-    });
+    const p = polling(finishAllQueued);
     p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
     const eight = new ChunkDispatcher({ ...dispatcherDeps(p), policy: { ...DISPATCH_DEFAULTS, window: 8 } });
     const first = await eight.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
@@ -285,15 +302,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
 
   it('looks less often at a job whose chunks finish slowly (workers shared with other jobs): about once a second', async () => {
     // One result every 250 ms, a 64-chunk window: an eighth of it (8) takes 2 s, so passes stay 1 s apart.
-    let lastAt = 0;
-    const p = polling(async (t, store) => {
-      while (t - lastAt >= 250) {
-        lastAt += 250;
-        const m = store.queue.shift();
-        if (m === undefined) break;
-        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
-      }
-    });
+    const p = polling(finishOneEvery(250, 250));
     p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
     const first = await p.dispatcher.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
     p.passes.length = 0;
@@ -303,11 +312,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
   });
 
   it('a late call (asked for over 10 s before it starts: a redelivery, a retry, a resumed repeat) runs one pass and answers', async () => {
-    const p = polling(async (_t, store) => {
-      for (const m of store.queue.splice(0)) {
-        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
-      }
-    });
+    const p = polling(finishAllQueued);
     p.store.stage('lp', Array.from({ length: 1_000 }, () => 1), 1);
     const first = await p.dispatcher.pass({ job, chunkCount: 1_000, itemCount: 1_000, ledger: emptyLedger(1_000, 1_000), at: new Date(0).toISOString() });
     await p.deps.sleep?.(LATE_CALL_MS + 1); // the window's results land meanwhile
@@ -333,15 +338,7 @@ describe('ChunkDispatcher.step: a long poll', () => {
 
   it('once every chunk is sent, looks for the last results at the pace they come, not an eighth of a window later', async () => {
     // 12 chunks, all sent at once; one finishes every 100 ms from 250 ms on.
-    let lastAt = 150;
-    const p = polling(async (t, store) => {
-      while (t - lastAt >= 100) {
-        lastAt += 100;
-        const m = store.queue.shift();
-        if (m === undefined) break;
-        await store.writeChunkResult({ jobId: 'lp', chunk: m.message.chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' });
-      }
-    });
+    const p = polling(finishOneEvery(100, 250));
     p.store.stage('lp', Array.from({ length: 12 }, () => 1), 1);
     const first = await p.dispatcher.pass({ job, chunkCount: 12, itemCount: 12, ledger: emptyLedger(12, 12), at: new Date(0).toISOString() });
     const out = await p.dispatcher.step({ job, chunkCount: 12, itemCount: 12, ledger: first.ledger, at: new Date(0).toISOString() });
