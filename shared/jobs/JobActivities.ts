@@ -178,7 +178,9 @@ export class JobActivities {
     const waited = await this.deps.dispatcher.step(
       { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
       // Back to the orchestration after 1 s of results rather than a step's 2 s: the job's progress
-      // (its custom status) shows from the first results even when the whole job takes 2 s.
+      // (its custom status) shows from the first results even when the whole job takes 2 s. A job
+      // whose every chunk went out with the first window is waited for instead (up to waitMs) and
+      // aggregated here: its plan is its only activity.
       { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
     );
     const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);

@@ -4,7 +4,8 @@
  * as failed, and send what goes out. A step runs passes for a few seconds (`STEP_WAIT`, `nextPollMs`:
  * while results land, as often as an eighth of the window finishes, 50 ms to 1 s apart; backing off
  * to 1 s when nothing changes) and answers when the job is cancelled
- * or done, or after 2 s of refilling, or 5 s of quiet (a late call, `LATE_CALL_MS`, after one pass):
+ * or done, or after 2 s of refilling, or 5 s of quiet or of waiting for the last results once every
+ * chunk is sent (a late call, `LATE_CALL_MS`, after one pass):
  * the window refills many times a second without a Durable round trip each time, and the
  * orchestration needs no durable timer between steps: a timer message is
  * held by the instance that received it and, if that instance dies, comes back only after the
@@ -61,9 +62,9 @@ export interface StepWait {
   /** Between passes after one that changed nothing, doubling to `maxPollMs`. */
   readonly pollMs: number;
   readonly maxPollMs: number;
-  /** A step that changed something answers after about this long. */
+  /** A step that changed something answers after about this long, unless every chunk is sent. */
   readonly busyReturnMs: number;
-  /** A step that changed nothing answers after at most this long. */
+  /** A step that changed nothing, or whose job has every chunk sent, answers after at most this long. */
   readonly maxWaitMs: number;
 }
 
@@ -180,7 +181,7 @@ export class ChunkDispatcher {
 
   /**
    * Passes over the window, topping it up, until the job is cancelled or done, or `busyReturnMs` passed
-   * since the step began with at least one change, or `maxWaitMs` passed without any: the orchestration
+   * since the step began with at least one change and chunks left to send, or `maxWaitMs` passed: the orchestration
    * records a step's ledger every few seconds while the window refills many times a second.
    */
   async step(input: StepInput, wait: StepWait = STEP_WAIT): Promise<StepOutcome> {
@@ -208,8 +209,11 @@ export class ChunkDispatcher {
       previousAt = at.getTime();
       const pollMs = next.pollMs;
       quietMs = next.quietMs;
-      // The last pass lands at the step's time limit rather than a whole wait before it.
-      const remaining = (changedAnything(total) ? wait.busyReturnMs : wait.maxWaitMs) - (at.getTime() - started);
+      // Once every chunk is out there is nothing left to refill, and answering at busyReturnMs would
+      // put a Durable round trip (two queue polls) between the last results and the aggregation: the
+      // step waits for them, up to maxWaitMs. The last pass lands at the step's time limit.
+      const limit = changedAnything(total) && !allSent ? wait.busyReturnMs : wait.maxWaitMs;
+      const remaining = limit - (at.getTime() - started);
       if (remaining < wait.minBusyPollMs) return result;
       await (this.deps.sleep ?? defaultSleep)(Math.min(pollMs, remaining));
     }

@@ -276,10 +276,11 @@ describe('ChunkDispatcher.step: a long poll', () => {
         await finish(store, 0);
       }
     });
-    p.store.stage('lp', [1, 2], 1);
-    const first = await p.dispatcher.pass({ job, chunkCount: 2, itemCount: 2, ledger: emptyLedger(2, 2), at: new Date(0).toISOString() });
+    // More chunks than the window: with every chunk sent the step would wait on for the rest.
+    p.store.stage('lp', Array.from({ length: 100 }, () => 1), 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 100, itemCount: 100, ledger: emptyLedger(100, 100), at: new Date(0).toISOString() });
     p.passes.length = 0;
-    const out = await p.dispatcher.step({ job, chunkCount: 2, itemCount: 2, ledger: first.ledger, at: new Date(0).toISOString() });
+    const out = await p.dispatcher.step({ job, chunkCount: 100, itemCount: 100, ledger: first.ledger, at: new Date(0).toISOString() });
     assert.equal(out.finished, 1);
     assert.deepEqual(p.passes, [0, 250, 750, 1_750, 2_750]);
   });
@@ -345,6 +346,34 @@ describe('ChunkDispatcher.step: a long poll', () => {
     assert.equal(out.ledger.progress.chunks.done, 12);
     // The last result landed at 1,350 ms; an eighth of the 64-chunk window at 10/s would have waited 800 ms more.
     assert.ok(p.now() <= 1_450, `the step saw the last result at ${p.now()} ms`);
+  });
+
+  it('once every chunk is sent, waits past its 2 s for the last results (no Durable round trip before the aggregation), up to 5 s', async () => {
+    // 40 chunks, all in the first window; one finishes every 100 ms from 250 ms on: the last at 4,150 ms.
+    const p = polling(finishOneEvery(100, 250));
+    p.store.stage('lp', Array.from({ length: 40 }, () => 1), 1);
+    const first = await p.dispatcher.pass({ job, chunkCount: 40, itemCount: 40, ledger: emptyLedger(40, 40), at: new Date(0).toISOString() });
+    const out = await p.dispatcher.step({ job, chunkCount: 40, itemCount: 40, ledger: first.ledger, at: new Date(0).toISOString() });
+    assert.equal(out.ledger.progress.chunks.done, 40, `done ${out.ledger.progress.chunks.done} of 40 when the step answered at ${p.now()} ms`);
+    assert.ok(p.now() <= 4_250, `the step saw the last result at ${p.now()} ms`);
+
+    // With chunks left to send it answers after about 2 s as before (the orchestration records its ledger).
+    const q = polling(finishOneEvery(100, 250));
+    q.store.stage('lp', Array.from({ length: 100 }, () => 1), 1);
+    const open = await q.dispatcher.pass({ job, chunkCount: 100, itemCount: 100, ledger: emptyLedger(100, 100), at: new Date(0).toISOString() });
+    await q.dispatcher.step({ job, chunkCount: 100, itemCount: 100, ledger: open.ledger, at: new Date(0).toISOString() });
+    assert.equal(q.now(), STEP_WAIT.busyReturnMs);
+
+    // A job whose last chunks never finish (their workers died): the step still answers by 5 s.
+    const untilOneSecond = finishOneEvery(100, 250);
+    const stuck = polling(async (t, store) => {
+      if (t < 1_000) await untilOneSecond(t, store);
+    });
+    stuck.store.stage('lp', Array.from({ length: 40 }, () => 1), 1);
+    const sent = await stuck.dispatcher.pass({ job, chunkCount: 40, itemCount: 40, ledger: emptyLedger(40, 40), at: new Date(0).toISOString() });
+    const waited = await stuck.dispatcher.step({ job, chunkCount: 40, itemCount: 40, ledger: sent.ledger, at: new Date(0).toISOString() });
+    assert.ok(waited.finished > 0 && waited.ledger.progress.chunks.done < 40);
+    assert.equal(stuck.now(), STEP_WAIT.maxWaitMs);
   });
 
   it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {
