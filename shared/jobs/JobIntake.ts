@@ -10,6 +10,12 @@
  *    run input, a fresh start id, the leader's epoch, the instance generation), and the mark
  *    `unconfirmed-starts/<jobId>`;
  * 2. the Durable start of `job-<jobId>` (`job-<jobId>.<n>` after a repair), then the message delete.
+ * A small input (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`) is staged between 1 and
+ * 2, after the plan's own checks (`FirstWindow.prestage`), and once the run is started the leader
+ * sends the job's first window itself, in the background of the pass: the first chunks do not wait
+ * for the Durable queue hops to the plan activity, which finds the input staged and that window in
+ * flight. A check that fails (a newer epoch, the id's earlier results, a cancel) or input the plan
+ * must refuse leaves it all to the plan, which reports the outcome as for any job.
  * Every pass first checks each marked start (`nextStartStep`): an instance past its plan step (or
  * finished) confirms it and the mark goes; an instance that is missing, ended without doing the job
  * (it stood down), or Pending for longer than `stuckPendingSeconds` (its start message never came)
@@ -46,6 +52,7 @@ import { type DequeuedMessageItem, type QueueClient } from '@azure/storage-queue
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
+import { type StagedCounts } from './JobActivities';
 import { JobError, type JobErrorInfo } from './JobError';
 import { instanceIdFor, isValidJobId } from './jobIds';
 import { initialState } from './jobOrchestration';
@@ -74,6 +81,14 @@ export interface IntakeDeps {
   readonly inputContainers: InputContainers;
   readonly logger: Logger;
   readonly now?: Now;
+  /** The leader's own first window for small inputs (see the module comment); absent: the plan does it all. */
+  readonly firstWindow?: FirstWindow;
+}
+
+/** JobActivities' `prestage` and `sendFirstWindow`, as the intake uses them. */
+export interface FirstWindow {
+  prestage(run: JobRun, signal?: AbortSignal): Promise<StagedCounts | undefined>;
+  send(run: JobRun, staged: StagedCounts, signal?: AbortSignal): Promise<number>;
 }
 
 /** A submission to reject: its message, why, and what it asked for as far as it could be read. */
@@ -120,6 +135,12 @@ export const INTAKE = {
   stuckPendingSeconds: 30,
   /** Unconfirmed starts checked per pass; the rest wait for the next one. */
   maxChecksPerPass: 200,
+  /**
+   * An items blob up to this size is staged by the leader at intake, which then sends the first
+   * window itself (a 100,000-number array is ~0.6 MB, staged in ~60 ms); a bigger one is staged by
+   * the plan activity, off the intake's path (the Durable hops are small beside its staging).
+   */
+  firstWindowMaxBytes: 1024 * 1024,
 } as const;
 
 /** The next step for a recorded start, from what Durable shows (see the module comment). */
@@ -170,6 +191,9 @@ export class JobIntake {
   /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
   private readonly readability: QueueReadability;
 
+  /** First windows being sent (see `sendFirstWindow`). */
+  readonly #sending = new Set<Promise<void>>();
+
   constructor(private readonly deps: IntakeDeps) {
     this.now = nowOf(deps);
     this.readability = new QueueReadability({
@@ -193,6 +217,15 @@ export class JobIntake {
    * budget is spent, or `signal` aborts.
    */
   async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
+    try {
+      return await this.intakePass(ctx, orchestrations);
+    } finally {
+      // The first windows this pass started sending (they stop when `signal` aborts).
+      while (this.#sending.size > 0) await Promise.all([...this.#sending]);
+    }
+  }
+
+  private async intakePass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     await this.checkStarts(ctx, orchestrations, counts);
@@ -338,6 +371,7 @@ export class JobIntake {
     const { logger, store } = this.deps;
     let parsed: unknown;
     let job: AcceptedJob;
+    let blobBytes: number | undefined;
     try {
       parsed = decodeQueueMessage(message.messageText);
       job = validateSubmission(parsed, {
@@ -345,8 +379,11 @@ export class JobIntake {
         generateJobId: () => `q-${message.messageId}`,
         inputContainers: this.deps.inputContainers,
       });
-      if (job.source.kind === 'blob' && !(await store.externalExists(job.source, ctx.signal))) {
-        throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
+      if (job.source.kind === 'blob') {
+        blobBytes = await store.externalSize(job.source, ctx.signal);
+        if (blobBytes === undefined) {
+          throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
+        }
       }
     } catch (err) {
       if (isAbort(err)) throw err;
@@ -443,7 +480,10 @@ export class JobIntake {
         throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
       }
       await store.markUnconfirmed(job.jobId, ctx.signal);
+      const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
+      const prestaged = small ? await this.prestage(run, ctx) : undefined;
       await this.start(start, orchestrations);
+      if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
       await this.deleteMessage(message, ctx);
       if (record !== undefined) await store.deleteRecord(job.jobId, ctx.signal);
       logger.info('intake.started', {
@@ -452,6 +492,7 @@ export class JobIntake {
         instanceId: instanceIdFor(job.jobId),
         startId,
         epoch: ctx.epoch,
+        ...(prestaged === undefined ? {} : { firstWindow: true }),
       });
       return 'started';
     } catch (err) {
@@ -468,6 +509,36 @@ export class JobIntake {
       });
       return 'retry_later';
     }
+  }
+
+  /** The plan's checks and the staging, at intake (FirstWindow.prestage); undefined when the plan is to do it. */
+  private async prestage(run: JobRun, ctx: IntakeContext): Promise<StagedCounts | undefined> {
+    try {
+      return await this.deps.firstWindow?.prestage(run, ctx.signal);
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      // Storage trouble while staging: the plan stages (and retries) as it does for any job.
+      this.deps.logger.warn('intake.first_window_failed', { jobId: run.jobId, stage: 'staging', error: err, epoch: ctx.epoch });
+      return undefined;
+    }
+  }
+
+  /**
+   * Sends the first window of a job staged at intake without holding up the pass's next submission;
+   * the pass waits for these sends before it ends. A failed send is logged: its chunks count as sent
+   * in the plan's ledger and go out again once unclaimed (`DISPATCH_DEFAULTS.unclaimedSeconds`).
+   */
+  private sendFirstWindow(run: JobRun, staged: StagedCounts, ctx: IntakeContext): void {
+    const firstWindow = this.deps.firstWindow;
+    if (firstWindow === undefined) return;
+    const sending: Promise<void> = firstWindow.send(run, staged, ctx.signal).then(
+      () => undefined,
+      (err: unknown) => {
+        if (isAbort(err)) return;
+        this.deps.logger.warn('intake.first_window_failed', { jobId: run.jobId, stage: 'sending', error: err, epoch: ctx.epoch });
+      },
+    ).finally(() => this.#sending.delete(sending));
+    this.#sending.add(sending);
   }
 
   /** A submission whose start is already recorded: the pass's check of unconfirmed starts sees it through. */

@@ -588,10 +588,16 @@ export class JobStore implements ChunkStore {
 
   /** Whether a blob elsewhere in the account exists (a job's itemsBlob). */
   async externalExists(ref: BlobRef, signal?: AbortSignal): Promise<boolean> {
+    return (await this.externalSize(ref, signal)) !== undefined;
+  }
+
+  /** The size in bytes of a blob elsewhere in the account (a job's itemsBlob), undefined when it does not exist. */
+  async externalSize(ref: BlobRef, signal?: AbortSignal): Promise<number | undefined> {
     try {
-      return await this.blobs.getContainerClient(ref.container).getBlobClient(ref.blob).exists({ abortSignal: signal });
+      const properties = await this.blobs.getContainerClient(ref.container).getBlobClient(ref.blob).getProperties({ abortSignal: signal });
+      return properties.contentLength ?? 0;
     } catch (err) {
-      if (isStatus(err, 404)) return false;
+      if (isStatus(err, 404)) return undefined;
       throw err;
     }
   }

@@ -71,19 +71,20 @@ export function buildJobComponents(
     logger: logger.child('dispatch'),
     instanceId: settings.instanceId,
   });
+  const activities = new JobActivities({
+    store,
+    dispatcher,
+    stage: (run, signal, options) => stageInput({ store: inputs, registry }, run, signal, options),
+    staged: (run, signal) => stagedInput(inputs, run, signal),
+    registry,
+    logger: logger.child('activities'),
+    leaseEpoch,
+  });
   return {
     settings,
     store,
     logger,
-    activities: new JobActivities({
-      store,
-      dispatcher,
-      stage: (run, signal) => stageInput({ store: inputs, registry }, run, signal),
-      staged: (run, signal) => stagedInput(inputs, run, signal),
-      registry,
-      logger: logger.child('activities'),
-      leaseEpoch,
-    }),
+    activities,
     worker: new WorkItemProcessor({
       store,
       inputs: inputBlobs(blobs, inputContainers),
@@ -98,6 +99,10 @@ export function buildJobComponents(
       registry,
       inputContainers,
       logger: logger.child('intake'),
+      firstWindow: {
+        prestage: (run, signal) => activities.prestage(run, signal),
+        send: (run, staged, signal) => activities.sendFirstWindow(run, staged, signal),
+      },
     }),
     service: new JobService({ jobsQueue, store, registry, inputContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
   };

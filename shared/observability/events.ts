@@ -55,6 +55,14 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     level: 'info',
     what: "the leader started a job's orchestration",
     fields: { jobId: 'string', workType: 'string', epoch: 'number' },
+    optional: { firstWindow: 'boolean' },
+  },
+  'intake.first_window_failed': {
+    level: 'warn',
+    what:
+      "staging a small job at intake, or sending its first window, failed: the plan stages it, or sends the window's " +
+      'chunks again once they are unclaimed (15 s)',
+    fields: { jobId: 'string', stage: 'string', error: 'object', epoch: 'number' },
   },
   'intake.rejected': {
     level: 'warn',

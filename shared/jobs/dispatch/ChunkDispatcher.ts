@@ -225,9 +225,13 @@ export class ChunkDispatcher {
     return Number.isFinite(asked) && this.now().getTime() - asked > LATE_CALL_MS;
   }
 
-  /** The starting ledger of a retried plan whose input was already staged (see `resumedLedger`). */
-  resumedLedger(chunkCount: number, itemCount: number, at: string): DispatchLedger {
-    return resumedLedger(chunkCount, itemCount, Date.parse(at), this.deps.policy);
+  /**
+   * The starting ledger of a plan whose input was already staged (see `resumedLedger`): its first
+   * window counts as sent at `firstWindowAt` when the leader sent it at intake, else long ago.
+   */
+  resumedLedger(chunkCount: number, itemCount: number, at: string, firstWindowAt?: string): DispatchLedger {
+    const sentAt = firstWindowAt === undefined ? undefined : Date.parse(firstWindowAt);
+    return resumedLedger(chunkCount, itemCount, Date.parse(at), this.deps.policy, sentAt);
   }
 
   /** One pass at `input.at`: observe, decide, expire, send. */

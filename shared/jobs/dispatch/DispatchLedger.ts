@@ -91,14 +91,21 @@ export function emptyLedger(chunkCount: number, itemCount: number): DispatchLedg
 }
 
 /**
- * The ledger of a plan retried after its instance died, whose first window may have gone out (and
- * partly finished) or not: every chunk of it counts as sent long enough ago to go out again at once
- * unless the first pass finds its result or its claim. So the retry re-sends only what is missing,
- * where a fresh first window would send them all again.
+ * The ledger of a plan whose input was already staged: by an earlier attempt of this plan (retried
+ * after its instance died), whose first window may have gone out (and partly finished) or not, or
+ * by the leader that took the submission, which sends the first window itself (`sentAt`). Every
+ * chunk of the first window counts as sent at `sentAt`; by default long enough ago to go out again
+ * at once unless the first pass finds its result or its claim, so a retry re-sends only what is
+ * missing, where a fresh first window would send them all again.
  */
-export function resumedLedger(chunkCount: number, itemCount: number, at: number, policy: DispatchPolicy): DispatchLedger {
+export function resumedLedger(
+  chunkCount: number,
+  itemCount: number,
+  at: number,
+  policy: DispatchPolicy,
+  sentAt: number = at - policy.unclaimedSeconds * 1000,
+): DispatchLedger {
   const next = Math.min(policy.window, chunkCount);
-  const sentAt = at - policy.unclaimedSeconds * 1000;
   const inFlight = Array.from({ length: next }, (_, chunk) => ({ chunk, dispatch: 1, sentAt, resends: 0 }));
   return { ...emptyLedger(chunkCount, itemCount), next, inFlight };
 }

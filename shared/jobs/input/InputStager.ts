@@ -51,7 +51,12 @@ export const STAGING = {
 } as const;
 
 /** Stages `run`'s items; see the module comment. Throws JobError for input the job must refuse. */
-export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSignal): Promise<InputManifest> {
+export async function stageInput(
+  deps: StageDeps,
+  run: JobRun,
+  signal?: AbortSignal,
+  options: { readonly firstWindowAt?: string } = {},
+): Promise<InputManifest> {
   const type = deps.registry.get(run.workType);
   if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
   const chunkSize = run.options.chunkSize;
@@ -92,6 +97,7 @@ export async function stageInput(deps: StageDeps, run: JobRun, signal?: AbortSig
       chunkCount,
       segments,
       ...(run.startId === undefined ? {} : { startId: run.startId }),
+      ...(options.firstWindowAt === undefined ? {} : { firstWindowAt: options.firstWindowAt }),
     };
     await deps.store.writeManifest(manifest, signal);
     return manifest;

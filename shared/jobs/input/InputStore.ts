@@ -31,6 +31,11 @@ export interface InputManifest {
   readonly segments: ReadonlyArray<{ readonly firstChunk: number; readonly chunks: number }>;
   /** The start (JobRun.startId) whose plan staged it, when the run has one. */
   readonly startId?: string;
+  /**
+   * Set when the leader that took the submission staged it and sends the job's first window itself
+   * (JobActivities.prestage): the time (ISO) the plan counts that window as sent.
+   */
+  readonly firstWindowAt?: string;
 }
 
 /** An opened items blob: its size in bytes and its content as a stream of pieces. */
@@ -90,6 +95,7 @@ export function parseManifest(value: unknown, jobId: string, blobName: string): 
     m.chunkSize > 0 &&
     nat(m.chunkCount) &&
     (m.startId === undefined || typeof m.startId === 'string') &&
+    (m.firstWindowAt === undefined || (typeof m.firstWindowAt === 'string' && Number.isFinite(Date.parse(m.firstWindowAt)))) &&
     Array.isArray(m.segments) &&
     (m.segments as unknown[]).every((s) => {
       const segment = s as Record<string, unknown> | null;

@@ -99,6 +99,50 @@ describe('job activities (Azurite)', () => {
     assert.equal((await p.drainMessages()).length, 0);
   });
 
+  it('stages a small job at intake for the leader to send its first window; the plan counts that window in flight and sends it again only once unclaimed', async () => {
+    const p = await jobPipeline('prestage');
+    let leaseEpoch: number | undefined = 3;
+    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch) });
+    const items = { kind: 'inline' as const, items: Array.from({ length: 25 }, (_, i) => i) };
+    const run: JobRun = { ...jobRun('pre', 'sum', items, { chunkSize: 10 }), startId: 'start-1' };
+    const staged = await activities.prestage(run);
+    assert.deepEqual([staged?.chunkCount, staged?.itemCount], [3, 25]);
+    const windowAt = Date.parse(staged?.firstWindowAt ?? '');
+    assert.ok(Math.abs(windowAt - Date.now()) < 5_000, `firstWindowAt ${staged?.firstWindowAt}`);
+    assert.equal((await p.drainMessages()).length, 0, 'nothing is sent before the run is started');
+    assert.equal(await activities.sendFirstWindow(run, staged ?? assert.fail('not staged')), 3);
+    const window = await p.drainMessages();
+    assert.deepEqual(window.map((m) => (decodeQueueMessage(m.messageText) as WorkItemMessage).chunk).sort(), [0, 1, 2]);
+    assert.equal(await p.deliver(window[0] ?? assert.fail('no message')), 'written');
+
+    // The run's plan, a moment later: staged input found (no second staging, no lease-epoch check:
+    // the intake made it), the window in flight since firstWindowAt, nothing sent again.
+    leaseEpoch = 4;
+    const planned = await activities.plan({ run, at: new Date(windowAt + 500).toISOString() });
+    assert.ok(planned.ok && !('standDown' in planned), JSON.stringify(planned));
+    assert.deepEqual([planned.ledger.progress.chunks.done, planned.ledger.inFlight.length], [1, 2]);
+    assert.equal((await p.drainMessages()).length, 0, 'the plan sent the leader\'s window again');
+    // Chunks of that window nobody claimed (the leader died before sending them) go out again after unclaimedSeconds.
+    const later = await activities.plan({ run, at: new Date(windowAt + 16_000).toISOString() });
+    assert.ok(later.ok && !('standDown' in later));
+    assert.equal((await p.drainMessages()).length, 2, 'the two unclaimed chunks are sent again');
+
+    // A newer epoch, a cancel or an id holding another job's results: nothing staged, nothing sent; the plan decides.
+    const fresh = (jobId: string): JobRun => ({ ...jobRun(jobId, 'sum', items, { chunkSize: 10 }), startId: `start-${jobId}` });
+    assert.equal(await activities.prestage(fresh('pre-stale')), undefined, 'staged under a newer lease epoch');
+    leaseEpoch = 3;
+    await p.store.markCancelled('pre-cancelled', 'test');
+    assert.equal(await activities.prestage(fresh('pre-cancelled')), undefined, 'staged a cancelled job');
+    assert.equal(await p.store.claimJobId('pre-taken', 'another-fingerprint'), true);
+    assert.equal(await activities.prestage(fresh('pre-taken')), undefined, 'staged under an id holding another job');
+    // Staged, then the leader was paused and a newer epoch leads by the time it would send: it sends nothing.
+    const paused = fresh('pre-paused');
+    const pausedStaged = await activities.prestage(paused);
+    leaseEpoch = 4;
+    assert.equal(await activities.sendFirstWindow(paused, pausedStaged ?? assert.fail('not staged')), 0);
+    assert.equal((await p.drainMessages()).length, 0);
+  });
+
   it('reads items from a blob and reports a missing, malformed or refused blob as the job\'s error', async () => {
     const p = await jobPipeline('blob');
     const inputs = p.blobs.getContainerClient(uniqueName('inputs'));

@@ -9,9 +9,11 @@ import { after, before, describe, it } from 'node:test';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { appRoot } from '../../../shared/app/appRoot';
+import { BlobInputStore } from '../../../shared/jobs/input/InputStore';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
-import { INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
+import { type FirstWindow, INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
+import { type JobService } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient, type OrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { memoryLogger } from '../../../shared/observability/log';
@@ -40,6 +42,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     readonly registry?: WorkTypeRegistry;
     readonly logger?: ReturnType<typeof memoryLogger>;
     readonly now?: () => Date;
+    readonly firstWindow?: FirstWindow;
   }
 
   function intake(overrides: IntakeOverrides = {}): JobIntake {
@@ -52,6 +55,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
       logger: overrides.logger ?? memoryLogger('intake'),
       ...(overrides.now === undefined ? {} : { now: overrides.now }),
+      ...(overrides.firstWindow === undefined ? {} : { firstWindow: overrides.firstWindow }),
     });
   }
 
@@ -123,6 +127,43 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const status = await orchestrations.getStatus(instanceIdFor('once'));
     assert.equal((status?.input as { run: { epoch: number } }).run.epoch, 11);
     assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('stages a small job and sends its first window itself once the run is started; leaves a bigger items blob to the plan', async () => {
+    const c = appRoot().jobs;
+    const calls: { prestaged: string[]; sent: Array<[string, number]> } = { prestaged: [], sent: [] };
+    const firstWindow: FirstWindow = {
+      prestage: (run, signal) => (calls.prestaged.push(run.jobId), c.activities.prestage(run, signal)),
+      send: async (run, staged, signal) => {
+        const sent = await c.activities.sendFirstWindow(run, staged, signal);
+        calls.sent.push([run.jobId, sent]);
+        return sent;
+      },
+    };
+    const manifests = new BlobInputStore(c.store.blobs, c.settings.jobs.resultsContainer);
+    const items = Array.from({ length: 30 }, (_, i) => i + 1);
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'first-window', workType: 'sum', items, options: { chunkSize: 10 } }));
+    const passStarted = Date.now();
+    assert.equal((await intake({ firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    assert.deepEqual(calls.sent, [['first-window', 3]], 'the pass ends once its first windows are sent');
+    const manifest = await manifests.readManifest('first-window');
+    const windowAt = Date.parse(manifest?.firstWindowAt ?? '');
+    assert.ok(windowAt >= passStarted - 5_000, `manifest ${JSON.stringify(manifest)}`);
+    const view = await eventuallyFinished('first-window');
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(view.result, { count: 30, sum: 465, min: 1, max: 30 });
+
+    // Over INTAKE.firstWindowMaxBytes: the intake stages nothing; the plan does it all.
+    const inputs = c.store.blobs.getContainerClient(uniqueName('e2e-inputs'));
+    await inputs.createIfNotExists();
+    const big = JSON.stringify(Array.from({ length: 200_000 }, (_, i) => i));
+    assert.ok(Buffer.byteLength(big) > INTAKE.firstWindowMaxBytes);
+    await inputs.getBlockBlobClient('big.json').upload(big, Buffer.byteLength(big));
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'no-first-window', workType: 'noop', itemsBlob: `${inputs.containerName}/big.json` }));
+    assert.equal((await intake({ firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    assert.deepEqual(calls.prestaged, ['first-window'], 'the big input was staged at intake');
+    assert.equal((await eventuallyFinished('no-first-window')).status, 'completed');
+    assert.equal((await manifests.readManifest('no-first-window'))?.firstWindowAt, undefined, 'the plan staged it');
   });
 
   it('leaves a message whose start failed on the queue for the next pass', async () => {
@@ -280,6 +321,17 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   function intakeCounts(report: IntakeReport): Pick<IntakeReport, 'received' | 'started' | 'alreadyStarted' | 'rejected' | 'retryLater'> {
     const { received, started, alreadyStarted, rejected, retryLater } = report;
     return { received, started, alreadyStarted, rejected, retryLater };
+  }
+
+  /** The job's view once it is finished (completed, failed, ...), within 60 s. */
+  async function eventuallyFinished(jobId: string): Promise<Awaited<ReturnType<JobService['get']>>> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const view = await appRoot().jobs.service.get(jobId, orchestrations);
+      if (view.status !== 'pending' && view.status !== 'running') return view;
+      if (Date.now() > deadline) assert.fail(`job ${jobId} still ${view.status}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 
   async function freshQueue(prefix: string): Promise<QueueClient> {

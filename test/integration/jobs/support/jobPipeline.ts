@@ -62,7 +62,7 @@ export async function jobPipeline(
     new JobActivities({
       store,
       dispatcher,
-      stage: (run, signal) => stageInput({ store: inputStore, registry }, run, signal),
+      stage: (run, signal, options) => stageInput({ store: inputStore, registry }, run, signal, options),
       staged: (run, signal) => stagedInput(inputStore, run, signal),
       registry,
       logger,
