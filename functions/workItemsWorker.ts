@@ -1,5 +1,6 @@
 /**
- * The queue worker on every instance: one work-items message is one chunk of a job. The host
+ * The queue worker on every instance: one work-items message is one chunk of a job, or an envelope
+ * of a few (the dispatcher packs chunks sent together), each handled as if it came alone. The host
  * decodes base64, redelivers on a throw (up to host.json queues.maxDequeueCount = 5) and passes
  * the delivery count in `triggerMetadata.dequeueCount`; the worker records a chunk as failed on
  * its job's last attempt so the message never needs the poison queue. Logic: WorkItemProcessor.
@@ -17,11 +18,11 @@ export async function workItemsWorker(message: unknown, context: InvocationConte
   root.offer(df.getClient(context));
   const meta = context.triggerMetadata ?? {};
   const dequeueCount = Number(meta.dequeueCount ?? 1);
-  const outcome = await root.jobs.worker.handle(message, {
+  const outcomes = await root.jobs.worker.handleMessage(message, {
     dequeueCount: Number.isFinite(dequeueCount) && dequeueCount >= 1 ? dequeueCount : 1,
     ...(typeof meta.id === 'string' ? { messageId: meta.id } : {}),
   });
-  context.debug(`work item: ${outcome}`);
+  context.debug(`work item: ${outcomes.join(', ')}`);
 }
 
 app.storageQueue('workItemsWorker', {

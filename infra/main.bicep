@@ -111,6 +111,11 @@ param jobRetentionDays int = 30
 @maxValue(1000)
 param jobDispatchWindow int = 64
 
+@description('JOB_CHUNKS_PER_MESSAGE: chunks sent together travel up to this many to a work-items message (fewer queue transactions); 1 spreads a job over more instances.')
+@minValue(1)
+@maxValue(16)
+param jobChunksPerMessage int = 4
+
 @description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
@@ -283,6 +288,7 @@ var appSettings = {
   JOB_INPUT_CONTAINERS: jobInputContainers
   JOB_RETENTION_DAYS: string(jobRetentionDays)
   JOB_DISPATCH_WINDOW: string(jobDispatchWindow)
+  JOB_CHUNKS_PER_MESSAGE: string(jobChunksPerMessage)
   COORDINATOR_LOG_LEVEL: coordinatorLogLevel
   // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the

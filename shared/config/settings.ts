@@ -14,6 +14,7 @@
  * setting exists it falls back to `AzureWebJobsStorage`, read the same way, and the queue trigger
  * is bound to that connection name instead, so the fallback holds on the real host too.
  */
+import { MAX_ENVELOPE_PARTS } from '../jobs/messageCodec';
 import { checkLeaderTiming, type TimingKey, type TimingNames } from '../leader/leaderTiming';
 import { ConfigError } from './ConfigError';
 
@@ -38,6 +39,7 @@ export const SETTING_NAMES = {
   inputContainers: 'JOB_INPUT_CONTAINERS',
   retentionDays: 'JOB_RETENTION_DAYS',
   dispatchWindow: 'JOB_DISPATCH_WINDOW',
+  chunksPerMessage: 'JOB_CHUNKS_PER_MESSAGE',
   taskHubName: 'TASK_HUB_NAME',
 } as const;
 
@@ -67,6 +69,12 @@ export const DEFAULTS = {
    * chunks get through between a big job's.
    */
   dispatchWindow: 64,
+  /**
+   * Chunks sent together travel up to this many to a queue message (ChunkDispatcher CHUNKS_PER_MESSAGE):
+   * a quarter of the queue transactions per chunk; 1 spreads a job's window over more instances
+   * (a window of 64 chunks is 16 messages at 4).
+   */
+  chunksPerMessage: 4,
   /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */
   timerSchedule: '*/5 * * * * *',
   jobsQueue: 'jobs',
@@ -121,6 +129,8 @@ export interface JobSettings {
   readonly retentionDays: number;
   /** Chunks of one job in flight at most. */
   readonly dispatchWindow: number;
+  /** Chunks to a work-items message at most. */
+  readonly chunksPerMessage: number;
   readonly taskHubName: string;
 }
 
@@ -193,6 +203,12 @@ export function loadSettings(env: Env = process.env): Settings {
         max: 1000,
         integer: true,
         hint: 'chunks of one job in flight',
+      }),
+      chunksPerMessage: readNumber(env, SETTING_NAMES.chunksPerMessage, DEFAULTS.chunksPerMessage, {
+        min: 1,
+        max: MAX_ENVELOPE_PARTS,
+        integer: true,
+        hint: 'chunks to a work-items message',
       }),
       taskHubName,
     },

@@ -1,5 +1,6 @@
 /**
- * The worker's logic for one work-item message (one chunk), on any instance.
+ * The worker's logic for one work-item message (one chunk, or an envelope of a few: each part is
+ * handled as if it had come alone), on any instance.
  *
  * Guarantees: a chunk's result is written at most once (conditional create), so a redelivered or
  * re-dispatched chunk never counts twice; a redelivered or re-sent chunk whose result exists is
@@ -24,7 +25,7 @@ import { type ChunkStore } from './dispatch/PipelineStore';
 import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
 import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';
-import { parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
+import { parseWorkItemDelivery, parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
 import { mapLimit } from './pool';
 import { type Now, nowOf } from './wallClock';
 
@@ -70,7 +71,21 @@ export class WorkItemProcessor {
     this.now = nowOf(deps);
   }
 
-  /** Handles one delivery; throws to have the host deliver it again. */
+  /**
+   * Handles one delivery of a queue message: its chunk, or each part of an envelope at once, each as
+   * if it had come alone. Throws (after every part has settled) when a part must be delivered again:
+   * the parts that wrote their results skip on that delivery (it is not a first delivery).
+   */
+  async handleMessage(body: unknown, delivery: Delivery): Promise<WorkOutcome[]> {
+    const parts = parseWorkItemDelivery(typeof body === 'string' ? parseText(body) : body);
+    if (parts.length === 1) return [await this.handle(parts[0], delivery)];
+    const settled = await Promise.allSettled(parts.map((part) => this.handle(part, delivery)));
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    return settled.map((s) => (s as PromiseFulfilledResult<WorkOutcome>).value);
+  }
+
+  /** Handles one chunk's delivery; throws to have the host deliver it again. */
   async handle(body: unknown, delivery: Delivery): Promise<WorkOutcome> {
     const message = parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body);
     const { store, logger } = this.deps;

@@ -70,6 +70,7 @@ export function buildJobComponents(
     policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
     logger: logger.child('dispatch'),
     instanceId: settings.instanceId,
+    chunksPerMessage: settings.jobs.chunksPerMessage,
   });
   const activities = new JobActivities({
     store,

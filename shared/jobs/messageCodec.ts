@@ -69,6 +69,40 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
+/**
+ * Several chunks in one queue message (the dispatcher packs up to `DISPATCH_DEFAULTS.chunksPerMessage`
+ * consecutive sends, within the message size): one send, one receive share and one delete carry
+ * them all. Each part is a whole work-item message, handled as if it had come alone.
+ */
+export interface WorkItemEnvelope {
+  readonly v: 1;
+  readonly parts: readonly WorkItemMessage[];
+}
+
+/** Most parts an envelope may carry (a bound on what one delivery starts). */
+export const MAX_ENVELOPE_PARTS = 16;
+
+/** One message's chunks: the message itself, or an envelope's parts, each checked (`parseWorkItemMessage`). */
+export function parseWorkItemDelivery(value: unknown): WorkItemMessage[] {
+  if (isRecord(value) && Array.isArray(value.parts)) {
+    if (value.v !== 1) throw new JobError('INVALID_WORK_ITEM', 'Not a work-item message: unknown envelope version.');
+    const parts: unknown[] = value.parts;
+    if (parts.length < 1 || parts.length > MAX_ENVELOPE_PARTS) {
+      const what = `an envelope of ${parts.length} parts (1 to ${MAX_ENVELOPE_PARTS})`;
+      throw new JobError('INVALID_WORK_ITEM', `Not a work-item message: ${what}.`);
+    }
+    return parts.map(parseWorkItemMessage);
+  }
+  return [parseWorkItemMessage(value)];
+}
+
+/** The queue message for `messages`: the one message itself, or an envelope of them. */
+export function workItemPayload(messages: readonly WorkItemMessage[]): WorkItemMessage | WorkItemEnvelope {
+  const [only] = messages;
+  if (only === undefined) throw new Error('A work-item message needs at least one chunk.');
+  return messages.length === 1 ? only : { v: 1, parts: messages };
+}
+
 /** Checks a work-item message's shape; a message that fails this was not written by the planner. */
 export function parseWorkItemMessage(value: unknown): WorkItemMessage {
   const problem = (what: string): never => {

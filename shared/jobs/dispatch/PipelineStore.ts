@@ -42,7 +42,11 @@ export interface ChunkStore {
 
 /** Where chunk messages go. */
 export interface WorkQueue {
-  send(message: WorkItemMessage, signal?: AbortSignal): Promise<void>;
+  /**
+   * Puts these chunks on the queue as one message (an envelope when there are several; the in-memory
+   * twin queues each on its own, as a worker handles each part as if it had come alone).
+   */
+  send(messages: readonly WorkItemMessage[], signal?: AbortSignal): Promise<void>;
 }
 
 /** A staged job's items, a few chunks at a time. */

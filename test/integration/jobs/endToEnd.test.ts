@@ -275,9 +275,10 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
 
   it('does not re-dispatch or expire chunks that wait in a backlog past the deadline: the deadline runs from a worker\'s claim', async () => {
     // 60 chunks of 2.5 s each (long enough for their workers to claim them, after 2 s) on one host
-    // taking at most 12 at a time (host.json batchSize 8 + newBatchThreshold 4): the last chunks wait
-    // in the queue at least 10 s, past the 5 s deadline, and a single attempt leaves no room for a
-    // mistaken expiry to be repaired.
+    // taking at most 12 messages at a time (host.json batchSize 8 + newBatchThreshold 4), one chunk to
+    // a message (each item, a chunk, is 30 KB of JSON: two do not fit the 48 KiB a message holds): the
+    // last chunks wait in the queue at least 10 s, past the 5 s deadline, and a single attempt leaves
+    // no room for a mistaken expiry to be repaired.
     workTypes.register({
       name: 'e2e-backlog',
       description: 'each item takes 2.5 s',
@@ -290,7 +291,12 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
       combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
       finish: (total) => total,
     });
-    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'backlog-job', workType: 'e2e-backlog', items: new Array(60).fill(0), options: { chunkSize: 1, deadlineSeconds: 5, attempts: 1 } }));
+    const inputs = blobs().getContainerClient(uniqueName('e2e-inputs'));
+    await inputs.createIfNotExists();
+    const text = JSON.stringify(Array.from({ length: 60 }, () => 'x'.repeat(30 * 1024)));
+    await inputs.getBlockBlobClient('backlog.json').upload(text, Buffer.byteLength(text));
+    const submission = { jobId: 'backlog-job', workType: 'e2e-backlog', itemsBlob: `${inputs.containerName}/backlog.json`, options: { chunkSize: 1, deadlineSeconds: 5, attempts: 1 } };
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify(submission));
     assert.equal(posted.status, 202, posted.text);
     await passUntilQueueEmpty();
     const view = await finished('backlog-job', 90_000);

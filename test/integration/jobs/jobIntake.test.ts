@@ -166,6 +166,24 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await manifests.readManifest('no-first-window'))?.firstWindowAt, undefined, 'the plan staged it');
   });
 
+  it('a first window the leader failed to send goes out from the plan once its chunks are unclaimed (15 s), and the job completes exactly', async () => {
+    const c = appRoot().jobs;
+    const logger = memoryLogger('intake');
+    const firstWindow: FirstWindow = {
+      prestage: (run, signal) => c.activities.prestage(run, signal),
+      send: () => Promise.reject(new Error('queue unreachable')),
+    };
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'window-lost', workType: 'sum', items: [5, 6, 7], options: { chunkSize: 1 } }));
+    const posted = Date.now();
+    assert.equal((await intake({ logger, firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    const failed = logger.lines.filter((l) => l.event === 'intake.first_window_failed');
+    assert.deepEqual(failed.map((l) => [l.level, l.jobId, l.stage]), [['warn', 'window-lost', 'sending']]);
+    const view = await eventuallyFinished('window-lost');
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(view.result, { count: 3, sum: 18, min: 5, max: 7 });
+    assert.ok(Date.now() - posted >= 14_000, 'the chunks went out before they were unclaimed for 15 s (a duplicate send)');
+  });
+
   it('leaves a message whose start failed on the queue for the next pass', async () => {
     await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
     const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };

@@ -54,6 +54,42 @@ describe('work-items worker (Azurite)', () => {
     assert.deepEqual(summary.progress, { chunks: { total: 3, done: 3, failed: 0 }, items: { total: 25, done: 25, failed: 0 } });
   });
 
+  it('carries up to four chunks in one message, each handled as if it came alone; a part that fails redelivers the message and only that part works again', async () => {
+    let failOnce = true;
+    // Item 13 (chunk 4 of 3-item chunks) fails its first delivery: a transient fault of the chunk.
+    const flaky: WorkType<{ count: number; sum: number }, { count: number; sum: number }> = {
+      name: 'flaky',
+      description: 'sums, failing once on item 13',
+      validateItem: () => undefined,
+      process: (item) => {
+        if (item === 13 && failOnce) {
+          failOnce = false;
+          throw new Error('transient');
+        }
+        return { count: 1, sum: Number(item) };
+      },
+      empty: () => ({ count: 0, sum: 0 }),
+      combine: (a, b) => ({ count: a.count + b.count, sum: a.sum + b.sum }),
+      finish: (t) => t,
+    };
+    const p = await jobPipeline('packed', builtInWorkTypes().register(flaky), undefined, undefined, undefined, 4);
+    const items = Array.from({ length: 30 }, (_, i) => i + 1);
+    const planned = await p.plan(jobRun('packed-job', 'flaky', { kind: 'inline', items }, { chunkSize: 3 }));
+    assert.ok(planned.ok && !('standDown' in planned) && planned.chunkCount === 10);
+    const messages = await p.drainMessages();
+    const bodies = messages.map((m) => decodeQueueMessage(m.messageText) as { parts?: WorkItemMessage[] });
+    assert.deepEqual(bodies.map((b) => b.parts?.map((part) => part.chunk)).sort(), [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], 'three messages: 4, 4 and 2 chunks');
+    const [first, second, third] = messages;
+    assert.deepEqual(await p.worker.handleMessage(decodeQueueMessage(first?.messageText ?? ''), { dequeueCount: 1 }), ['written', 'written', 'written', 'written']);
+    await assert.rejects(p.worker.handleMessage(decodeQueueMessage(second?.messageText ?? ''), { dequeueCount: 1 }), /transient/);
+    // The three parts that finished wrote their results; the redelivery skips them and does chunk 4.
+    assert.deepEqual(await p.worker.handleMessage(decodeQueueMessage(second?.messageText ?? ''), { dequeueCount: 2 }), ['written', 'duplicate', 'duplicate', 'duplicate']);
+    assert.deepEqual(await p.worker.handleMessage(decodeQueueMessage(third?.messageText ?? ''), { dequeueCount: 1 }), ['written', 'written']);
+    const summary = await p.activities.aggregate({ run: jobRun('packed-job', 'flaky', { kind: 'inline', items }), chunkCount: 10, itemCount: 30, cancelled: false });
+    assert.equal(summary.status, 'completed');
+    assert.deepEqual(summary.result, { count: 30, sum: 465 });
+  });
+
   it('throws for redelivery before the last attempt and records the chunk as failed on it', async () => {
     const registry = builtInWorkTypes().register(failing);
     const p = await jobPipeline('last', registry);

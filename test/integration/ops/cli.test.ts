@@ -128,7 +128,8 @@ describe('the command line against a running app (development host, Azurite)', (
   });
 
   it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
-    const items = Array.from({ length: 200 }, () => 400);
+    // 200 chunks of 1.6 s, 48 at a time (12 messages of 4 chunks): about 7 s, several progress lines.
+    const items = Array.from({ length: 200 }, () => 1_600);
     const submitted = await run(['submit', file('slow.json', JSON.stringify(items)), '--work-type', 'slow', '--chunk-size', '1', '--job-id', 'cli-slow']);
     assert.equal(submitted.code, EXIT.ok, submitted.stderr);
     assert.equal(submitted.stdout.trim(), 'cli-slow');

@@ -27,6 +27,8 @@ import { azuriteConnectionString, uniqueName } from '../../../support/env';
  * `workerNow`: the worker's clock (claim and result times), for deadline tests; the real one by default.
  * `claimAfterMs`: how long a delivery works before it claims its chunk (2 s by default).
  * `window`: chunks of a job in flight (the shipped default unless a test needs fewer).
+ * `chunksPerMessage`: one by default, as these tests move chunks one at a time (the app packs
+ * CHUNKS_PER_MESSAGE; the envelope has tests of its own).
  */
 export async function jobPipeline(
   prefix: string,
@@ -34,6 +36,7 @@ export async function jobPipeline(
   workerNow?: () => Date,
   window = DISPATCH_DEFAULTS.window,
   claimAfterMs?: number,
+  chunksPerMessage = 1,
 ) {
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
@@ -53,6 +56,7 @@ export async function jobPipeline(
     policy: { ...DISPATCH_DEFAULTS, window },
     logger,
     instanceId: 'test-instance',
+    chunksPerMessage,
   });
   /**
    * The activities as the app wires them, with a test's own extras (a lease epoch, a clock). The plan

@@ -58,10 +58,12 @@ export class MemoryPipeline implements ChunkStore, WorkQueue, ChunkItemsSource {
   }
 
   // --- WorkQueue ---
-  async send(message: WorkItemMessage): Promise<void> {
+  async send(messages: readonly WorkItemMessage[]): Promise<void> {
     await this.enter('send');
-    this.sent.push(message);
-    this.queue.push({ id: this.nextId++, message, dequeueCount: 0, visibleAt: this.now() });
+    for (const message of messages) {
+      this.sent.push(message);
+      this.queue.push({ id: this.nextId++, message, dequeueCount: 0, visibleAt: this.now() });
+    }
   }
 
   /** Up to `n` visible messages, oldest first, made invisible for `visibilityMs`. */
