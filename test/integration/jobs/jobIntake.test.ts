@@ -184,6 +184,33 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.ok(Date.now() - posted >= 14_000, 'the chunks went out before they were unclaimed for 15 s (a duplicate send)');
   });
 
+  it('starts a burst of submissions a few at once, the messages naming one job id one after another', async () => {
+    const fresh = await freshQueue('burst');
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `burst-${i}`, workType: 'noop', items: [i] }));
+    const twin = encodeQueueMessage({ jobId: 'burst-twin', workType: 'noop', items: [1] });
+    await fresh.sendMessage(twin);
+    await fresh.sendMessage(twin);
+    let inFlight = 0;
+    let most = 0;
+    const counting: OrchestrationClient = {
+      ...orchestrations,
+      start: async (instanceId, input) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          // Long enough for the others of the batch to reach their starts meanwhile.
+          await new Promise((r) => setTimeout(r, 100));
+          return await orchestrations.start(instanceId, input);
+        } finally {
+          inFlight -= 1;
+        }
+      },
+    };
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), counting);
+    assert.deepEqual(intakeCounts(report), { received: 10, started: 9, alreadyStarted: 1, rejected: 0, retryLater: 0 }, 'the twin found its start');
+    assert.equal(most, INTAKE.messageConcurrency, `starts in flight at once: ${most}`);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+  });
+
   it('leaves a message whose start failed on the queue for the next pass', async () => {
     await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
     const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
