@@ -211,6 +211,26 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
   });
 
+  it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans', async () => {
+    const c = appRoot().jobs;
+    const fresh = await freshQueue('budget');
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-${i}`, workType: 'noop', items: [i] }));
+    const prestaged: string[] = [];
+    const firstWindow: FirstWindow = {
+      // Each staging takes longer than the whole budget (a loaded storage account).
+      prestage: async (run, signal) => {
+        prestaged.push(run.jobId);
+        await new Promise((r) => setTimeout(r, INTAKE.firstWindowBudgetMs + 50));
+        return c.activities.prestage(run, signal);
+      },
+      send: (run, staged, signal) => c.activities.sendFirstWindow(run, staged, signal),
+    };
+    const report = await intake({ jobsQueue: fresh, firstWindow }).runPass(ctx(), orchestrations);
+    assert.equal(report.started, 8);
+    // The first few start staging together, before any time is spent; once it is, the others skip it.
+    assert.equal(prestaged.length, INTAKE.messageConcurrency, `staged at intake: ${prestaged.join(', ')}`);
+  });
+
   it('leaves a message whose start failed on the queue for the next pass', async () => {
     await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
     const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
