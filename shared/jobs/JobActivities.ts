@@ -1,6 +1,7 @@
 /**
  * The orchestration's activities: plan (fence the run, stage the job's items, send the first
- * window and wait a few seconds for its first results), step (count landed results, send chunks
+ * window and wait a few seconds for its first results; for a small job the leader's intake did the
+ * fence, the staging and the first window already: `prestage`, `sendFirstWindow`), step (count landed results, send chunks
  * again or expire them, top the window up: see dispatch/), aggregate (combine every chunk's partial
  * once, store the full result, record the final summary) and finish (record the final summary of a
  * job that ended without aggregating: refused, failed).

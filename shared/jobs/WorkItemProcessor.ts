@@ -13,7 +13,8 @@
  * beats on the claim: the orchestration's deadline runs from the claim, so a chunk still waiting in
  * a backlog is never declared late, and a claim that goes silent is sent again in seconds.
  * Storage per chunk in the common case (first delivery of a first send, done within 2 s): the
- * result's create and the host's receive and delete; the cancel marker is read once a second per job.
+ * result's create and the host's receive and delete (one of each per message, shared by an envelope's
+ * parts); the cancel marker is read once a second per job.
  * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the first
  * delivery of a first-round chunk sent twice, by a retried activity or as unclaimed; one result is kept).
  */

@@ -70,8 +70,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 const isNat = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /**
- * Several chunks in one queue message (the dispatcher packs up to `DISPATCH_DEFAULTS.chunksPerMessage`
- * consecutive sends, within the message size): one send, one receive share and one delete carry
+ * Several chunks in one queue message (the dispatcher packs up to `JOB_CHUNKS_PER_MESSAGE`, default
+ * `CHUNKS_PER_MESSAGE`, consecutive sends, within the message size): one send, one receive share and one delete carry
  * them all. Each part is a whole work-item message, handled as if it had come alone.
  */
 export interface WorkItemEnvelope {

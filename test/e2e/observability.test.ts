@@ -116,9 +116,10 @@ describe('structured events for Application Insights, from a real host process',
   it('emits every lifecycle event with its fields, on the stream whose host severity matches its level', async () => {
     assert.equal((await api('POST', '/jobs', { jobId: 'obs-sum', workType: 'sum', items: [1, 2, 3, 4, 5], options: { chunkSize: 2 } })).status, 202);
     assert.equal((await api('POST', '/jobs', { jobId: 'obs-boom', workType: 'explode', items: ['a', 'boom', 'b'], options: { chunkSize: 1, attempts: 1 } })).status, 202);
-    // Long enough (120 chunks of 1.5 s, 12 at a time: 15 s) that it is still running when its first
-    // progress shows and the two jobs before it have finished (at 60 chunks a loaded CI run saw it end first).
-    const slowItems = Array.from({ length: 120 }, () => 1_500);
+    // Long enough (120 chunks of 6 s, 48 at a time: 12 messages of 4 chunks, 15 s) that it is still running
+    // when its first progress shows and the two jobs before it have finished (at 60 chunks of 1.5 s, 12 at a
+    // time, a loaded CI run saw it end first).
+    const slowItems = Array.from({ length: 120 }, () => 6_000);
     assert.equal((await api('POST', '/jobs', { jobId: 'obs-slow', workType: 'slow', items: slowItems, options: { chunkSize: 1 } })).status, 202);
     const jobs = new QueueClient(conn, env.JOBS_QUEUE ?? '');
     await jobs.sendMessage(encodeQueueMessage({ jobId: 'obs-unknown', workType: 'no-such-type', items: [1] }));

@@ -123,8 +123,9 @@ describe('two instances of the app on the development host', () => {
 
   it('completes a sum over 10,000 integers submitted by HTTP exactly, with progress visible, and a queue-submitted job too', async () => {
     const items = Array.from({ length: 10_000 }, (_, i) => ((i * 7919) % 1999) - 999);
-    // 200 chunks: enough work for the orchestration's progress polls (1 s, 2.5 s, ...) to see it midway.
-    const posted = await call('POST', '/api/jobs', JSON.stringify({ workType: 'sum', items, options: { chunkSize: 50 } }));
+    // 1,000 chunks: enough work (several seconds on two instances) for the status to show progress
+    // midway; at 200 (chunkSize 50) the job could finish within its plan's first second of results.
+    const posted = await call('POST', '/api/jobs', JSON.stringify({ workType: 'sum', items, options: { chunkSize: 10 } }));
     assert.equal(posted.status, 202, JSON.stringify(posted.json));
     const jobId = (posted.json as { jobId: string }).jobId;
     assert.ok((posted.headers.get('location') ?? '').includes(jobId));
@@ -148,7 +149,7 @@ describe('two instances of the app on the development host', () => {
     );
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.deepEqual(done.result, sumOf(items));
-    assert.deepEqual(done.progress, { chunks: { total: 200, done: 200, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });
+    assert.deepEqual(done.progress, { chunks: { total: 1_000, done: 1_000, failed: 0 }, items: { total: 10_000, done: 10_000, failed: 0 } });
     assert.ok(sawPartial, 'partial progress was visible while the job ran');
 
     const viaQueue = await finished(`q-${sent.messageId}`, 60_000);
