@@ -64,9 +64,9 @@ export const DEFAULTS = {
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**
-   * Chunks of one job queued or running at once: enough to keep a few instances busy (each runs up to
-   * 12 at a time with host.json's batchSize 8 + newBatchThreshold 4), few enough that other jobs'
-   * chunks get through between a big job's.
+   * Chunks of one job queued or running at once: enough to keep an instance or two busy (each runs up
+   * to 12 messages at a time with host.json's batchSize 8 + newBatchThreshold 4, of up to
+   * `chunksPerMessage` chunks each), few enough that other jobs' chunks get through between a big job's.
    */
   dispatchWindow: 64,
   /**
