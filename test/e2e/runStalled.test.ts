@@ -8,8 +8,9 @@
  *
  * Asserted: the run moves again within 30 s of the kill (before, only once the held message came
  * back, about 60 s after the victim received it), the leader logged `job.resume_requested` with the
- * event's fields, and the job completes exactly. The job has 3,000 chunks so that the victim gets
- * some of the run's messages; its remaining work after the resume depends on the machine's load, so
+ * event's fields, and the job completes exactly. The job has 6,000 chunks so that the victim gets
+ * some of the run's messages (at 3,000, with four chunks to a message, the job ran in so few episodes
+ * that a CI run saw the victim take none of them); its remaining work after the resume depends on the machine's load, so
  * completion is bounded loosely (the time from the kill to `completed` is printed).
  */
 import assert from 'node:assert/strict';
@@ -32,7 +33,7 @@ describe('a job run whose control message an instance took to its death (shipped
       r.method === 'PUT' && r.path === s.instancePath(jobId) && r.body.toString('utf8').includes('\\"phase\\":\\"running\\"');
     const { s, leader, victim, killedAt, after } = await killWorkerAt(() => scenarios.start(), jobId, episodeCommit, {
       notAChunk: true,
-      chunks: 3_000,
+      chunks: 6_000,
       chunkSize: 1,
       boundMs: 120_000,
     });
