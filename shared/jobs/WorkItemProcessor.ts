@@ -79,16 +79,20 @@ export class WorkItemProcessor {
    */
   async handleMessage(body: unknown, delivery: Delivery): Promise<WorkOutcome[]> {
     const parts = parseWorkItemDelivery(typeof body === 'string' ? parseText(body) : body);
-    if (parts.length === 1) return [await this.handle(parts[0], delivery)];
-    const settled = await Promise.allSettled(parts.map((part) => this.handle(part, delivery)));
+    const [only] = parts;
+    if (parts.length === 1 && only !== undefined) return [await this.handleChunk(only, delivery)];
+    const settled = await Promise.allSettled(parts.map((part) => this.handleChunk(part, delivery)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed !== undefined) throw failed.reason;
     return settled.map((s) => (s as PromiseFulfilledResult<WorkOutcome>).value);
   }
 
-  /** Handles one chunk's delivery; throws to have the host deliver it again. */
+  /** Handles one chunk's delivery (a single work-item message's body); throws to have the host deliver it again. */
   async handle(body: unknown, delivery: Delivery): Promise<WorkOutcome> {
-    const message = parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body);
+    return this.handleChunk(parseWorkItemMessage(typeof body === 'string' ? parseText(body) : body), delivery);
+  }
+
+  private async handleChunk(message: WorkItemMessage, delivery: Delivery): Promise<WorkOutcome> {
     const { store, logger } = this.deps;
     const signal = delivery.signal ?? new AbortController().signal;
     const log = {
