@@ -160,14 +160,24 @@ const SEND_CONCURRENCY = 16;
  */
 export const CHUNKS_PER_MESSAGE = 4;
 
+/** A chunk's message and the bytes of its JSON (measured once, when the message is made). */
+export interface SizedMessage {
+  readonly message: WorkItemMessage;
+  readonly bytes: number;
+}
+
+const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), 'utf8');
+
+export const sized = (message: WorkItemMessage): SizedMessage => ({ message, bytes: jsonBytes(message) });
+
 /** Consecutive messages, at most `perMessage` and `JOB_LIMITS.maxMessageJsonBytes` of JSON to a pack. */
-export function packMessages(messages: readonly WorkItemMessage[], perMessage: number): WorkItemMessage[][] {
+export function packMessages(messages: readonly SizedMessage[], perMessage: number): WorkItemMessage[][] {
   const packs: WorkItemMessage[][] = [];
   let current: WorkItemMessage[] = [];
   // The envelope's own JSON ({"v":1,"parts":[...]}) and a comma per part.
   let bytes = ENVELOPE_BYTES;
-  for (const message of messages) {
-    const size = Buffer.byteLength(JSON.stringify(message), 'utf8') + 1;
+  for (const { message, bytes: messageBytes } of messages) {
+    const size = messageBytes + 1;
     if (current.length > 0 && (current.length >= perMessage || bytes + size > JOB_LIMITS.maxMessageJsonBytes)) {
       packs.push(current);
       current = [];
@@ -180,7 +190,7 @@ export function packMessages(messages: readonly WorkItemMessage[], perMessage: n
   return packs;
 }
 
-const ENVELOPE_BYTES = Buffer.byteLength(JSON.stringify({ v: 1, parts: [] }), 'utf8');
+const ENVELOPE_BYTES = jsonBytes({ v: 1, parts: [] });
 
 /**
  * A plan or step that starts this long after the orchestration asked for it (its input's `at`) is a
@@ -316,8 +326,8 @@ export class ChunkDispatcher {
   }
 
 
-  /** A chunk's message: its items inline, or in a blob the message names when they are too big for it. */
-  private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<WorkItemMessage> {
+  /** A chunk's message (and its JSON's size): its items inline, or in a blob the message names when they are too big for it. */
+  private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<SizedMessage> {
     const size = job.options.chunkSize;
     const base = {
       v: 1 as const,
@@ -331,8 +341,9 @@ export class ChunkDispatcher {
       dispatch,
     };
     const inline: WorkItemMessage = { ...base, items };
-    if (Buffer.byteLength(JSON.stringify(inline), 'utf8') <= JOB_LIMITS.maxMessageJsonBytes) return inline;
-    return { ...base, itemsRef: await this.deps.chunks.writeChunkItems(job.jobId, chunk, items, signal) };
+    const bytes = jsonBytes(inline);
+    if (bytes <= JOB_LIMITS.maxMessageJsonBytes) return { message: inline, bytes };
+    return sized({ ...base, itemsRef: await this.deps.chunks.writeChunkItems(job.jobId, chunk, items, signal) });
   }
 
   private async expire(job: DispatchJob, itemCount: number, chunk: number, dispatch: number, signal?: AbortSignal): Promise<void> {

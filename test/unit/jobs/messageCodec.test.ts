@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { packMessages } from '../../../shared/jobs/dispatch/ChunkDispatcher';
+import { packMessages, sized } from '../../../shared/jobs/dispatch/ChunkDispatcher';
 import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
 import { JOB_LIMITS } from '../../../shared/jobs/jobLimits';
 import {
@@ -63,12 +63,12 @@ describe('message codec', () => {
   });
 
   it('packs consecutive chunks, at most so many to a message and never past the message size', () => {
-    const ten = Array.from({ length: 10 }, (_, i) => part(i));
+    const ten = Array.from({ length: 10 }, (_, i) => sized(part(i)));
     assert.deepEqual(packMessages(ten, 4).map((p) => p.map((m) => m.chunk)), [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]);
     assert.deepEqual(packMessages(ten, 1).length, 10);
     assert.deepEqual(packMessages([], 4), []);
     // Chunks of ~20 KiB of JSON: two fit the 48 KiB a message may hold, three do not.
-    const big = Array.from({ length: 5 }, (_, i) => part(i, ['x'.repeat(20 * 1024)]));
+    const big = Array.from({ length: 5 }, (_, i) => sized(part(i, ['x'.repeat(20 * 1024)])));
     const packs = packMessages(big, 4);
     assert.deepEqual(packs.map((p) => p.length), [2, 2, 1]);
     for (const pack of packs) assert.ok(Buffer.byteLength(JSON.stringify(workItemPayload(pack))) <= JOB_LIMITS.maxMessageJsonBytes);
