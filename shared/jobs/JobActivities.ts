@@ -131,8 +131,10 @@ export class JobActivities {
       return { ok: false, standDown: fenced };
     }
     // The id's claim is checked first: the cancel marker (read alongside) is this job's only if it holds.
+    // A start whose input is staged made its claim before staging (its plan's earlier attempt, or the
+    // intake's `prestage`): it holds, and is not made again.
     const [claimed, cancelled] = await Promise.all([
-      this.deps.store.claimJobId(run.jobId, run.fingerprint),
+      resumed === undefined ? this.deps.store.claimJobId(run.jobId, run.fingerprint) : true,
       this.deps.store.isCancelled(run.jobId),
     ]);
     if (!claimed) {
