@@ -21,6 +21,7 @@
  * group in flight (and one of claims, only once a chunk has been in flight long enough for a claim to
  * matter: `claimsMatter`), one cancel check, and one message per `CHUNKS_PER_MESSAGE` chunks sent.
  */
+import { DEFAULTS } from '../../config/settings';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
@@ -142,7 +143,8 @@ export function changedAnything(o: Pick<StepOutcome, 'finished' | 'sent' | 'rese
 export const CLAIM_LIVENESS = { claimAfterSeconds: 2, heartbeatSeconds: 5, silenceSeconds: 20 } as const;
 
 export const DISPATCH_DEFAULTS: DispatchPolicy = {
-  window: 64,
+  // JOB_DISPATCH_WINDOW's default (settings.ts keeps every default).
+  window: DEFAULTS.dispatchWindow,
   silenceSeconds: CLAIM_LIVENESS.silenceSeconds,
   unclaimedSeconds: 15,
   overtakenSeconds: 10,
@@ -156,9 +158,10 @@ const SEND_CONCURRENCY = 16;
  * (the result write stays one per chunk, and so do claims, re-sends and exactly-once). On Azurite
  * the work phase of a job is bound by storage transactions: 200 chunks took ~4 per chunk, the bare
  * queue 2. A worker handles an envelope's parts at once, each as if it had come alone, so a window of
- * 64 chunks is 16 messages a worker instance takes with its usual batch.
+ * 64 chunks is 16 messages a worker instance takes with its usual batch. JOB_CHUNKS_PER_MESSAGE's
+ * default (settings.ts keeps every default).
  */
-export const CHUNKS_PER_MESSAGE = 4;
+export const CHUNKS_PER_MESSAGE = DEFAULTS.chunksPerMessage;
 
 /** A chunk's message and the bytes of its JSON (measured once, when the message is made). */
 export interface SizedMessage {
