@@ -8,13 +8,19 @@
  * The steps, as the intake and the development host's Durable backend make them today:
  * status-read (the intake's `getStatus`: GET <hub>-instances/job-X), record-read (GET
  * <results>/records/X.json), start-read (the backend's read inside `startNew`, the second GET of the
- * instance), start-message (the next message put on a control queue: the backend sends the start
- * message before it writes the instance, as the Azure Storage provider does), instance-write (PUT
- * of the instance with If-None-Match: *), queue-delete (the next delete on the jobs queue after that
- * write; a job found already started is not followed to its delete). If that layout changes, the
- * watcher stops seeing steps and the run reports its step faults as not fired.
+ * instance), start-message (the next message put on the instance's control queue: the backend sends
+ * the start message before it writes the instance, as the Azure Storage provider does),
+ * instance-write (PUT of the instance with If-None-Match: *), queue-delete (the next delete on the
+ * jobs queue after that write; a job found already started is not followed to its delete). If that
+ * layout changes, the watcher stops seeing steps and the run reports its step faults as not fired.
+ *
+ * One process starts several jobs at once (the intake takes a batch a few at a time) and reads
+ * other jobs' instances meanwhile (status requests read a record, then an instance, just as a start
+ * does), so each process keeps its awaited steps in order, first come first matched, and a start
+ * message is matched to an awaited job of its own partition only: another job's read never hides
+ * the awaited one.
  */
-import { AZURITE_ACCOUNT } from 'devhost/testing';
+import { AZURITE_ACCOUNT, DURABLE_TASK_DEFAULTS, partitionOf } from 'devhost/testing';
 
 import { type ProxiedRequest, type ProxiedResponse } from '../support/tcpProxy';
 import { type ProcessRef, type StartStep, type StorageWrite } from './ChaosRecord';
@@ -23,11 +29,14 @@ export interface StorageNames {
   readonly taskHub: string;
   readonly resultsContainer: string;
   readonly jobsQueue: string;
+  /** The task hub's control queues (host.json durableTask.storageProvider.partitionCount); 4 unless set. */
+  readonly partitionCount?: number;
 }
 
 type Classified =
   | { kind: 'instance-read' | 'instance-create' | 'record-read' | 'record-create'; jobId: string }
-  | { kind: 'control-send' | 'jobs-delete' }
+  | { kind: 'control-send'; partition: number }
+  | { kind: 'jobs-delete' }
   | undefined;
 
 /** What a storage request is, in the terms of starting a job. */
@@ -52,7 +61,8 @@ export function classifyRequest(names: StorageNames, request: Pick<ProxiedReques
     if (request.method === 'PUT' && createOnce) return { kind: 'record-create', jobId };
     return undefined;
   }
-  if (request.method === 'POST' && new RegExp(`^${hub}-control-\\d+/messages$`).test(rest)) return { kind: 'control-send' };
+  const control = new RegExp(`^${hub}-control-(\\d+)/messages$`).exec(rest);
+  if (request.method === 'POST' && control !== null) return { kind: 'control-send', partition: Number(control[1]) };
   if (request.method === 'DELETE' && new RegExp(`^${names.jobsQueue}/messages/[^/]+$`).test(rest)) return { kind: 'jobs-delete' };
   return undefined;
 }
@@ -70,10 +80,12 @@ export class StartPathWatcher {
   readonly #triggers: StepTrigger[] = [];
   /** Per process and job: how far its start has gone. */
   readonly #progress = new Map<string, { recordRead: boolean }>();
-  /** Per process: the job whose start message it is about to send, or whose submission it is about to delete. */
-  readonly #awaitingMessage = new Map<string, string>();
-  readonly #awaitingDelete = new Map<string, string>();
+  /** Per process, oldest first: the jobs whose start message it is about to send, or whose submission it is about to delete. */
+  readonly #awaitingMessage = new Map<string, string[]>();
+  readonly #awaitingDelete = new Map<string, string[]>();
   readonly #pendingWrites = new WeakMap<ProxiedRequest, StorageWrite>();
+  /** The steps seen of a job while a fault was armed on it, oldest first: what a fault that did not fire can tell. */
+  readonly #seen = new Map<string, string[]>();
 
   constructor(private readonly names: StorageNames) {}
 
@@ -88,6 +100,11 @@ export class StartPathWatcher {
     return true;
   }
 
+  /** The steps of `jobId` seen while it was armed, as `step by holder`. */
+  seen(jobId: string): readonly string[] {
+    return this.#seen.get(jobId) ?? [];
+  }
+
   armed(jobId: string): boolean {
     return this.#triggers.some((t) => t.jobId === jobId);
   }
@@ -98,12 +115,14 @@ export class StartPathWatcher {
     const proc = `${process.instance}#${process.gen}`;
     let step: StartStep | undefined;
     let jobId: string | undefined;
-    if (!('jobId' in classified)) {
-      const waiting = classified.kind === 'control-send' ? this.#awaitingMessage : this.#awaitingDelete;
-      jobId = waiting.get(proc);
+    if (classified.kind === 'control-send') {
+      jobId = this.#take(this.#awaitingMessage, proc, (id) => this.#partitionOf(id) === classified.partition);
       if (jobId === undefined) return 'forward';
-      waiting.delete(proc);
-      step = classified.kind === 'control-send' ? 'start-message' : 'queue-delete';
+      step = 'start-message';
+    } else if (classified.kind === 'jobs-delete') {
+      jobId = this.#take(this.#awaitingDelete, proc, () => true);
+      if (jobId === undefined) return 'forward';
+      step = 'queue-delete';
     } else {
       const id = classified.jobId;
       jobId = id;
@@ -116,7 +135,7 @@ export class StartPathWatcher {
         // path begins afresh for a later pass.
         if (progress.recordRead) {
           progress.recordRead = false;
-          this.#awaitingMessage.set(proc, id);
+          this.#await(this.#awaitingMessage, proc, id);
         }
       } else if (classified.kind === 'record-read') {
         step = 'record-read';
@@ -127,15 +146,39 @@ export class StartPathWatcher {
         this.#pendingWrites.set(request, write);
         if (classified.kind === 'instance-create') {
           step = 'instance-write';
-          this.#awaitingDelete.set(proc, id);
+          this.#await(this.#awaitingDelete, proc, id);
         }
       }
     }
     if (step === undefined) return 'forward';
+    if (this.armed(jobId)) {
+      const seen = this.#seen.get(jobId) ?? [];
+      if (seen.length < 24) seen.push(`${step} by ${process.holder}`);
+      this.#seen.set(jobId, seen);
+    }
     const index = this.#triggers.findIndex((t) => t.jobId === jobId && t.step === step);
     if (index < 0) return 'forward';
     const [trigger] = this.#triggers.splice(index, 1);
     return (trigger as StepTrigger).fire(process);
+  }
+
+  #partitionOf(jobId: string): number {
+    return partitionOf(`job-${jobId}`, this.names.partitionCount ?? DURABLE_TASK_DEFAULTS.partitionCount);
+  }
+
+  #await(waiting: Map<string, string[]>, proc: string, jobId: string): void {
+    const list = (waiting.get(proc) ?? []).filter((id) => id !== jobId);
+    list.push(jobId);
+    waiting.set(proc, list);
+  }
+
+  /** The oldest job `proc` awaits that `fits`, taken off its list. */
+  #take(waiting: Map<string, string[]>, proc: string, fits: (jobId: string) => boolean): string | undefined {
+    const list = waiting.get(proc) ?? [];
+    const index = list.findIndex(fits);
+    if (index < 0) return undefined;
+    const [jobId] = list.splice(index, 1);
+    return jobId;
   }
 
   onResponse(response: ProxiedResponse): void {

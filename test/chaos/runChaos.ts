@@ -413,7 +413,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const window = sleep(plan.stepWindowMs).then(() => 'timeout' as const);
       const outcome = await Promise.race([firedPromise.then(() => 'fired' as const), window]);
       if (outcome === 'timeout' && watcher.disarm(fault.id)) {
-        faults.push({ planned: fault, outcome: 'not-fired', jobId, note: `no process reached ${fault.step} of ${jobId} within ${plan.stepWindowMs / 1000} s` });
+        const seen = watcher.seen(jobId);
+        const saw = seen.length === 0 ? 'saw none of its start steps' : `saw ${seen.join(', ')}`;
+        const note = `no process reached ${fault.step} of ${jobId} within ${plan.stepWindowMs / 1000} s; ${saw}`;
+        faults.push({ planned: fault, outcome: 'not-fired', jobId, note });
         say(`${fault.id} did not fire`);
         return;
       }

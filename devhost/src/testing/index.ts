@@ -3,6 +3,8 @@
  * `runOrchestration`, which replays an orchestrator through the durable-functions SDK's own
  * executor on the development host's own Durable backend, in memory and on a virtual clock.
  */
+export { DURABLE_TASK_DEFAULTS } from '../durable/DurableTaskOptions';
+export { partitionOf } from '../durable/TaskHubQueues';
 export { AZURITE_ACCOUNT, AZURITE_KEY, type AzuriteInstance, type AzuriteOptions, connectionStringFor, freePort, startAzurite } from './azurite';
 export { eventually, HOST_PROCESS_ENTRY, type HostProcess, startHostProcess } from './hostProcess';
 export {

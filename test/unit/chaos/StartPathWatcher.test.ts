@@ -2,12 +2,19 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { partitionOf } from 'devhost/testing';
+
 import { type ProcessRef, type StartStep } from '../../chaos/ChaosRecord';
 import { StartPathWatcher } from '../../chaos/StartPathWatcher';
 import { type ProxiedRequest } from '../../support/tcpProxy';
 
 const names = { taskHub: 'ChaosHub', resultsContainer: 'job-results', jobsQueue: 'jobs' };
 const leader: ProcessRef = { instance: 'instance-1', gen: 1, pid: 11, holder: 'instance-1.g1' };
+
+/** The control queue the devhost's Durable backend puts job `id`'s messages on (4 partitions). */
+function controlOf(id: string): string {
+  return `chaoshub-control-${String(partitionOf(`job-${id}`, 4)).padStart(2, '0')}`;
+}
 
 /** The requests of one intake start of job `id`, as the devhost's Durable backend makes them (start message, then instance). */
 function startRequests(id: string): ProxiedRequest[] {
@@ -16,7 +23,7 @@ function startRequests(id: string): ProxiedRequest[] {
     { method: 'GET', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: {}, at },
     { method: 'GET', path: `/devstoreaccount1/job-results/records/${id}.json`, headers: {}, at },
     { method: 'GET', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: {}, at },
-    { method: 'POST', path: '/devstoreaccount1/chaoshub-control-00/messages?visibilitytimeout=0', headers: {}, at },
+    { method: 'POST', path: `/devstoreaccount1/${controlOf(id)}/messages?visibilitytimeout=0`, headers: {}, at },
     { method: 'PUT', path: `/devstoreaccount1/chaoshub-instances/job-${id}`, headers: { 'if-none-match': '*' }, at },
     { method: 'DELETE', path: '/devstoreaccount1/jobs/messages/abc?popreceipt=x', headers: {}, at },
   ];
@@ -47,5 +54,30 @@ describe('start path watcher', () => {
       watcher.writes.map((w) => [w.kind, w.jobId, w.holder, w.status]),
       [['instance-create', 'j1', 'instance-1.g1', 201]],
     );
+  });
+
+  it("fires at its job's own start message while the same process starts other jobs and reads their status", () => {
+    // Two jobs on different partitions, so a start message can be told apart by its queue.
+    const ids = ['f5', 'j12', 'j13', 'j14', 'j15', 'j16'];
+    const other = ids.find((id) => id !== 'f5' && controlOf(id) !== controlOf('f5'));
+    assert.ok(other !== undefined);
+    const f5 = startRequests('f5');
+    const j = startRequests(other);
+    // A status request for a third job reads its record, then its instance, like a start does.
+    const status = startRequests('j99').slice(1, 3);
+    for (const step of ['start-message', 'queue-delete'] as const) {
+      const watcher = new StartPathWatcher(names);
+      const fired: string[] = [];
+      watcher.arm({ faultId: 'F5', jobId: 'f5', step, fire: () => (fired.push(step), 'drop') });
+      // f5 reads, then the other job and the status request read, then the other job's message and
+      // an unrelated one on the other job's partition go out before f5's own.
+      const interleaved = [f5[0], f5[1], j[0], j[1], f5[2], j[2], ...status, j[3], j[3], f5[3], f5[4], j[4], j[5], f5[5]];
+      const verdicts = interleaved.map((r) => watcher.onRequest(leader, r as ProxiedRequest));
+      assert.deepEqual(fired, [step]);
+      // The drop lands on f5's own start message, or on the first jobs-queue delete after its instance
+      // write (a delete does not name its job: first come, first matched).
+      const dropAt = verdicts.indexOf('drop');
+      assert.equal(interleaved[dropAt], step === 'start-message' ? f5[3] : j[5], step);
+    }
   });
 });
