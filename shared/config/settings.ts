@@ -64,15 +64,17 @@ export const DEFAULTS = {
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**
-   * Chunks of one job queued or running at once: enough to keep an instance or two busy (each runs up
-   * to 12 messages at a time with host.json's batchSize 8 + newBatchThreshold 4, of up to
-   * `chunksPerMessage` chunks each), few enough that other jobs' chunks get through between a big job's.
+   * Chunks of one job queued or running at once: enough to keep an instance or two busy with a queue
+   * behind them while the step refills (each runs up to 12 messages at a time with host.json's
+   * batchSize 8 + newBatchThreshold 4, of up to `chunksPerMessage` chunks each: 48 chunks; at 64 one
+   * instance's worker found the queue empty between refills and backed off), few enough that other
+   * jobs' chunks get through between a big job's.
    */
-  dispatchWindow: 64,
+  dispatchWindow: 128,
   /**
    * Chunks sent together travel up to this many to a queue message (ChunkDispatcher CHUNKS_PER_MESSAGE):
    * a quarter of the queue transactions per chunk; 1 spreads a job's window over more instances
-   * (a window of 64 chunks is 16 messages at 4).
+   * (a window of 128 chunks is 32 messages at 4).
    */
   chunksPerMessage: 4,
   /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */

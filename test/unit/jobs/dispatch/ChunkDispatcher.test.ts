@@ -216,7 +216,8 @@ describe('ChunkDispatcher.step: a long poll', () => {
       chunks: { ...bind(store), observeChunks: async (jobId, chunks, withClaims) => (passes.push(t), store.observeChunks(jobId, chunks, withClaims)) },
       queue: store,
       items: store,
-      policy: DISPATCH_DEFAULTS,
+      // The jobs below are sized against a window of 64 (some chunks left to send after the first window).
+      policy: { ...DISPATCH_DEFAULTS, window: 64 },
       logger: createLogger('test', () => undefined),
       instanceId: 'test',
       now: () => new Date(t),
