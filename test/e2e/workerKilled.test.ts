@@ -13,19 +13,22 @@
  *   standing the run down for a restart (which used to cost a whole new plan: 52 s in a loaded run).
  * Either way the job completes exactly (every item counted once) within L + 30 s of the kill
  * (L = 15 s, the lease), where before it waited for the queue's 10 minutes or the 300 s deadline.
+ * Whatever the batch size: recovery is per chunk, so a worker that took 32 messages at once (128
+ * chunks at four to a message, a whole window) and died before claiming any costs the same bound.
  * The tests print the time from the kill to completion (diagnostics, for the figures in docs/).
  */
+import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type ProxiedRequest } from '../support/storageProxy';
+import { type Hold, type ProxiedRequest } from '../support/storageProxy';
 import { killWorkerAt } from './support/killWorker';
 import { proxiedScenarios, type Scenario } from './support/realApp';
 
+const resultPut = (jobId: string) => (s: Scenario, r: ProxiedRequest): boolean =>
+  r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/${jobId}/results/`);
+
 describe('a worker killed while it holds chunks (shipped host.json)', () => {
   const scenarios = proxiedScenarios();
-
-  const resultPut = (jobId: string) => (s: Scenario, r: ProxiedRequest): boolean =>
-    r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/${jobId}/results/`);
 
   it('after it claimed chunks: their heartbeats stop and they are sent again in about 20 s', async () => {
     await killWorkerAt(() => scenarios.start(), 'wk-claimed', resultPut('wk-claimed'), { claimed: true });
@@ -37,5 +40,35 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
 
   it('the leader, killed while it holds claimed chunks: the other instance leads and the job completes', async () => {
     await killWorkerAt(() => scenarios.start(), 'wk-leader', resultPut('wk-leader'), { victimLeads: true, claimed: true });
+  });
+});
+
+describe('a worker killed holding more chunks than the shipped batch allows (host.json queues.batchSize 32)', () => {
+  const scenarios = proxiedScenarios({ batchSize: 32, newBatchThreshold: 16 });
+  // With the shipped batchSize 8 and newBatchThreshold 4 an instance has at most 12 messages (48
+  // chunks) at once: holding 64 result writes is only reachable with the larger batch.
+  const HELD = 64;
+
+  it(`after it received its batches, before finishing any of ${HELD} chunks: every one is sent again and the job completes within the bound`, async () => {
+    const jobId = 'wk-batch32';
+    const resultOf = (s: Scenario, r: ProxiedRequest): boolean => resultPut(jobId)(s, r);
+    let holds: Hold[] = [];
+    const killed = await killWorkerAt(
+      async () => {
+        const started = await scenarios.start();
+        // The victim's first HELD - 1 result writes are held too (killWorkerAt holds the next one).
+        holds = Array.from({ length: HELD - 1 }, () => started.proxy.hold((r) => resultOf(started.s, r)));
+        return started;
+      },
+      jobId,
+      resultOf,
+    );
+    // Every held write was a different chunk, and each of them was written again by the survivor.
+    const heldChunks = await Promise.all(holds.map(async (h) => /\/results\/(\d{5})/.exec((await h.held).request.path)?.[1]));
+    assert.equal(new Set(heldChunks).size, HELD - 1);
+    for (const chunk of heldChunks) {
+      const written = JSON.parse((await killed.s.resultsBlob(`jobs/${jobId}/results/${String(chunk)}.json`))?.text ?? '{}') as { writtenBy?: string };
+      assert.ok(written.writtenBy !== undefined && written.writtenBy !== killed.victim.instanceId, `chunk ${String(chunk)} written by ${String(written.writtenBy)}`);
+    }
   });
 });

@@ -66,7 +66,7 @@ export async function killWorkerAt(
   const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`);
   victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
   const hold = proxy.hold((r) => holdAt(s, r));
-  // By default 4,000 items in 400 chunks: the window (64) keeps both instances busy for several seconds.
+  // By default 4,000 items in 400 chunks: more than three windows (128), both instances busy for a few seconds.
   const chunks = options.chunks ?? 400;
   const chunkSize = options.chunkSize ?? 10;
   const items = Array.from({ length: chunks * chunkSize }, (_, i) => i * 3 + 1);

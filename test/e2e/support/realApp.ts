@@ -51,11 +51,19 @@ export function sumOf(items: readonly number[]): { count: number; sum: number; m
   return { count: items.length, sum: items.reduce((a, b) => a + b, 0), min: Math.min(...items), max: Math.max(...items) };
 }
 
-/** An app folder for the real app: this build's output linked in, the project's host.json. */
-export function createRealAppRoot(): { dir: string; remove(): void } {
+/** An app folder for the real app: this build's output linked in, the project's host.json (with `queues` settings over its own). */
+export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-fence-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
-  writeFileSync(join(dir, 'host.json'), readFileSync(join(REPO_ROOT, 'host.json'), 'utf8'));
+  const shipped = readFileSync(join(REPO_ROOT, 'host.json'), 'utf8');
+  if (Object.keys(queues).length === 0) {
+    writeFileSync(join(dir, 'host.json'), shipped);
+  } else {
+    // The shipped host.json with some `extensions.queues` settings changed (a test's batch size).
+    const hostJson = JSON.parse(shipped) as { extensions?: Record<string, Record<string, unknown>> };
+    const extensions = hostJson.extensions ?? {};
+    writeFileSync(join(dir, 'host.json'), JSON.stringify({ ...hostJson, extensions: { ...extensions, queues: { ...extensions.queues, ...queues } } }));
+  }
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fence-e2e-app', main: 'app/functions/*.js' }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
@@ -207,12 +215,12 @@ export class Scenario {
  * For a describe block: the real app's folder made before its tests and removed after, and each
  * test's scenario with a storage proxy in front of Azurite, all stopped and closed after the block.
  */
-export function proxiedScenarios(): { start(): Promise<{ s: Scenario; proxy: StorageProxy }> } {
+export function proxiedScenarios(queues: Readonly<Record<string, unknown>> = {}): { start(): Promise<{ s: Scenario; proxy: StorageProxy }> } {
   let app: { dir: string; remove(): void } | undefined;
   const scenarios: Scenario[] = [];
   const proxies: StorageProxy[] = [];
   before(() => {
-    app = createRealAppRoot();
+    app = createRealAppRoot(queues);
   });
   after(async () => {
     await Promise.all(scenarios.map((s) => s.stopAll()));
