@@ -10,7 +10,7 @@
  * orchestration needs no durable timer between steps: a timer message is
  * held by the instance that received it and, if that instance dies, comes back only after the
  * control queue's visibility (1 minute at least), while an activity message comes back after
- * host.json's `workItemQueueVisibilityTimeout` (20 s).
+ * host.json's `workItemQueueVisibilityTimeout` (10 s).
  *
  * Guarantees: safe to run again with the same input (Durable may retry an activity): it sends the
  * same chunks again, which workers skip or discard (results are created once). Messages are sent

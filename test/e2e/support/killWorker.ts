@@ -37,6 +37,10 @@ export interface KillOptions {
   readonly chunks?: number;
   readonly chunkSize?: number;
   readonly boundMs?: number;
+  /** Storage for the instance that survives, when the test steers its traffic too (by default it reaches Azurite directly). */
+  readonly survivorConnection?: string;
+  /** Called the moment the victim is dead, before the wait for completion (to watch the job recover). */
+  readonly onKilled?: (s: Scenario, leader: HostProcess, killedAt: number) => void;
 }
 
 export interface Killed {
@@ -61,9 +65,9 @@ export async function killWorkerAt(
   s.extraEnv.DEVHOST_LOG_LEVEL = 'debug';
   // Names unique per scenario: a host id shares its timer lock with any other process using it.
   let victim = victimLeads ? await s.start(`${jobId}-victim`, proxy.connectionString) : undefined;
-  const first = victim ?? (await s.start(`${jobId}-lead`));
+  const first = victim ?? (await s.start(`${jobId}-lead`, options.survivorConnection));
   await s.leading(first);
-  const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`);
+  const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`, options.survivorConnection);
   victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
   const hold = proxy.hold((r) => holdAt(s, r));
   // By default 4,000 items in 400 chunks: more than three windows (128), both instances busy for a few seconds.
@@ -82,6 +86,7 @@ export async function killWorkerAt(
   const killedAt = Date.now();
   await victim.kill();
   assert.ok(held.clientGone || victim.child.signalCode === 'SIGKILL');
+  options.onKilled?.(s, leader, killedAt);
   const view = await s.finished(leader, jobId, boundMs + 15_000).catch((err: unknown) => {
     console.log(timeline(s, victim, killedAt, jobId).join('\n'));
     throw err;
