@@ -6,7 +6,8 @@
  * the work-items queue). It imports nothing from shared/ or functions/, so it measures whichever job
  * pipeline is built.
  *
- * Differences from a new user's `npm start`, on purpose: storage is the bench's Azurite (free ports,
+ * Differences from a new user's `npm start`, on purpose (beyond a bench's own `queues` settings in
+ * host.json): storage is the bench's Azurite (free ports,
  * not 10000-10002), and the task hub, queue, container and host names get a per-cluster suffix so
  * several clusters can share one Azurite in one `npm run bench`. Not guaranteed: instances started
  * again after a kill get fresh ports (the cluster's `baseUrl` of that instance changes).
@@ -66,6 +67,8 @@ export async function startAppCluster(
     env?: Record<string, string>;
     /** The functions to load, relative to the compiled output folder; the app's own by default. */
     main?: string;
+    /** host.json `extensions.queues` settings over the shipped ones (a bench's batch size). */
+    queues?: Readonly<Record<string, unknown>>;
   },
 ): Promise<AppCluster> {
   const main = `app/${options.main ?? 'functions/*.js'}`;
@@ -96,7 +99,12 @@ export async function startAppCluster(
   // host.json, the settings file and a link to the compiled app.
   const root = mkdtempSync(join(tmpdir(), `bench-${options.label}-`));
   symlinkSync(OUT_DIR, join(root, 'app'), 'dir');
-  writeFileSync(join(root, 'host.json'), readFileSync(join(REPO_ROOT, 'host.json')));
+  const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as { extensions?: Record<string, Record<string, unknown>> };
+  if (options.queues !== undefined) {
+    const extensions = hostJson.extensions ?? {};
+    hostJson.extensions = { ...extensions, queues: { ...extensions.queues, ...options.queues } };
+  }
+  writeFileSync(join(root, 'host.json'), JSON.stringify(hostJson, null, 2));
   writeFileSync(join(root, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: settings }, null, 2));
   writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'bench-app', main }));
 
