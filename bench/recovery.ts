@@ -109,7 +109,10 @@ function afterKill(hosts: readonly HostProcess[], jobId: string, killedAtEpoch: 
     }
   }
   const buckets = new Map<number, number>();
-  for (const at of done) buckets.set(Math.floor(at / 5) * 5, (buckets.get(Math.floor(at / 5) * 5) ?? 0) + 1);
+  for (const at of done) {
+    const from = Math.floor(at / 5) * 5;
+    buckets.set(from, (buckets.get(from) ?? 0) + 1);
+  }
   const perFive = [...buckets].sort((a, b) => a[0] - b[0]).map(([from, n]) => `${from}-${from + 5} s: ${n}`).join(', ');
   return `after the kill, chunks done per 5 s: ${perFive}; ${marks.sort((a, b) => parseFloat(a) - parseFloat(b)).join('; ') || 'no re-sends logged'}`;
 }
@@ -158,6 +161,7 @@ export const recoveryBench: Bench = {
       ctx.note(`recovery: baseline ${secs(baselineMs)} s`);
 
       const results: Trial[] = [];
+      const timelines: string[] = [];
       for (let t = 0; t < trials; t++) {
         const target: Trial['target'] = t % 2 === 0 ? 'non-leader' : 'leader';
         for (const id of ['instance-1', 'instance-2', 'instance-3']) await cluster.restart(id);
@@ -171,6 +175,7 @@ export const recoveryBench: Bench = {
         await cluster.kill(victim.id);
         ctx.note(`recovery: trial ${t + 1}: killed ${victim.id} (${victim.id === leader ? 'leader' : 'non-leader'}) holding ${victim.held} claimed chunks, ${victim.done}/${chunks} done`);
         const finished = await waitForJob(cluster, jobId, trialTimeoutMs, { note: ctx.note }).catch(() => undefined);
+        timelines.push(`trial ${t + 1}: ${afterKill([...cluster.instances.values(), ...(victimHost === undefined ? [] : [victimHost])], jobId, killedAtEpoch)}`);
         const claims = await listNames(cluster.results, `jobs/${jobId}/claims/`);
         const perChunk = new Map<string, number>();
         for (const name of claims) {
@@ -191,7 +196,6 @@ export const recoveryBench: Bench = {
           results.push({ ...common, exact: false, status: `not completed after ${secs(trialTimeoutMs)} s: ${stuck}` });
           continue;
         }
-        ctx.note(`recovery: trial ${t + 1}: ${afterKill([...cluster.instances.values(), ...(victimHost === undefined ? [] : [victimHost])], jobId, killedAtEpoch)}`);
         const problem = await checkJob(cluster, jobId, finished.view, items, chunks);
         if (problem !== undefined) ctx.note(`recovery: trial ${t + 1} NOT exact: ${problem}`);
         results.push({
@@ -222,6 +226,8 @@ export const recoveryBench: Bench = {
           const exact = r.exact ? 'yes' : `**no**: ${r.status}`;
           return `| ${i + 1} | ${who} | ${at} | ${secs(r.killToCompletedMs)} | ${secs(r.totalMs)} | ${secs(extra)} | ${r.reclaimed} | ${exact} | ${yes(r.killToCompletedMs <= targetMs)} | ${yes(extra <= targetMs)} |`;
         }),
+        '',
+        ...timelines,
         '',
         'kill -> completed runs from the SIGKILL to the first status poll (every 200 ms) that saw `completed`; it includes the work the job had left, done by 2 instances instead of 3.',
         'extra vs baseline = (POST -> completed with the kill) - (POST -> completed of the same job with no kill, same run): the time the kill cost.',
