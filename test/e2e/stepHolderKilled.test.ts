@@ -7,8 +7,8 @@
  * instance runs an activity is Durable's choice (the one that ran the last tends to poll first for the
  * next), so the survivor is kept off the activity queue until the kill: the victim runs the plan and
  * the steps. The test holds one of the victim's step passes, kills it, and times how long until the
- * job's progress moves again (a step answered on the survivor): 15-18 s with the timeout at 20 s,
- * 10-12 s at 10 s.
+ * job's progress moves again (a step answered on the survivor): 16.6-16.7 s with the timeout at 20 s,
+ * 10.6-12.5 s at 10 s.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -17,8 +17,11 @@ import { type ProxiedRequest, startStorageProxy } from '../support/storageProxy'
 import { killWorkerAt } from './support/killWorker';
 import { proxiedScenarios, type Scenario } from './support/realApp';
 
-/** The step's message comes back within 10 s of the kill and the redone step answers within 2 s; 2 s more for polling and load. */
-const MOVES_WITHIN_MS = 14_000;
+/**
+ * The step's message comes back within 10 s of the kill and the redone step answers within 2 s; 3 s more
+ * for polling and load (12.5 s seen in a clean-clone CI run). At 20 s it comes back 15 s or more after the kill.
+ */
+const MOVES_WITHIN_MS = 15_000;
 
 describe("the leader is killed while it runs a job's step (shipped host.json)", () => {
   const scenarios = proxiedScenarios();
