@@ -40,7 +40,10 @@ describe("the leader is killed while it runs a job's step (shipped host.json)", 
       const group = r.method === 'GET' && r.query.get('comp') === 'list' ? new RegExp(`^jobs/${jobId}/results/(\\d+)$`).exec(r.query.get('prefix') ?? '')?.[1] : undefined;
       return group !== undefined && Number(group) >= 10;
     };
-    let moved: Promise<{ afterMs: number; from: number; to: number }> | undefined;
+    let moved: Promise<{ afterMs: number; from: number; to: number } | undefined> | undefined;
+    // Set once the test is over either way, so the watcher never outlives it (nor polls stopped hosts).
+    let ended = false;
+    let seen: Awaited<typeof moved>;
     try {
       await killWorkerAt(() => Promise.resolve(started), jobId, stepListing, {
         notAChunk: true,
@@ -52,21 +55,25 @@ describe("the leader is killed while it runs a job's step (shipped host.json)", 
           offActivities.remove();
           moved = (async () => {
             const from = (await s.job(leader, jobId))?.progress?.chunks.done ?? 0;
-            for (;;) {
+            while (!ended) {
               const view = await s.job(leader, jobId);
               const to = view?.progress?.chunks.done ?? 0;
               if (to > from || (view !== undefined && view.status !== 'running')) return { afterMs: Date.now() - killedAt, from, to };
               await new Promise((r) => setTimeout(r, 200));
             }
+            return undefined;
           })();
         },
       });
+      // The job completed (killWorkerAt checked it), so the watcher returns; read it while the survivor still reaches storage.
+      seen = await moved;
     } finally {
+      ended = true;
       offActivities.remove();
       await survivorProxy.close();
     }
-    assert.ok(moved !== undefined);
-    const { afterMs, from, to } = await moved;
+    assert.ok(seen !== undefined, 'the watcher never saw the job after the kill');
+    const { afterMs, from, to } = seen;
     console.log(`[diagnostic] ${jobId}: progress moved ${(afterMs / 1000).toFixed(1)} s after the step's instance was killed (${from} -> ${to} chunks)`);
     assert.ok(from > 0, 'the held pass was a step after some results, not the plan');
     assert.ok(afterMs <= MOVES_WITHIN_MS, `the job's progress moved ${afterMs} ms after the kill; expected within ${MOVES_WITHIN_MS} ms`);

@@ -98,11 +98,14 @@ export async function killWorkerAt(
   assert.deepEqual(view.progress?.chunks, { total: chunks, done: chunks, failed: 0 });
   if (after > boundMs) console.log(timeline(s, victim, killedAt, jobId).join('\n'));
   assert.ok(after <= boundMs, `completed ${after} ms after the kill; the bound is ${boundMs} ms`);
-  if (heldChunk !== undefined) {
-    // The chunk the victim died on was done again by the survivor (storage says who wrote its result).
-    const written = await s.resultsBlob(`jobs/${jobId}/results/${heldChunk}.json`);
-    const writer = (JSON.parse(written?.text ?? '{}') as { writtenBy?: string }).writtenBy;
-    assert.ok(writer !== undefined && writer !== victim.instanceId, `chunk ${heldChunk} was written by ${String(writer)}, not the dead ${victim.instanceId}`);
-  }
+  // The chunk the victim died on was done again by the survivor.
+  if (heldChunk !== undefined) await assertRedoneBySurvivor({ s, victim }, jobId, heldChunk);
   return { s, leader, victim, killedAt, after };
+}
+
+/** A chunk (its five digits) has a result, written by another instance than the dead victim (storage says who wrote it). */
+export async function assertRedoneBySurvivor(killed: Pick<Killed, 's' | 'victim'>, jobId: string, chunk: string): Promise<void> {
+  const written = await killed.s.resultsBlob(`jobs/${jobId}/results/${chunk}.json`);
+  const writer = (JSON.parse(written?.text ?? '{}') as { writtenBy?: string }).writtenBy;
+  assert.ok(writer !== undefined && writer !== killed.victim.instanceId, `chunk ${chunk} was written by ${String(writer)}, not the dead ${killed.victim.instanceId}`);
 }

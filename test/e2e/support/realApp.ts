@@ -55,15 +55,10 @@ export function sumOf(items: readonly number[]): { count: number; sum: number; m
 export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-fence-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
-  const shipped = readFileSync(join(REPO_ROOT, 'host.json'), 'utf8');
-  if (Object.keys(queues).length === 0) {
-    writeFileSync(join(dir, 'host.json'), shipped);
-  } else {
-    // The shipped host.json with some `extensions.queues` settings changed (a test's batch size).
-    const hostJson = JSON.parse(shipped) as { extensions?: Record<string, Record<string, unknown>> };
-    const extensions = hostJson.extensions ?? {};
-    writeFileSync(join(dir, 'host.json'), JSON.stringify({ ...hostJson, extensions: { ...extensions, queues: { ...extensions.queues, ...queues } } }));
-  }
+  // The shipped host.json, with a test's own `extensions.queues` settings (its batch size) over its own.
+  const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as { extensions?: Record<string, Record<string, unknown>> };
+  const extensions = hostJson.extensions ?? {};
+  writeFileSync(join(dir, 'host.json'), JSON.stringify({ ...hostJson, extensions: { ...extensions, queues: { ...extensions.queues, ...queues } } }));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fence-e2e-app', main: 'app/functions/*.js' }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
