@@ -25,7 +25,7 @@ export class ItemRejections {
   }
 
   /** Throws ITEM_REJECTED when any of the `total` items was rejected; `where` names the blob they came from. */
-  throwIfAny(total: number, where?: string): void {
+  throwIfAny(total: number | string, where?: string): void {
     if (this.rejected === 0) return;
     const from = where === undefined ? '' : ` in ${where}`;
     const more = this.rejected > this.problems.length ? '; ...' : '';

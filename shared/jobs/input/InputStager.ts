@@ -9,7 +9,11 @@
  * non-recursive splitter before any recursive code sees an item; judged on the text, so also for
  * a deep value that a duplicate key later replaces, which the whole-array read let through);
  * ITEMS_EMPTY; ITEM_REJECTED (the count and the first five problems); ITEMS_TOO_MANY
- * (`assertChunkCount`). The manifest is written only after every segment, and only for accepted
+ * (`assertChunkCount`). An items blob is read only up to the first item past what the job may hold
+ * (`JOB_LIMITS.maxItems`, or `maxChunks` chunks): there it is refused ITEMS_TOO_MANY (ITEM_REJECTED
+ * if an item read so far was rejected), whatever the rest of the blob holds, so a 64 MiB blob of
+ * tens of millions of items costs the reading of its first million, not of the whole. The manifest
+ * is written only after every segment, and only for accepted
  * input; segments cover every item exactly once, in order, chunk n being items
  * [n*chunkSize, (n+1)*chunkSize). Memory holds the current segment (and the few being written),
  * never the whole array; synchronous work runs in slices of a few milliseconds between event-loop
@@ -46,8 +50,13 @@ export const STAGING = {
    * sliceMs / active before it yields), so concurrent jobs do not add up to a long turn.
    */
   sliceMs: 4,
-  /** Bytes of the items blob decoded and scanned per step (well under a millisecond of work). */
-  pieceBytes: 64 * 1024,
+  /**
+   * Bytes of the items blob decoded, scanned and checked per step: about a millisecond of work for
+   * the densest input (`[0,0,...]`, 4,096 items), so eight stagings side by side, each yielding after
+   * its step, still let the event loop turn every few milliseconds (at 64 KiB a turn of eight took
+   * over 100 ms and `/api/health` waited behind it).
+   */
+  pieceBytes: 8 * 1024,
 } as const;
 
 /** Stages `run`'s items; see the module comment. Throws JobError for input the job must refuse. */
@@ -132,30 +141,42 @@ interface BlobStaging {
 async function stageBlob({ store, type, container, blob, chunkSize, writer, pacer, signal }: BlobStaging): Promise<number> {
   const where = `${container}/${blob}`;
   let count = 0;
+  // The most items this job may hold at its chunk size: reading stops at the first item past it.
+  const limit = Math.min(JOB_LIMITS.maxItems, JOB_LIMITS.maxChunks * chunkSize);
   const rejections = new ItemRejections(type);
   const splitter = new JsonArraySplitter({
     // The rule for inline items, which sit one level deeper (inside the submission).
     maxDepth: MAX_NESTING_DEPTH - 1,
     onElement: (json, index) => {
+      if (index >= limit) {
+        // Past the limit: the job is refused whatever follows; the rest of this piece is skipped.
+        count = limit + 1;
+        writer.stop();
+        return;
+      }
       count = index + 1;
       if (!rejections.check(JSON.parse(json) as Json, index)) writer.stop();
-      // Past the item or chunk limit the job is refused; counting (and validating) goes on for the message.
-      if (count > JOB_LIMITS.maxItems || Math.ceil(count / chunkSize) > JOB_LIMITS.maxChunks) writer.stop();
       writer.add(json);
     },
   });
   const { stream } = await store.openItemsBlob(container, blob, signal);
   const decoder = new StringDecoder('utf8');
   try {
-    for await (const piece of stream) {
+    reading: for await (const piece of stream) {
       for (let at = 0; at < piece.length; at += STAGING.pieceBytes) {
         const end = at + STAGING.pieceBytes;
         // String pieces are already text; buffers are decoded (a character split across pieces waits in the decoder).
         splitter.feed(typeof piece === 'string' ? piece.slice(at, end) : decoder.write(piece.subarray(at, end)));
         if (splitter.tooDeep) writer.stop();
+        // Leaving the loop closes the download: a blob of 33 million items costs its first million.
+        if (count > limit) break reading;
         await writer.drain();
         await pacer.turn(signal);
       }
+    }
+    if (count > limit) {
+      rejections.throwIfAny(`the first ${limit + 1}`, where);
+      throw tooManyInBlob(where, chunkSize);
     }
     splitter.feed(decoder.end());
     splitter.end();
@@ -172,6 +193,19 @@ async function stageBlob({ store, type, container, blob, chunkSize, writer, pace
   rejections.throwIfAny(count, where);
   assertChunkCount(count, chunkSize);
   return count;
+}
+
+/** ITEMS_TOO_MANY for an items blob whose reading stopped at the first item past the limit. */
+export function tooManyInBlob(where: string, chunkSize: number): JobError {
+  if (JOB_LIMITS.maxChunks * chunkSize < JOB_LIMITS.maxItems) {
+    return new JobError(
+      'ITEMS_TOO_MANY',
+      `itemsBlob ${where} holds more than ${JOB_LIMITS.maxChunks * chunkSize} items, which in chunks of ${chunkSize} make more than ` +
+        `${JOB_LIMITS.maxChunks} chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`,
+    );
+  }
+  const most = JOB_LIMITS.maxItems;
+  return new JobError('ITEMS_TOO_MANY', `itemsBlob ${where} holds more than ${most} items; a job holds at most ${most}.`);
 }
 
 /** Stagings running in this process: they share the slice of each event-loop turn. */

@@ -194,6 +194,9 @@ export class MemoryInputStore implements InputStore {
   readonly segmentReads: string[] = [];
 
   /** `pieceBytes`: the size of the pieces an items blob is streamed in (small, to cross every boundary). */
+  /** Bytes of items blobs handed out so far (a test's measure of how far a staging read). */
+  bytesRead = 0;
+
   constructor(private readonly pieceBytes = 64 * 1024) {}
 
   putItemsBlob(container: string, blob: string, content: string | Buffer): void {
@@ -208,11 +211,14 @@ export class MemoryInputStore implements InputStore {
     const bytes = stored;
     checkItemsBlobSize(container, blob, bytes.length);
     const pieceBytes = this.pieceBytes;
+    const read = (n: number): void => void (this.bytesRead += n);
     async function* pieces(): AsyncGenerator<Buffer> {
       for (let at = 0; at < bytes.length; at += pieceBytes) {
         signal?.throwIfAborted();
         await Promise.resolve();
-        yield bytes.subarray(at, at + pieceBytes);
+        const piece = bytes.subarray(at, at + pieceBytes);
+        read(piece.length);
+        yield piece;
       }
     }
     return { bytes: bytes.length, stream: pieces() };

@@ -1,10 +1,12 @@
 /**
  * The planner the stager replaced, kept as the tests' oracle: it downloads an itemsBlob whole,
  * `JSON.parse`s it, checks nesting and every item, exactly as `JobActivities.loadItems` did before
- * staging. The stager must answer the same items, or the same code and message.
+ * staging. The stager must answer the same items, or the same code and message (for an items blob
+ * over the limit, the stager's "more than", since it stops reading there).
  */
 import { type BlobServiceClient } from '@azure/storage-blob';
 
+import { tooManyInBlob } from '../../../../shared/jobs/input/InputStager';
 import { JobError } from '../../../../shared/jobs/JobError';
 import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
@@ -52,6 +54,9 @@ export async function wholeArrayItems(blobs: BlobServiceClient, registry: WorkTy
       rejected += 1;
       if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
     });
+    // The stager reads no further than the first item past the limit, and says so (the same code).
+    const limit = Math.min(JOB_LIMITS.maxItems, JOB_LIMITS.maxChunks * run.options.chunkSize);
+    if (rejected === 0 && items.length > limit) throw tooManyInBlob(`${container}/${blob}`, run.options.chunkSize);
     if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
   }
   assertChunkCount(items.length, run.options.chunkSize);

@@ -133,11 +133,35 @@ describe('stageInput (memory store)', () => {
     const problems = ['item 1: 2.5 is not an integer', ...[0, 1, 2, 3].map((i) => `item ${i + 3}: "${i}x" is not a decimal integer`)];
     const rejected = `8 of 10 items in ${C}/floats.json rejected by work type "sum": ${problems.join('; ')}; ....`;
     await expect('floats.json', 'sum', 'ITEM_REJECTED', rejected);
-    await expect('many.json', 'noop', 'ITEMS_TOO_MANY', `1000001 items; a job holds at most ${JOB_LIMITS.maxItems}.`, 10_000);
-    const chunks = `10001 items in chunks of 1 make 10001 chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`;
-    await expect('chunks.json', 'noop', 'ITEMS_TOO_MANY', chunks, 1);
+    const most = `holds more than ${JOB_LIMITS.maxItems} items; a job holds at most ${JOB_LIMITS.maxItems}.`;
+    await expect('many.json', 'noop', 'ITEMS_TOO_MANY', `${at('many.json')} ${most}`, 10_000);
+    const chunkLimit = `a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`;
+    const moreChunks = `holds more than 10000 items, which in chunks of 1 make more than 10000 chunks; ${chunkLimit}`;
+    await expect('chunks.json', 'noop', 'ITEMS_TOO_MANY', `${at('chunks.json')} ${moreChunks}`, 1);
     const inline = { kind: 'inline' as const, items: new Array<Json>(10_001).fill(0) };
+    const chunks = `10001 items in chunks of 1 make 10001 chunks; ${chunkLimit}`;
     assert.deepEqual(await refusal(store, run('inline-many', 'noop', inline, 1)), { code: 'ITEMS_TOO_MANY', message: chunks });
+  });
+
+  it('stops reading an items blob at the first item past the limit, whatever follows it', async () => {
+    const store = new MemoryInputStore(64 * 1024);
+    const over = JOB_LIMITS.maxItems + 500_000;
+    // Items past the limit, then text that is not JSON: a whole read would answer ITEMS_BLOB_INVALID.
+    store.putItemsBlob(C, 'over.json', `[${new Array(over).fill('0').join(',')}, }} not json`);
+    const refused = await refusal(store, run('over', 'noop', blob('over.json'), 1_000));
+    assert.equal(refused.code, 'ITEMS_TOO_MANY');
+    const firstMillion = 2 * (JOB_LIMITS.maxItems + 1);
+    assert.ok(store.bytesRead <= firstMillion + 64 * 1024, `read ${store.bytesRead} bytes; the first ${JOB_LIMITS.maxItems + 1} items are ${firstMillion}`);
+    assert.equal(await store.readManifest('over'), undefined);
+    // At chunk size 1 the limit is maxChunks items.
+    store.bytesRead = 0;
+    assert.equal((await refusal(store, run('over-chunks', 'noop', blob('over.json'), 1))).code, 'ITEMS_TOO_MANY');
+    assert.ok(store.bytesRead <= 2 * (JOB_LIMITS.maxChunks + 1) + 64 * 1024, `read ${store.bytesRead} bytes at chunk size 1`);
+    // An item rejected before the limit still wins, as in a whole read.
+    store.putItemsBlob(C, 'over-bad.json', `[1.5,${new Array(over).fill('1').join(',')}]`);
+    const bad = await refusal(store, run('over-bad', 'sum', blob('over-bad.json'), 1_000));
+    assert.equal(bad.code, 'ITEM_REJECTED');
+    assert.match(bad.message, /^1 of the first 1000001 items in .* rejected by work type "sum": item 0: 1\.5 is not an integer\.$/);
   });
 
   it('refuses in the planner\'s precedence: not JSON, not an array, too deep, empty, rejected, too many', async () => {
