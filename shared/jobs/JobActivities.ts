@@ -22,6 +22,7 @@
  */
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type CallClaims } from './CallClaims';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { JobError, type JobErrorInfo } from './JobError';
@@ -56,6 +57,8 @@ export interface JobPipelineDeps {
   /** The leader lease's current epoch (undefined: no leader yet); without it the plan skips that check. */
   readonly leaseEpoch?: () => Promise<number | undefined>;
   readonly now?: Now;
+  /** One running call per job (CallClaims); absent: no lease is taken (tests of one call). */
+  readonly calls?: CallClaims;
   /**
    * After sending the first window, the plan waits this long (a step's long poll) for the first
    * results, so a small job needs no step of its own: two Durable hops fewer. Default STEP_WAIT.maxWaitMs.
@@ -86,6 +89,8 @@ export interface PlanInput {
   readonly run: JobRun;
   /** The orchestration's time (ISO) the first window is sent at. */
   readonly at: string;
+  /** Set when the orchestration calls it again after a resume: see CallClaims. */
+  readonly repeat?: number;
 }
 
 export interface AggregateInput {
@@ -94,7 +99,12 @@ export interface AggregateInput {
   readonly chunkCount: number;
   readonly itemCount: number;
   readonly cancelled: boolean;
+  /** Set when the orchestration calls it again after a resume: see CallClaims. */
+  readonly repeat?: number;
 }
+
+/** The calls' names in the log (the activities' names in jobOrchestration.ts). */
+const JOB_CALLS = { plan: 'plan', step: 'step', aggregate: 'aggregate' } as const;
 
 const READ_CONCURRENCY = 16;
 /** The plan's wait answers this long after the first results landed (see `plan`). */
@@ -119,7 +129,12 @@ export class JobActivities {
   }
 
 
+  /** Plans under the job's call lease (CallClaims): a repeat or late call waits for a live one. */
   async plan(input: PlanInput): Promise<PlanOutcome> {
+    return this.exclusive(input.run.jobId, JOB_CALLS.plan, input, () => this.planCall(input));
+  }
+
+  private async planCall(input: PlanInput): Promise<PlanOutcome> {
     const { run } = input;
     // The fence's reads and the check for this start's staged input, at once (one round trip, not four).
     const stagedRead = this.deps.staged?.(run) ?? Promise.resolve(undefined);
@@ -242,13 +257,29 @@ export class JobActivities {
 
   /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
   async step(input: StepInput): Promise<JobStepOutcome> {
-    return this.aggregateIfDone(input.job, input.chunkCount, input.itemCount, await this.deps.dispatcher.step(input));
+    return this.exclusive(input.job.jobId, JOB_CALLS.step, input, async () =>
+      this.aggregateIfDone(input.job, input.chunkCount, input.itemCount, await this.deps.dispatcher.step(input)),
+    );
+  }
+
+  /** Runs a call of the job's current activity under its call lease (see CallClaims), when the app gave one. */
+  private async exclusive<T>(
+    jobId: string,
+    call: string,
+    input: { readonly at?: string; readonly repeat?: number },
+    work: () => Promise<T>,
+  ): Promise<T> {
+    const calls = this.deps.calls;
+    if (calls === undefined) return work();
+    const claimFirst = (input.repeat ?? 0) > 0 || (input.at !== undefined && this.deps.dispatcher.isLate(input.at));
+    return calls.run({ jobId, call, claimFirst }, work);
   }
 
   /** The last chunk's result landed: aggregate here, one Durable hop fewer than a separate activity. */
   private async aggregateIfDone(job: DispatchJob, chunkCount: number, itemCount: number, outcome: StepOutcome): Promise<JobStepOutcome> {
     if (outcome.cancelled || !isLedgerDone(outcome.ledger)) return outcome;
-    return { ...outcome, summary: await this.aggregate({ run: job, chunkCount, itemCount, cancelled: false }) };
+    // Inside the plan's or step's own call: no lease of its own.
+    return { ...outcome, summary: await this.aggregateCall({ run: job, chunkCount, itemCount, cancelled: false }) };
   }
 
   /**
@@ -295,7 +326,12 @@ export class JobActivities {
     return this.deps.store.writeFinal(summary);
   }
 
+  /** Aggregates under the job's call lease (an aggregation of 10,000 chunks takes seconds). */
   async aggregate(input: AggregateInput): Promise<JobSummary> {
+    return this.exclusive(input.run.jobId, JOB_CALLS.aggregate, input, () => this.aggregateCall(input));
+  }
+
+  private async aggregateCall(input: AggregateInput): Promise<JobSummary> {
     const { run } = input;
     const type = this.deps.registry.get(run.workType);
     if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);

@@ -158,7 +158,7 @@ function pad(chunk: number): string {
   return String(chunk).padStart(CHUNK_DIGITS, '0');
 }
 
-function checkJobId(jobId: string): string {
+export function checkJobId(jobId: string): string {
   if (!isValidJobId(jobId)) throw new Error(`Refusing a blob path for invalid job id ${JSON.stringify(jobId).slice(0, 80)}`);
   return jobId;
 }

@@ -55,6 +55,8 @@ export interface JobCustomStatus {
   readonly generation: number;
   /** The activity call the run waits on, counting this execution's calls from 1 (with `generation`, it names the call). */
   readonly wait: number;
+  /** Present when the call is a repeat after a resume: how many times it was called again (StalledJobs backs off by it). */
+  readonly repeat?: number;
   readonly updatedAt: string;
   /**
    * Set when the plan step stood down as superseded (this start may not run the job): the run has

@@ -11,11 +11,21 @@
  * the recovery promises. A running job's run updates at least every few seconds (a step answers
  * within 5 s), so 15 s of silence means its message is held (or an activity is retrying).
  *
+ * A slow call is not a lost one: a job activity that runs for more than a moment holds the job's
+ * call lease (CallClaims.ts), so before asking, the check reads it and leaves a run whose call holds
+ * it alone (`job.call_alive`); a lost call's lease runs out within 15 s of its instance's death.
+ * A call made again after a resume says so in the run's custom status (`repeat`), and each repeat is
+ * given twice as long as the call before it before the run counts as stalled (`stalledAfterMs`, 2x,
+ * 4x, up to `maxBackoffMs`): a call that keeps not answering (its message queued behind a busy
+ * worker) is not called again every 15 s. The rule lives in the run's status, so a new leader keeps
+ * it. A resume raised and not yet taken (the run still shows the same call) is not raised again
+ * within the same wait.
+ *
  * Guarantees: a resume is harmless whenever it comes: every job activity is safe to run twice
  * (`ChunkDispatcher`, `JobActivities`: a spare step sends a window's chunks twice, workers keep one
- * result each), and the answer of the call that was repeated is ignored when it lands later. The
- * same call of a run (its custom status's generation and wait) is nudged at most once per
- * `stalledAfterMs`. Costs one listing of Running instances per check (the leader only).
+ * result each), the repeated call waits for any live call of the job before it runs (CallClaims), and
+ * the answer of the call that was repeated is ignored when it lands later. Costs one listing of
+ * Running instances per check (the leader only), and one read of the lease per run found idle.
  * Not covered here: a run whose very first message (its start) is held has no status to resume; it
  * stays Pending, and the intake starts the job again once it is stuck (`INTAKE.stuckPendingSeconds`).
  */
@@ -30,10 +40,14 @@ export const STALL_CHECK = {
   stalledAfterMs: 15_000,
   /** How often the leader's pass looks. */
   intervalMs: 5_000,
+  /** The longest wait before the same call is asked again (the back-off doubles up to this). */
+  maxBackoffMs: 240_000,
 } as const;
 
 export interface StallCheckDeps {
   readonly logger: Logger;
+  /** Whether a live call of the job holds its call lease (CallClaims.held); absent: never. */
+  readonly callHeld?: (jobId: string) => Promise<boolean>;
   readonly now?: () => number;
   readonly stalledAfterMs?: number;
   readonly intervalMs?: number;
@@ -49,7 +63,7 @@ export interface ResumeRequested extends ResumeRequest {
 export class StalledJobs {
   readonly #deps: StallCheckDeps;
   #lastCheck = Number.NEGATIVE_INFINITY;
-  /** The last resume raised per run: which call, when. */
+  /** The last resume raised per run: which call, when, and how many times that call was asked. */
   readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
 
   constructor(deps: StallCheckDeps) {
@@ -72,10 +86,14 @@ export class StalledJobs {
       if (job === undefined || typeof status?.generation !== 'number' || typeof status.wait !== 'number') continue;
       seen.add(instance.instanceId);
       const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
-      if (status.phase === 'done' || idleMs < stalledAfter) continue;
+      // A repeat of a call (after earlier resumes) is given twice as long as the call before it.
+      const repeat = typeof status.repeat === 'number' ? status.repeat : 0;
+      if (status.phase === 'done' || idleMs < backoffMs(stalledAfter, repeat + 1)) continue;
       const call = `${status.generation}/${status.wait}`;
       const last = this.#raised.get(instance.instanceId);
-      if (last?.call === call && this.#now() - last.at < stalledAfter) continue;
+      // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
+      if (last?.call === call && this.#now() - last.at < backoffMs(stalledAfter, repeat + 1)) continue;
+      if (await this.#callAlive(job.jobId, instance.instanceId, epoch, idleMs)) continue;
       const request: ResumeRequest = { generation: status.generation, wait: status.wait };
       try {
         await orchestrations.raiseResume(instance.instanceId, request);
@@ -95,7 +113,25 @@ export class StalledJobs {
     return raised;
   }
 
+  /** A live call holds the job's call lease: slow, not lost (a failed read counts as not known alive). */
+  async #callAlive(jobId: string, instanceId: string, epoch: number, idleMs: number): Promise<boolean> {
+    if (this.#deps.callHeld === undefined) return false;
+    try {
+      if (!(await this.#deps.callHeld(jobId))) return false;
+    } catch (err) {
+      this.#deps.logger.warn('job.stall_check_failed', { instanceId, epoch, error: err });
+      return false;
+    }
+    this.#deps.logger.debug('job.call_alive', { jobId, instanceId, idleMs, epoch });
+    return true;
+  }
+
   #now(): number {
     return (this.#deps.now ?? Date.now)();
   }
+}
+
+/** How long the `n`-th call of the same activity (1: the first) may be silent before it counts as stalled. */
+export function backoffMs(stalledAfterMs: number, n: number): number {
+  return Math.min(STALL_CHECK.maxBackoffMs, stalledAfterMs * 2 ** Math.max(0, n - 1));
 }

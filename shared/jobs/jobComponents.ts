@@ -8,6 +8,7 @@ import { parseRecord } from '../leader/LeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
+import { BlobCallClaimStore, CallClaims } from './CallClaims';
 import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
 import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from './input/ChunkItemsReader';
@@ -24,6 +25,8 @@ export interface JobComponents {
   readonly settings: Settings;
   readonly store: JobStore;
   readonly activities: JobActivities;
+  /** The job's call lease: one running call of its activities (CallClaims). */
+  readonly calls: CallClaims;
   readonly worker: WorkItemProcessor;
   readonly intake: JobIntake;
   readonly service: JobService;
@@ -72,8 +75,10 @@ export function buildJobComponents(
     instanceId: settings.instanceId,
     chunksPerMessage: settings.jobs.chunksPerMessage,
   });
+  const calls = new CallClaims({ store: new BlobCallClaimStore(store.container), logger: logger.child('calls') });
   const activities = new JobActivities({
     store,
+    calls,
     dispatcher,
     stage: (run, signal, options) => stageInput({ store: inputs, registry }, run, signal, options),
     staged: (run, signal) => stagedInput(inputs, run, signal),
@@ -86,6 +91,7 @@ export function buildJobComponents(
     store,
     logger,
     activities,
+    calls,
     worker: new WorkItemProcessor({
       store,
       inputs: inputBlobs(blobs, inputContainers),

@@ -30,11 +30,11 @@ export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
 export function jobCoordinationPass(
-  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings'>,
+  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings' | 'calls'>,
   durableClient: () => DurableClient | undefined,
 ): JobCoordinationPass {
   let lastSweep = 0;
-  const stalls = new StalledJobs({ logger: components.logger });
+  const stalls = new StalledJobs({ logger: components.logger, callHeld: (jobId) => components.calls.held(jobId) });
   return async (ctx) => {
     const client = durableClient();
     if (client === undefined) {

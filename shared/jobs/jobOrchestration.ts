@@ -96,6 +96,8 @@ export const jobOrchestration: OrchestrationHandler = function* (
   let phase: JobCustomStatus['phase'] = 'planning';
   /** This execution's activity calls so far (published: the leader's stall check tells calls apart by it). */
   let wait = 0;
+  /** How many times the current call was made again after a resume (published: the stall check backs off by it). */
+  let repeated = 0;
   const publish = (next: JobCustomStatus['phase'], superseded = false): void => {
     phase = next;
     const status: JobCustomStatus = {
@@ -106,6 +108,7 @@ export const jobOrchestration: OrchestrationHandler = function* (
       dispatch: state.ledger?.highestDispatch ?? 0,
       generation: state.generation,
       wait,
+      ...(repeated === 0 ? {} : { repeat: repeated }),
       updatedAt: now().toISOString(),
     };
     context.df.setCustomStatus(status);
@@ -189,17 +192,23 @@ export const jobOrchestration: OrchestrationHandler = function* (
   /**
    * Calls an activity (with retries) and answers its result, or CANCELLED when `cancel` is given and
    * wins. A `resume` event calls the activity again: the leader raises one for a run that stopped
-   * moving, whose answer may be held by an instance that died (see the module comment). Activities
-   * are idempotent, so a second call is safe; its answer is used, the earlier call's ignored.
+   * moving and whose call holds no lease (see the module comment), so its answer may be held by an
+   * instance that died. Activities are idempotent, so a second call is safe; its answer is used, the
+   * earlier call's ignored, and it runs only once no earlier call of the job runs (CallClaims).
    * Every resume calls again, even one raised for an earlier call: waiting on the same activity
    * task again would make the SDK schedule it again anyway (a Task.any re-yields its children's
    * actions), and a spare call costs one more pass. A failure after the retries throws.
    */
-  function* call(name: string, input: unknown, cancel?: Task): Generator<Task, unknown, unknown> {
-    for (;;) {
+  function* call(name: string, input: object, cancel?: Task): Generator<Task, unknown, unknown> {
+    for (let repeat = 0; ; repeat++) {
       wait += 1;
+      repeated = repeat;
       publish(phase);
-      const task = context.df.callActivityWithRetry(name, retry, input);
+      // A repeat says so: it takes the job's call lease before any work, waiting while an earlier
+      // call that is still alive holds it (CallClaims), so calls of the job never run side by side.
+      // (finish's input is the summary it records, and finish is one idempotent write: left as it is.)
+      const asked = repeat === 0 || name === JOB_ACTIVITIES.finish ? input : { ...input, repeat };
+      const task = context.df.callActivityWithRetry(name, retry, asked);
       const winner = yield context.df.Task.any(cancel === undefined ? [task, resumeEvent] : [task, cancel, resumeEvent]);
       if (winner === task) {
         // Task.any does not throw for a failed task: the error (after its retries) fails the job.

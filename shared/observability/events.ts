@@ -104,7 +104,7 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
   },
   'job.resume_requested': {
     level: 'warn',
-    what: 'the leader asked a job run that had not moved for 15 s to call its current activity again',
+    what: 'the leader asked a job run that had not moved for 15 s, and whose call holds no lease, to call its current activity again',
     fields: {
       jobId: 'string',
       instanceId: 'string',

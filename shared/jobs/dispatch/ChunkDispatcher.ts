@@ -55,6 +55,8 @@ export interface StepInput {
   readonly ledger: DispatchLedger;
   /** The time (ISO) the step was asked for; its passes measure ages with the activity's clock. */
   readonly at: string;
+  /** Set when the orchestration calls it again after a resume (the how-many-th repeat): see CallClaims. */
+  readonly repeat?: number;
 }
 
 export interface StepWait {

@@ -10,13 +10,13 @@ import { describe, it } from 'node:test';
 import { type ResumeRequest } from '../../../shared/jobs/jobOrchestration';
 import { type JobCustomStatus } from '../../../shared/jobs/JobSummary';
 import { type OrchestrationClient, type OrchestrationSnapshot } from '../../../shared/jobs/OrchestrationClient';
-import { STALL_CHECK, StalledJobs } from '../../../shared/jobs/StalledJobs';
+import { backoffMs, STALL_CHECK, StalledJobs } from '../../../shared/jobs/StalledJobs';
 import { memoryLogger } from '../../../shared/observability/log';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
 
-function status(generation: number, wait: number, phase: JobCustomStatus['phase'] = 'running'): Partial<JobCustomStatus> {
-  return { phase, generation, wait, epoch: 3 };
+function status(generation: number, wait: number, phase: JobCustomStatus['phase'] = 'running', repeat?: number): Partial<JobCustomStatus> {
+  return { phase, generation, wait, epoch: 3, ...(repeat === undefined ? {} : { repeat }) };
 }
 
 class ScriptedClient {
@@ -131,5 +131,42 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     clock.now += STALL_CHECK.intervalMs;
     await stalls.check(scripted.client(), 1);
     assert.deepEqual(scripted.raised.at(-1), { instanceId: 'job-a', request: { generation: 1, wait: 6 } });
+  });
+
+  it('leaves a run whose call holds the job\'s call lease alone, however long it is silent, and asks once the lease is gone', async () => {
+    const { clock, scripted, logger } = setup();
+    const held = new Set(['slow']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld: (jobId) => Promise.resolve(held.has(jobId)) });
+    scripted.set('job-slow', status(1, 1, 'planning'), T0);
+    for (let n = 1; n <= 6; n++) {
+      clock.now = T0 + n * STALL_CHECK.stalledAfterMs * 4;
+      assert.deepEqual(await stalls.check(scripted.client(), 1), [], `check ${n}: a live call is slow, not lost`);
+    }
+    assert.equal(scripted.raised.length, 0);
+    assert.equal(logger.lines.filter((l) => l.event === 'job.resume_requested').length, 0);
+    // Its instance died: the lease runs out, and the next check asks.
+    held.delete('slow');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['slow']);
+  });
+
+  it('gives each repeat of a call twice as long as the one before (the run\'s status carries the count), up to the cap', async () => {
+    const { clock, scripted, stalls } = setup();
+    clock.now = T0 + 3_600_000;
+    // Each check comes an interval after the last; the run shows `repeat` and was last updated `idleMs` ago.
+    const check = async (repeat: number, idleMs: number): Promise<boolean> => {
+      clock.now += STALL_CHECK.intervalMs;
+      scripted.set('job-r', status(1, 10 + repeat, 'planning', repeat === 0 ? undefined : repeat), clock.now - idleMs);
+      return (await stalls.check(scripted.client(), 1)).length > 0;
+    };
+    assert.equal(await check(0, 14_999), false);
+    assert.equal(await check(0, 15_000), true);
+    assert.equal(await check(1, 29_999), false, 'the first repeat is not asked again at 15 s');
+    assert.equal(await check(1, 30_000), true);
+    assert.equal(await check(2, 59_999), false);
+    assert.equal(await check(2, 60_000), true);
+    assert.equal(await check(9, 239_999), false);
+    assert.equal(await check(9, 240_000), true, 'capped at maxBackoffMs');
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffMs(15_000, n)), [15_000, 30_000, 60_000, 120_000, 240_000, 240_000, 240_000, 240_000]);
   });
 });
