@@ -20,10 +20,11 @@
  * Every pass first checks each marked start (`nextStartStep`): an instance past its plan step (or
  * finished) confirms it and the mark goes; an instance that is missing, ended without doing the job
  * (it stood down), or Pending for longer than `stuckPendingSeconds` (its start message never came)
- * is started again. A Pending instance is never started over (Azure refuses: the extension's default
- * `overridableExistingInstanceStates` dedupes Pending, Running, ContinuedAsNew and Suspended), so a
- * stuck one is left behind and the job starts under the next generation's instance id. A newer
- * leader takes over its predecessors' marked starts at its first pass, with a new start id. The
+ * is started again. Every start again is a new start (new start id, the pass's epoch) under the next
+ * generation's instance id, never under an id another start used: Durable refuses a start over a
+ * Pending or Running instance, and over a finished one it replaces the history, so a late landing
+ * of the earlier start (a leader frozen while its `startNew` was in flight) would wipe the run that
+ * did the work. A newer leader takes over its predecessors' marked starts at its first pass. The
  * start record changes only with If-Match, and only by a leader whose epoch is at least the record's.
  *
  * Fencing: a run's plan step (JobActivities) does work only if the job has no final summary, the
@@ -39,8 +40,9 @@
  * Running instance) or does nothing; a finished job is never run again; the same submission twice
  * is a no-op, a different one under a used job id is rejected (DUPLICATE_JOB_ID). The pass stops
  * between messages once `signal` aborts and reports `progress()` for the leader's watchdog.
- * Not guaranteed: that a late start does not land (on a finished instance Durable replaces the
- * history; the output stays the same); that a run past its plan step stops when a newer epoch
+ * A start that lands late lands on its own instance id only: its run stands down at its plan step
+ * (the start record names another start) and no other run's history is touched.
+ * Not guaranteed: that a run past its plan step stops when a newer epoch
  * appears (its steps are idempotent); a single run when a healthy instance stays Pending past
  * `stuckPendingSeconds` (both work, results stay exact); a single poison copy when a leader dies
  * between sending it and recording it; retrying a start interrupted before its record was written
@@ -157,8 +159,6 @@ export const INTAKE = {
 export type StartStep =
   | { readonly kind: 'confirmed' }
   | { readonly kind: 'wait' }
-  /** Start the record's run as it is (this epoch's own start). */
-  | { readonly kind: 'start'; readonly reason: string }
   /** Take the record over (new start id, this epoch), in the same or the next instance generation, and start it. */
   | { readonly kind: 'take_over'; readonly nextGeneration: boolean; readonly reason: string };
 
@@ -167,9 +167,10 @@ const MAX_PREVIOUS_STARTS = 5;
 
 export function nextStartStep(instance: OrchestrationSnapshot | undefined, start: StartRecord, epoch: number, now: Date): StartStep {
   const olderEpoch = start.epoch < epoch;
-  // Starting an older epoch's run would only make it stand down at its plan step: take it over instead.
-  const again = (reason: string): StartStep =>
-    olderEpoch ? { kind: 'take_over', nextGeneration: false, reason } : { kind: 'start', reason };
+  // Every start again is a new start (new start id, this epoch) under an instance id of its own (the
+  // next generation): the earlier start may still land late (a leader frozen while its start was in
+  // flight), and on a finished instance Durable would replace the history of the run that did the work.
+  const again = (reason: string): StartStep => ({ kind: 'take_over', nextGeneration: true, reason });
   if (instance === undefined) return again('no instance');
   const status = instance.runtimeStatus;
   // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.

@@ -1,7 +1,6 @@
 /**
  * The pass's judgment of a recorded start from what Durable shows (JobIntake.nextStartStep): when a
- * start is confirmed, waited for, started again as it is, or taken over (new start id, this epoch),
- * and when the job moves to the next instance generation because its instance is stuck Pending.
+ * start is confirmed, waited for, or taken over (new start id, this epoch, the next instance id).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -86,12 +85,16 @@ describe('judging a recorded start (nextStartStep)', () => {
     assert.deepEqual(nextStartStep(instance('Pending', { startId: 's-stale' }), start(), 5, NOW), { kind: 'wait' });
   });
 
-  it('starts its own epoch\'s start again when the instance is missing or its run stood down, and takes an older epoch\'s over', () => {
-    assert.equal(nextStartStep(undefined, start(5), 5, NOW).kind, 'start');
-    assert.equal(nextStartStep(instance('Completed', { output: summary('superseded') }), start(5), 5, NOW).kind, 'start');
-    assert.deepEqual(nextStartStep(undefined, start(4), 5, NOW), { kind: 'take_over', nextGeneration: false, reason: 'no instance' });
-    const stoodDown = nextStartStep(instance('Completed', { startId: 's-stale', output: summary('superseded') }), start(4), 5, NOW);
-    assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: false, reason: 'its run stood down' });
+  it('starts again as a new start under the next instance id when the instance is missing or its run stood down, whatever the epoch', () => {
+    // Never under the same instance id: the earlier start may still land (a frozen leader's startNew in
+    // flight), and on a finished instance Durable would replace the history of the run that did the work.
+    for (const epoch of [4, 5]) {
+      assert.deepEqual(nextStartStep(undefined, start(epoch), 5, NOW), { kind: 'take_over', nextGeneration: true, reason: 'no instance' });
+      const stoodDown = nextStartStep(instance('Completed', { output: summary('superseded') }), start(epoch), 5, NOW);
+      assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+    }
+    const staleStoodDown = nextStartStep(instance('Completed', { startId: 's-stale', output: summary('superseded') }), start(4), 5, NOW);
+    assert.deepEqual(staleStoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
   });
 
   it('moves the job to the next generation at once when its run stood down superseded but Durable still shows it Running', () => {
