@@ -10,6 +10,7 @@ import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
 import { recoveryBench } from './recovery';
 import { smallJobLatencyBench } from './smallJobLatency';
+import { tooManyItemsBench } from './tooManyItems';
 
 export interface BenchContext {
   readonly connectionString: string;
@@ -32,4 +33,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench];
