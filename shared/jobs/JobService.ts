@@ -202,36 +202,42 @@ export class JobService {
 
   private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
 
+  /** A job's view; once the job is accepted (202) never JOB_NOT_FOUND (see `current`). */
   async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
     if (current.snapshot !== undefined) return this.fromSnapshot(jobId, await this.settled(jobId, current.snapshot));
     if (current.start !== undefined) return fromStart(current.start);
-    const record = await this.deps.store.readRecord(jobId);
-    if (record !== undefined) return fromRecord(record);
+    if (current.record !== undefined) return fromRecord(current.record);
     if (current.stoodDown !== undefined) return this.fromSnapshot(jobId, current.stoodDown);
     const hint = 'A queue submission shows up here once the leader has read it (within a few seconds).';
     throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". ${hint}`);
   }
 
   /**
-   * The job's current instance: `job-<jobId>` unless it is Pending or stood down, in which case the
-   * start record says which generation runs the job (one more read, only then). `start` is set when
-   * the job is accepted and no instance of it shows its state yet.
+   * Where the job's state is. The common case is one read: its first instance shows it. Past that,
+   * the reads follow the order in which the job's records come to exist: the HTTP submission's
+   * pending record, then the start record, then the instance the start names. The intake creates the
+   * start record before it deletes the pending record, so a pending record gone by the time it is
+   * read means the start record is there for the read after it (read the other way round, a start
+   * made between the reads hid both, and an accepted job answered JOB_NOT_FOUND). `start` is set
+   * when the job is accepted and no instance of it shows its state yet.
    */
   private async current(
     jobId: string,
     orchestrations: OrchestrationClient,
-  ): Promise<{ snapshot?: OrchestrationSnapshot; start?: StartRecord; stoodDown?: OrchestrationSnapshot }> {
+  ): Promise<{ snapshot?: OrchestrationSnapshot; start?: StartRecord; record?: JobRecord; stoodDown?: OrchestrationSnapshot }> {
     const first = await orchestrations.getStatus(instanceIdFor(jobId));
     if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
+    const record = await this.deps.store.readRecord(jobId);
     const start = (await this.deps.store.readStart(jobId))?.value;
-    if (start === undefined || start.state !== 'active') {
-      return first === undefined ? {} : isSuperseded(first.output) ? { stoodDown: first } : { snapshot: first };
+    if (start !== undefined && start.state === 'active') {
+      // Read again even for generation 1: the start may have been made since the first read.
+      const named = await orchestrations.getStatus(instanceIdFor(jobId, start.generation));
+      return named !== undefined && !isSuperseded(named.output) ? { snapshot: named } : { start };
     }
-    const named = start.generation === 1 ? first : await orchestrations.getStatus(instanceIdFor(jobId, start.generation));
-    if (named !== undefined && !isSuperseded(named.output)) return { snapshot: named };
-    return { start };
+    if (first !== undefined && !isSuperseded(first.output)) return { snapshot: first };
+    return { ...(record === undefined ? {} : { record }), ...(first === undefined ? {} : { stoodDown: first }) };
   }
 
   /**
