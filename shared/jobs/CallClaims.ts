@@ -101,7 +101,12 @@ export class CallClaims {
           if (!holding) logger.warn('job.call_claim_lost', { jobId: ctx.jobId, call: ctx.call });
         } else {
           holding = await store.acquire(ctx.jobId, leaseId, CALL_CLAIM.leaseSeconds);
-          if (!holding && !overlapLogged) {
+          if (holding && done) {
+            // The work ended while the lease was being taken: give it back at once.
+            holding = false;
+            await store.release(ctx.jobId, leaseId);
+          }
+          if (!holding && !done && !overlapLogged) {
             overlapLogged = true;
             logger.warn('job.call_overlap', { jobId: ctx.jobId, call: ctx.call, hint: 'another call of this job holds its lease' });
           }
