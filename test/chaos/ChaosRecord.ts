@@ -139,6 +139,22 @@ export interface JobOutcome {
   readonly lastSeen?: JobView;
   /** For a job that never finished: what the Durable backend says about its orchestration. */
   readonly durableStatus?: unknown;
+  /** For a finished, accepted job: the start its start record names, and what that start's instance shows. */
+  readonly workingRun?: WorkingRun;
+}
+
+/** The instance a finished job's start record names, as Durable shows it at the end of the run. */
+export interface WorkingRun {
+  readonly startId: string;
+  readonly generation: number;
+  readonly instanceId: string;
+  /** The start id in that instance's input (another start's, if a late start replaced its history). */
+  readonly instanceStartId?: string | null;
+  readonly runtimeStatus?: string;
+  /** Its output is a stand-down (`superseded`): it did none of the work. */
+  readonly stoodDown?: boolean;
+  /** The instance could not be read (HTTP status or error). */
+  readonly unreadable?: string;
 }
 
 export interface ChaosRecord {

@@ -12,6 +12,9 @@
  * - `stale-epoch-act`: an orchestration created, or a submission rejected, by epoch E after an
  *   epoch above E existed.
  * - `job-started-twice`: two create-once writes of one job's orchestration both succeeded.
+ * - `history-replaced`: a finished job whose start record names a start whose instance does not
+ *   hold that start's run (a late start of another replaced its history), or holds a run that stood
+ *   down: the history shown is not the run that did the work.
  * - `decreasing-epoch`: a read of the lease blob showed a lower epoch than a read that finished
  *   before it began.
  * - `duplicate-epoch`: one epoch acquired by two processes.
@@ -33,6 +36,7 @@ export type ViolationKind =
   | 'wrong-result'
   | 'stale-epoch-act'
   | 'job-started-twice'
+  | 'history-replaced'
   | 'decreasing-epoch'
   | 'duplicate-epoch'
   | 'two-leaders'
@@ -199,10 +203,31 @@ function checkJobs(record: ChaosRecord, timeline: EpochTimeline): Violation[] {
         evidence: [...started.map(writeLine), ...jobLogLines(record, job.jobId)],
       });
     }
+    const replaced = historyReplaced(job);
+    if (replaced !== undefined) {
+      violations.push({
+        kind: 'history-replaced',
+        at: job.finishedAt ?? record.endedAt,
+        summary: `job ${job.jobId}: ${replaced}`,
+        evidence: [`start record and its instance: ${JSON.stringify(job.workingRun)}`, ...jobLogLines(record, job.jobId)],
+      });
+    }
     const stale = staleAct(record, job, writes, timeline);
     if (stale !== undefined) violations.push(stale);
   }
   return violations;
+}
+
+/** Why the job's named instance is not the run that did its work, or undefined when it is (or unknown). */
+function historyReplaced(job: JobOutcome): string | undefined {
+  const run = job.workingRun;
+  if (run === undefined || run.unreadable !== undefined || job.final === undefined) return undefined;
+  if (run.runtimeStatus === undefined) return `the instance ${run.instanceId} its start record names does not exist`;
+  if (run.instanceStartId !== run.startId) {
+    return `the instance ${run.instanceId} holds start ${String(run.instanceStartId)}, not ${run.startId} that its start record names (a late start replaced its history)`;
+  }
+  if (run.stoodDown === true) return `the instance ${run.instanceId} of the named start ${run.startId} stood down: no history shows the run that did the work`;
+  return undefined;
 }
 
 function wrongness(job: JobOutcome): string | undefined {

@@ -24,6 +24,7 @@ import {
   type PlannedFault,
   type ProcessExit,
   type ProcessRef,
+  type WorkingRun,
 } from './ChaosRecord';
 import { checkRun, type Failover, failovers, type Violation } from './checkRun';
 import { formatSummary } from './formatSummary';
@@ -469,6 +470,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         jobs.set(job.jobId, { ...still, durableStatus: { error: err instanceof Error ? err.message : String(err) } });
       }
     }
+    // Every finished job's history must be the run that did its work: the start its record names.
+    for (const job of [...jobs.values()].filter((j) => j.final !== undefined && j.final.status !== 'rejected')) {
+      const workingRun = await readWorkingRun(job.jobId);
+      if (workingRun !== undefined) jobs.set(job.jobId, { ...(jobs.get(job.jobId) as JobOutcome), workingRun });
+    }
     // A last look at every instance's answer with all of them up.
     pollLeaders();
     await sleep(2_000);
@@ -479,6 +485,32 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     say('stopping the cluster');
     await cluster.stop();
     const endedAt = Date.now();
+
+    async function readWorkingRun(jobId: string): Promise<WorkingRun | undefined> {
+      const body = await blobs.getContainerClient(RESULTS_CONTAINER).getBlobClient(`jobs/${jobId}/start.json`).downloadToBuffer().catch(() => undefined);
+      if (body === undefined) return undefined;
+      const start = JSON.parse(body.toString('utf8')) as { startId?: string; generation?: number; state?: string };
+      if (start.state !== 'active' || typeof start.startId !== 'string' || typeof start.generation !== 'number') return undefined;
+      const instanceId = start.generation === 1 ? `job-${jobId}` : `job-${jobId}.${start.generation}`;
+      const named = { startId: start.startId, generation: start.generation, instanceId };
+      const target = healthyInstances()[0];
+      if (target === undefined) return { ...named, unreadable: 'no healthy instance to ask' };
+      try {
+        const answer = await request(target, 'GET', `/runtime/webhooks/durabletask/instances/${encodeURIComponent(instanceId)}?showHistory=false&showInput=true&code=${cluster.masterKey}`);
+        // 404: no such instance (the check names it); 202 and the rest: Durable answered, but not its state.
+        if (answer.status === 404) return named;
+        if (answer.status !== 200 && answer.status !== 202) return { ...named, unreadable: `HTTP ${answer.status}` };
+        const status = answer.json as { runtimeStatus?: string; input?: { run?: { startId?: string } } | null; output?: { superseded?: unknown } | null };
+        return {
+          ...named,
+          instanceStartId: status.input?.run?.startId ?? null,
+          ...(status.runtimeStatus === undefined ? {} : { runtimeStatus: status.runtimeStatus }),
+          stoodDown: status.output !== null && status.output !== undefined && status.output.superseded !== undefined,
+        };
+      } catch (err) {
+        return { ...named, unreadable: err instanceof Error ? err.message : String(err) };
+      }
+    }
 
     const record: ChaosRecord = {
       seed: options.seed,

@@ -149,6 +149,21 @@ describe('chaos checker', () => {
     assert.ok(kinds(twice).includes('job-started-twice'));
   });
 
+  it('reports a finished job whose history is not the run that did its work: replaced by a late start, missing, or a stand-down', () => {
+    const named = { startId: 's-22', generation: 1, instanceId: 'job-j1' };
+    const ok = record({ jobs: [job({ workingRun: { ...named, instanceStartId: 's-22', runtimeStatus: 'Completed', stoodDown: false } })] });
+    assert.deepEqual(kinds(ok), []);
+    // The case: the epoch-20 leader's held start landed on the finished instance and replaced it.
+    const replaced = record({ jobs: [job({ workingRun: { ...named, instanceStartId: 's-20', runtimeStatus: 'Completed', stoodDown: false } })] });
+    assert.deepEqual(kinds(replaced), ['history-replaced']);
+    assert.match(checkRun(replaced)[0]?.summary ?? '', /holds start s-20, not s-22/);
+    assert.deepEqual(kinds(record({ jobs: [job({ workingRun: named })] })), ['history-replaced'], 'no such instance');
+    const stoodDown = record({ jobs: [job({ workingRun: { ...named, instanceStartId: 's-22', runtimeStatus: 'Completed', stoodDown: true } })] });
+    assert.deepEqual(kinds(stoodDown), ['history-replaced']);
+    // Not known (the instance could not be read): nothing is claimed.
+    assert.deepEqual(kinds(record({ jobs: [job({ workingRun: { ...named, unreadable: 'HTTP 500' } })] })), []);
+  });
+
   it('reports a lease blob that showed a lower epoch after a higher one, but not across overlapping reads', () => {
     const reads = [
       { sentAt: T0, receivedAt: T0 + 10, epoch: 3, holder: 'instance-1.g1' },
