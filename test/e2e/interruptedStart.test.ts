@@ -99,10 +99,11 @@ describe('a leader killed while it starts a job', () => {
     assert.deepEqual(done.result, sumOf(items));
     assert.ok((done.epoch ?? 0) > leaderEpoch, 'started by the next leader');
     await assertRanOnce(s, jobId);
-    // Nothing of the dead leader's start existed: the job ran under its first instance id.
+    // Nothing of the dead leader's start existed; the next leader's start is a new start under the
+    // next instance id (the dead one's, had it been in flight, could only have made its own).
     // The job shows its recorded outcome as soon as it is written; its run finishes a Durable hop later.
-    await eventually(async () => ((await s.instance(follower, `job-${jobId}`))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
-    assert.equal(await s.instance(follower, `job-${jobId}.2`), undefined);
+    await eventually(async () => ((await s.instance(follower, `job-${jobId}.2`))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
+    assert.equal(await s.instance(follower, `job-${jobId}`), undefined);
     const listed = (await s.call(follower, 'GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
     assert.deepEqual(listed.jobs.filter((j) => j.jobId === jobId).map((j) => j.status), ['completed']);
     const repaired = s.events('intake.start_repaired', jobId)[0];

@@ -5,11 +5,12 @@
  * instance as it starts it); the test stops the process there, lets the other instance take the
  * lease with a newer epoch, resumes the old leader and only then lets the held request through, so
  * the act lands after the newer epoch exists:
- * - while the newer leader's run of the job is in progress, the stale start is refused (the
- *   instance that runs is the newer epoch's, the job runs once);
- * - after the job finished, the stale start replaces the finished instance (Durable's rule for a
- *   finished id) but does nothing: the job is not run again, its stored result is untouched, and
- *   the status still shows the exact result.
+ * - the newer leader takes the start over as a new start under the next instance id (`job-<id>.2`),
+ *   so the stale start can only land on an instance of its own (`job-<id>`), whose run stands down:
+ * - while the newer leader's run of the job is in progress, the job runs once, under the newer epoch;
+ * - after the job finished, the stale start landing does not touch the finished run's history
+ *   (Durable would replace a finished instance of the same id): the job is not run again, its
+ *   stored result is untouched, and the status still shows the exact result.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -58,11 +59,16 @@ describe('a leader paused between its check and its act', () => {
     const stalePlans = p.s.events('job.planned', jobId).filter((e) => e.epoch === p.oldEpoch);
     assert.deepEqual(stalePlans, [], 'a run of the old epoch planned the job');
     assert.equal(new Set(p.s.events('job.planned', jobId).map((e) => e.startId)).size, 1, 'the job was planned by more than one run');
-    // The old leader's start went on after it resumed and Durable refused it: the job's instance is the newer epoch's.
-    const instance = await p.s.instance(p.next, `job-${jobId}`);
-    assert.equal(instance?.input?.run?.epoch, p.newEpoch, 'an orchestration was created with the old epoch');
-    const refused = p.old.events('intake.start_failed').filter((e) => e.jobId === jobId && e.epoch === p.oldEpoch);
-    assert.equal(refused.length, 1, 'the stale start was tried and refused');
+    // The newer leader's start has an instance id of its own; the old leader's start, landing after it
+    // resumed, made only its own instance, whose run stood down.
+    const instance = await p.s.instance(p.next, `job-${jobId}.2`);
+    assert.equal(instance?.input?.run?.epoch, p.newEpoch, 'the job runs under the newer epoch\'s own instance');
+    await eventually(
+      () => Promise.resolve(p.s.events('job.plan_refused', jobId).some((e) => e.epoch === p.oldEpoch) ? true : undefined),
+      60_000,
+      'the stale run to stand down',
+    );
+    assert.equal((await p.s.instance(p.next, `job-${jobId}`))?.input?.run?.epoch, p.oldEpoch, 'the stale start landed on its own instance');
   });
 
   it('does not run a finished job again when a stale start lands after it finished', async () => {
@@ -74,12 +80,18 @@ describe('a leader paused between its check and its act', () => {
     assert.deepEqual(done.result, sumOf(items));
     const stored = await p.s.resultsBlob(`jobs/${jobId}/result.json`);
     assert.ok(stored !== undefined);
-    // The job shows its recorded outcome at once; its run finishes in Durable a hop later.
-    await eventually(async () => ((await p.s.instance(p.next, `job-${jobId}`))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
+    // The job shows its recorded outcome at once; its run (the newer leader's start, the next
+    // instance id) finishes in Durable a hop later.
+    const working = `job-${jobId}.2`;
+    const finished = await eventually(async () => {
+      const instance = await p.s.instance(p.next, working);
+      return instance?.runtimeStatus === 'Completed' ? instance : undefined;
+    }, 10_000, 'the run to complete');
+    assert.equal(finished.input?.run?.epoch, p.newEpoch);
 
     await resume(p);
-    // The stale start lands on the finished instance, which Durable replaces (its rule for a finished
-    // id): wait until that execution, the old epoch's, has ended too.
+    // The stale start lands on an instance id of its own, never on the finished one: wait until
+    // that execution, the old epoch's, has ended too.
     await eventually(
       async () => {
         const instance = await p.s.instance(p.next, `job-${jobId}`);
@@ -89,6 +101,10 @@ describe('a leader paused between its check and its act', () => {
       60_000,
       'the stale start to land and end',
     );
+    // The finished run's history is still the run that did the work.
+    const kept = await p.s.instance(p.next, working);
+    assert.equal(kept?.runtimeStatus, 'Completed');
+    assert.equal(kept?.input?.run?.epoch, p.newEpoch, 'the finished run was replaced by the stale start');
     const stoodDown = p.s.events('job.plan_refused', jobId).filter((e) => e.epoch === p.oldEpoch);
     assert.equal(stoodDown.length, 1, 'the stale run stood down at its plan step');
     await new Promise((r) => setTimeout(r, 3_000));

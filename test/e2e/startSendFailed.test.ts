@@ -2,8 +2,9 @@
  * A start message whose send fails (the storage proxy refuses it, the SDK's retries included), with
  * no process killed: the development host's Durable backend sends the start message before it
  * writes the Pending instance, as the Azure Storage provider does, so the failed start leaves no
- * instance, and the same leader's next pass starts the job again under the same instance id. The
- * job finishes exactly once with the exact result.
+ * instance, and the same leader's next pass starts the job again as a new start under the next
+ * instance id (never under an id another start used: that one may still land). The job finishes
+ * exactly once with the exact result.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -41,7 +42,11 @@ describe('a start message that storage refuses', () => {
     assert.equal(new Set(planned.map((e) => e.startId)).size, 1, JSON.stringify(planned));
     assert.ok((await s.resultsBlob(`jobs/${jobId}/result.json`)) !== undefined, 'the job stored its result');
     // The job shows its recorded outcome as soon as it is written; its run finishes a Durable hop later.
-    await eventually(async () => ((await s.instance(leader, `job-${jobId}`))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
+    const started = s.events('intake.start_repaired', jobId).map((e) => e.instanceId);
+    assert.ok(started.length >= 1, 'the start was repaired');
+    const working = String(started.at(-1));
+    assert.match(working, new RegExp(`^job-${jobId}\\.\\d+$`), 'repaired under a later instance id');
+    await eventually(async () => ((await s.instance(leader, working))?.runtimeStatus === 'Completed' ? true : undefined), 10_000, 'the run to complete');
     const firstRefusal = proxy.requests().find((r) => isStartMessage(s, r, jobId));
     t.diagnostic(`completed ${Date.now() - (firstRefusal?.at ?? NaN)} ms after its first start message was refused`);
   });

@@ -347,10 +347,11 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     const calls = callsOf(result.calls, JOB_ACTIVITIES.step);
     assert.equal(calls.length, 3, 'the resumed call, once more, and the next step: the late answer started nothing');
     assert.equal(calls[1]?.at.getTime(), at(20_000).getTime(), 'called again when the resume arrived');
-    assert.deepEqual(calls[1]?.input, calls[0]?.input, 'with the same input: the same ledger');
+    assert.deepEqual(calls[1]?.input, { ...(calls[0]?.input as object), repeat: 1 }, 'with the same input (the same ledger), marked as the first repeat');
     const statuses = result.episodes.map((e) => e.customStatus as JobCustomStatus | undefined);
     assert.equal(statuses.find((s) => s?.phase === 'running')?.wait, 2, 'the plan was call 1, the first step call 2');
-    assert.ok(statuses.some((s) => s?.phase === 'running' && s.wait === 3));
+    assert.ok(statuses.some((s) => s?.phase === 'running' && s.wait === 3 && s.repeat === 1), 'the status says the call is a repeat');
+    assert.equal(statuses.find((s) => s?.phase === 'running' && s.wait === 4)?.repeat, undefined, 'the next step is a first call again');
     assert.equal(statuses.some((s) => s?.progress.chunks.done === 3), false, 'the held answer, landing at 120 s, was not used');
     assert.ok(result.episodes.some((e) => e.at.getTime() === at(120_000).getTime()), 'it did land, during the third step');
   });
@@ -383,7 +384,7 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     assert.equal((result.output as JobSummary).status, 'completed');
     const calls = callsOf(result.calls, JOB_ACTIVITIES.plan);
     assert.equal(calls.length, 2);
-    assert.deepEqual(calls[1]?.input, calls[0]?.input);
+    assert.deepEqual(calls[1]?.input, { ...(calls[0]?.input as object), repeat: 1 });
     assert.equal(callsOf(result.calls, JOB_ACTIVITIES.step)[0]?.at.getTime(), START.getTime() + 16_000, 'the job went on from the second answer');
   });
 
