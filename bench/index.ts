@@ -6,6 +6,7 @@
 import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
 import { inputStagingBench } from './inputStaging';
+import { jobsScaleBench } from './jobsScale';
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
 import { recoveryBench } from './recovery';
@@ -33,4 +34,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench, jobsScaleBench];

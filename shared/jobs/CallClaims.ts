@@ -11,12 +11,13 @@
  * ended, or its instance died and the lease ran out, at most `leaseSeconds` later).
  *
  * Rules (`CallClaims.run`):
- * - A call the orchestration made again (after a resume), or that starts late (`LATE_CALL_MS` after
- *   it was asked for: a redelivery, a retry), takes the lease before any work, waiting while another
- *   call holds it: at most one call of a job runs at a time, however many resumes came.
- * - A first call on time takes the lease once it has run `claimAfterMs` (most calls end sooner and
- *   cost nothing); a resume comes no sooner than 15 s after the call was asked for, and an on-time
- *   call started within 10 s of that, so a live call holds the lease before anyone may ask again.
+ * - A call the orchestration made again (after a resume) takes the lease before any work, waiting
+ *   while another call holds it: at most one call of a job runs at a time, however many resumes came.
+ * - Any other call takes the lease once it has run `claimAfterMs` (most calls end sooner and cost
+ *   nothing); a resume comes no sooner than 15 s after the call was asked for, so a live call holds
+ *   the lease before anyone may ask again. A redelivered call (its instance died; Durable renews a
+ *   live call's message) does not wait for the dead call's lease to run out: that would add up to
+ *   15 s to every recovery of a killed instance's step.
  * - Renewals stop after `maxHoldMs` (the host's function timeout): a call stuck for good cannot hold
  *   its job forever.
  * Not guaranteed: a call whose process is frozen longer than the lease loses it and may overlap a
@@ -66,7 +67,7 @@ export interface CallContext {
   readonly jobId: string;
   /** The activity, for the log. */
   readonly call: string;
-  /** Takes the lease before any work: the orchestration's repeat of a call, or a late call. */
+  /** Takes the lease before any work: the orchestration's repeat of a call. */
   readonly claimFirst: boolean;
 }
 

@@ -271,8 +271,9 @@ export class JobActivities {
   ): Promise<T> {
     const calls = this.deps.calls;
     if (calls === undefined) return work();
-    const claimFirst = (input.repeat ?? 0) > 0 || (input.at !== undefined && this.deps.dispatcher.isLate(input.at));
-    return calls.run({ jobId, call, claimFirst }, work);
+    // Only a repeat waits for the lease: a late call (a redelivery) is the copy of a call whose
+    // instance died, whose lease may run 15 s more; waiting for it would add that to every recovery.
+    return calls.run({ jobId, call, claimFirst: (input.repeat ?? 0) > 0 }, work);
   }
 
   /** The last chunk's result landed: aggregate here, one Durable hop fewer than a separate activity. */

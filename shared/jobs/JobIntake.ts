@@ -139,8 +139,21 @@ export const INTAKE = {
   stuckPendingSeconds: 30,
   /** Unconfirmed starts checked per pass; the rest wait for the next one. */
   maxChecksPerPass: 200,
+  /**
+   * A start is checked once its mark is this old: one made seconds ago is still on its way to its
+   * plan (a burst's pass re-checked hundreds of fresh starts, ~4 reads each, before reading on).
+   */
+  checkAfterMs: 3_000,
+  /** Marked starts checked at once. */
+  checkConcurrency: 8,
   /** Submissions of a batch handled at once (those naming the same job id, one after another). */
   messageConcurrency: 4,
+  /**
+   * A pass reads no further batch of submissions once it has run this long: the rest of a burst
+   * waits for the next pass (within a second), so the stall check, the watchdog's progress and the
+   * next renewal never wait behind a long intake.
+   */
+  passBudgetMs: 2_500,
   /**
    * An items blob up to this size is staged by the leader at intake, which then sends the first
    * window itself (a 100,000-number array is ~0.6 MB, staged in ~60 ms); a bigger one is staged by
@@ -261,7 +274,9 @@ export class JobIntake {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     await this.checkStarts(ctx, orchestrations, counts);
-    for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted; batch++) {
+    const began = performance.now();
+    const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
+    for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted && withinBudget(); batch++) {
       const received = await this.deps.jobsQueue.receiveMessages({
         numberOfMessages: INTAKE.batchSize,
         visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
@@ -303,8 +318,10 @@ export class JobIntake {
   ): Promise<void> {
     const marked = await this.deps.store.listUnconfirmed(ctx.signal);
     ctx.progress();
-    for (const jobId of marked.slice(0, INTAKE.maxChecksPerPass)) {
-      if (ctx.signal.aborted) break;
+    const now = this.now().getTime();
+    const due = marked.filter((m) => now - m.markedAt >= INTAKE.checkAfterMs).slice(0, INTAKE.maxChecksPerPass);
+    await mapLimit(due, INTAKE.checkConcurrency, async ({ jobId }) => {
+      if (ctx.signal.aborted) return;
       counts.checked += 1;
       try {
         const step = await this.advance(jobId, ctx, orchestrations);
@@ -316,7 +333,7 @@ export class JobIntake {
         this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
       }
       ctx.progress();
-    }
+    });
   }
 
   private async advance(

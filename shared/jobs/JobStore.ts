@@ -415,13 +415,13 @@ export class JobStore implements ChunkStore {
     return deleted;
   }
 
-  /** The job ids of every unconfirmed start (one listing per 5,000). */
-  async listUnconfirmed(signal?: AbortSignal): Promise<string[]> {
-    const out: string[] = [];
+  /** Every unconfirmed start: its job id and when it was last marked (one listing per 5,000). */
+  async listUnconfirmed(signal?: AbortSignal): Promise<Array<{ readonly jobId: string; readonly markedAt: number }>> {
+    const out: Array<{ readonly jobId: string; readonly markedAt: number }> = [];
     try {
       for await (const blob of this.container.listBlobsFlat({ prefix: UNCONFIRMED_PREFIX, abortSignal: signal })) {
         const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
-        if (isValidJobId(jobId)) out.push(jobId);
+        if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.properties.lastModified.getTime() });
       }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;

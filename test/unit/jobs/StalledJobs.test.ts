@@ -1,7 +1,7 @@
 /**
  * The leader's stall check (StalledJobs): which runs it asks to resume, and how often. The
  * orchestration client is a scripted list of instances on a manual clock; the check against the
- * real Durable backend is in test/integration/jobs/endToEnd.test.ts, and a held control message
+ * real Durable backend is in test/integration/jobs/jobLifecycle.test.ts, and a held control message
  * after a SIGKILL in test/e2e/workerKilled.test.ts.
  */
 import assert from 'node:assert/strict';

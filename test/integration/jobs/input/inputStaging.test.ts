@@ -67,7 +67,7 @@ describe('input staging (Azurite)', () => {
       const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
       await inputs.getBlockBlobClient(name).uploadData(bytes);
     };
-    // From endToEnd.test.ts (the bad-input corpus) and jobActivities.test.ts.
+    // From jobLifecycle.test.ts (the bad-input corpus) and jobActivities.test.ts.
     await put('object.json', '{"not":"an array"}');
     await put('floats.json', '[1, 2.5, 3]');
     await put('deep.json', `[${'['.repeat(100_000)}${']'.repeat(100_000)}]`);

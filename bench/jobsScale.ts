@@ -1,0 +1,199 @@
+/**
+ * Benchmark: scale in jobs. Bursts of N small `sum` jobs (20 items each) on one instance of the real
+ * app (a development-host process, shipped host.json and settings), submitted at once, 16 requests in
+ * flight: by HTTP (POST /api/jobs) and by queue (base64 messages straight onto the jobs queue). Per
+ * burst: the time from the first submission to the last job's recorded completion, jobs/s, POST ->
+ * completed p50 / p99 (the summary's `finishedAt`), storage transactions per job (every request the
+ * instance makes, counted by a proxy in front of Azurite), the leader pass's longest duration seen
+ * (GET /api/cluster every second), and `GET /api/jobs?limit=100` latency with the burst stored.
+ *
+ * Baseline, same run, same instance and Azurite: N trivial orchestrations (one activity each) started
+ * through the standard durable-functions client at the same concurrency (bench/fixtures/trivialApp.ts):
+ * the ceiling the intake sits under. Completion is read from storage by the bench itself (final
+ * summaries, the development host's instance blobs), outside the count.
+ *
+ * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue]`.
+ */
+import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
+import { QueueServiceClient } from '@azure/storage-queue';
+import { connectionStringFor } from 'devhost/testing';
+
+import { type AppCluster, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type Bench } from './index';
+import { countingProxy, endpointPorts } from './jobsThroughput';
+
+const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
+const SUM = ITEMS.reduce((a, b) => a + b, 0);
+const IN_FLIGHT = 16;
+
+interface BurstFigures {
+  readonly label: string;
+  readonly n: number;
+  readonly wallMs: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly txPerJob: number;
+  readonly maxPassMs: number;
+  readonly listMs: number | undefined;
+  readonly wrong: number;
+}
+
+async function inFlight<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await work(items[next++] as T);
+    }),
+  );
+}
+
+/** Waits until `done(id)` holds for every id, probing in submission order (jobs end roughly in order). */
+async function waitAll(ids: readonly string[], done: (id: string) => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const open = [...ids];
+  while (open.length > 0) {
+    if (performance.now() > deadline) throw new Error(`${open.length} of ${ids.length} not finished after ${timeoutMs / 1000} s (first: ${open[0]})`);
+    // The oldest few at once; stop at the first that is still running.
+    const head = open.slice(0, 16);
+    const finished = await Promise.all(head.map(done));
+    const firstOpen = finished.indexOf(false);
+    open.splice(0, firstOpen < 0 ? head.length : firstOpen);
+    if (firstOpen >= 0) await sleep(250);
+  }
+}
+
+export const jobsScaleBench: Bench = {
+  name: 'jobs-scale',
+  description: 'bursts of small jobs (10 .. 10,000) by HTTP and by queue on one instance, against plain Durable starts of a trivial orchestration',
+  async run(ctx) {
+    const sizes = (ctx.options.get('sizes') ?? '10,100,1000').split(',').map(Number);
+    const vias = (ctx.options.get('via') ?? 'http,queue').split(',');
+    let hub = '';
+    const proxy = await countingProxy(endpointPorts(ctx.connectionString), () => hub);
+    const ports = proxy.ports;
+    const proxied = connectionStringFor('127.0.0.1', ports.blob, ports.queue, ports.table);
+    const cluster: AppCluster = await startAppCluster(proxied, { instances: 1, label: 'scale', main: 'bench/fixtures/trivialApp.js' });
+    hub = cluster.names.taskHub;
+    const direct = BlobServiceClient.fromConnectionString(ctx.connectionString);
+    const results: ContainerClient = direct.getContainerClient(cluster.names.resultsContainer);
+    const instances: ContainerClient = direct.getContainerClient(`${hub.toLowerCase()}-instances`);
+    const jobsQueue = QueueServiceClient.fromConnectionString(ctx.connectionString).getQueueClient(cluster.names.jobsQueue);
+    const finals = new Map<string, { finishedAt: number; ok: boolean }>();
+    const finalOf = async (jobId: string): Promise<boolean> => {
+      if (finals.has(jobId)) return true;
+      const body = await results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
+      if (body === undefined) return false;
+      const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
+      finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });
+      return true;
+    };
+    const lines: string[] = [];
+    const rows: BurstFigures[] = [];
+    let maxPassMs = 0;
+    const passProbe = monitor(1_000, async () => {
+      const res = await cluster.call('GET', '/api/cluster');
+      const pass = (res.json.instance as { lastPass?: { durationMs?: number } | null } | undefined)?.lastPass;
+      if (typeof pass?.durationMs === 'number') maxPassMs = Math.max(maxPassMs, pass.durationMs);
+    });
+    try {
+      await cluster.leader();
+      await sleep(3_000);
+      let burst = 0;
+      for (const n of sizes) {
+        burst += 1;
+        // Baseline: trivial orchestrations started through the standard client, IN_FLIGHT at a time.
+        {
+          const ids = Array.from({ length: n }, (_, i) => `t${burst}-${i}`);
+          proxy.reset();
+          const t0 = performance.now();
+          let retried = 0;
+          await inFlight(ids, IN_FLIGHT, async (id) => {
+            for (let attempt = 1; ; attempt++) {
+              const res = await cluster.call('PUT', `/api/trivial/${id}`);
+              if (res.status === 202) return;
+              if (attempt >= 5) throw new Error(`trivial start answered ${res.status}: ${JSON.stringify(res.json).slice(0, 300)}`);
+              retried += 1;
+              await sleep(500 * attempt);
+            }
+          });
+          if (retried > 0) lines.push(`${n} trivial orchestrations: ${retried} starts failed (5xx) and were sent again.`);
+          await waitAll(ids, async (id) => {
+            const body = await instances.getBlobClient(id).downloadToBuffer().catch(() => undefined);
+            try {
+              return body !== undefined && (JSON.parse(body.toString('utf8')) as { runtimeStatus?: string }).runtimeStatus === 'Completed';
+            } catch {
+              return false; // read while it was being replaced: asked again
+            }
+          }, 600_000);
+          rows.push({ label: 'trivial orchestrations', n, wallMs: performance.now() - t0, p50Ms: NaN, p99Ms: NaN, txPerJob: proxy.counter.total / n, maxPassMs: NaN, listMs: undefined, wrong: 0 });
+          ctx.note(`${n} trivial orchestrations: ${secs(performance.now() - t0)} s`);
+        }
+        for (const via of vias) {
+          const ids = Array.from({ length: n }, (_, i) => `${via[0]}${burst}-${i}`);
+          const posted = new Map<string, number>();
+          let retried = 0;
+          proxy.reset();
+          maxPassMs = 0;
+          const t0 = performance.now();
+          const wall0 = Date.now();
+          await inFlight(ids, IN_FLIGHT, async (jobId) => {
+            const submission = { jobId, workType: 'sum', items: ITEMS };
+            posted.set(jobId, Date.now());
+            if (via === 'http') {
+              // A 503 says "try again" (storage did not answer in time): a client does, and it is counted.
+              for (let attempt = 1; ; attempt++) {
+                const res = await cluster.call('POST', '/api/jobs', submission);
+                if (res.status === 202) break;
+                if (res.status !== 503 || attempt >= 5) throw new Error(`POST /api/jobs answered ${res.status}: ${JSON.stringify(res.json)}`);
+                retried += 1;
+                await sleep(500 * attempt);
+              }
+            } else {
+              await jobsQueue.sendMessage(Buffer.from(JSON.stringify(submission)).toString('base64'));
+            }
+          });
+          ctx.note(`${n} by ${via}: submitted in ${secs(performance.now() - t0)} s${retried > 0 ? ` (${retried} POSTs answered 503 and were sent again)` : ''}`);
+          if (retried > 0) lines.push(`${n} by ${via}: ${retried} POSTs answered 503 SERVICE_UNAVAILABLE and were sent again.`);
+          await waitAll(ids, finalOf, 900_000);
+          const wallMs = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN)) - wall0;
+          const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
+          const tx = proxy.counter.total;
+          const l0 = performance.now();
+          const list = await cluster.call('GET', '/api/jobs?limit=100');
+          const listMs = list.status === 200 ? performance.now() - l0 : undefined;
+          rows.push({
+            label: `jobs by ${via}`,
+            n,
+            wallMs,
+            p50Ms: percentile(latencies, 50),
+            p99Ms: percentile(latencies, 99),
+            txPerJob: tx / n,
+            maxPassMs,
+            listMs,
+            wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
+          });
+          ctx.note(`${n} by ${via}: last completed ${secs(wallMs)} s after the first submission`);
+        }
+      }
+    } finally {
+      await passProbe.stop();
+      await cluster.stop();
+      await proxy.close();
+    }
+    lines.push(`Small sum jobs (${ITEMS.length} items) in bursts, ${IN_FLIGHT} submissions in flight, one instance, shipped settings.`);
+    lines.push('');
+    lines.push('| burst | n | first submission -> last completed | per second | POST -> completed p50 / p99 | transactions per job | longest pass | list (limit 100) |');
+    lines.push('|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const r of rows) {
+      const p = Number.isNaN(r.p50Ms) ? '-' : `${secs(r.p50Ms)} / ${secs(r.p99Ms)} s`;
+      const pass = Number.isNaN(r.maxPassMs) ? '-' : `${(r.maxPassMs / 1000).toFixed(1)} s`;
+      const list = r.listMs === undefined ? '-' : `${r.listMs.toFixed(0)} ms`;
+      lines.push(`| ${r.label} | ${r.n} | ${secs(r.wallMs)} s | ${(r.n / (r.wallMs / 1000)).toFixed(1)} | ${p} | ${r.txPerJob.toFixed(1)} | ${pass} | ${list} |`);
+    }
+    const wrong = rows.reduce((a, r) => a + r.wrong, 0);
+    lines.push('');
+    lines.push(wrong === 0 ? 'Every job completed with its exact sum.' : `${wrong} jobs did not complete exact.`);
+    if (wrong > 0) throw new Error(lines.join('\n'));
+    return { title: 'Jobs scale: bursts of small jobs against plain Durable starts', lines };
+  },
+};
