@@ -4,8 +4,10 @@
  * (devhost/dist/test, CI runs only this command) with Node's built-in test runner (whose summary CI
  * reads), then stops Azurite. Arguments narrow the run: `npm test -- test/unit`, `devhost/`, or a
  * file name fragment.
- * The chaos run (test/chaos/*.test.js) goes last, alone: it takes minutes, runs its own cluster,
- * and its fault timings should not compete with the rest of the suite for the CPU.
+ * The end-to-end files (test/e2e/) go first, two at a time (TEST_E2E_CONCURRENCY); then the rest,
+ * four at a time (TEST_CONCURRENCY). The chaos run (test/chaos/*.test.js) goes last, alone: it takes
+ * minutes, runs its own cluster, and its fault timings should not compete with the rest of the
+ * suite for the CPU.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -46,11 +48,18 @@ async function main(): Promise<number> {
     return 1;
   }
   const chaosDir = join(compiledTests, 'chaos') + sep;
-  const regular = files.filter((f) => !f.startsWith(chaosDir));
+  const e2eDir = join(compiledTests, 'e2e') + sep;
+  const e2e = files.filter((f) => f.startsWith(e2eDir));
+  const regular = files.filter((f) => !f.startsWith(chaosDir) && !f.startsWith(e2eDir));
   const chaos = files.filter((f) => f.startsWith(chaosDir));
   const azurite = await startAzurite();
   console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
+  // The end-to-end files each run two or three host processes on real clocks and bound their
+  // recoveries in seconds: four of them at once on two cores (beside Azurite) pushed the slowest past
+  // their bounds in both the code before and after a change (the same three files together). They
+  // run first, two at a time.
+  const e2eConcurrency = process.env.TEST_E2E_CONCURRENCY ?? '2';
   // A test that never settles must fail, not hold CI until its 90-minute limit: the slowest test
   // takes about a minute on two cores, so three minutes each is a generous bound. And a test file
   // whose tests are done but whose process stays alive (a leaked timer or loop) must not hang the
@@ -66,9 +75,10 @@ async function main(): Promise<number> {
     DEVHOST_LOG_LEVEL: process.env.DEVHOST_LOG_LEVEL ?? 'warn',
   };
   try {
+    const endToEnd = e2e.length === 0 ? 0 : await runNodeTests(e2e, e2eConcurrency, timeout, env);
     const first = regular.length === 0 ? 0 : await runNodeTests(regular, concurrency, timeout, env);
     const second = chaos.length === 0 ? 0 : await runNodeTests(chaos, '1', chaosTimeout, env);
-    return first !== 0 ? first : second;
+    return [endToEnd, first, second].find((code) => code !== 0) ?? 0;
   } finally {
     await azurite.stop();
   }

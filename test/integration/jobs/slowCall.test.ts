@@ -22,24 +22,20 @@ import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationCl
 import { STALL_CHECK, StalledJobs } from '../../../shared/jobs/StalledJobs';
 import { memoryLogger } from '../../../shared/observability/log';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
-import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
-import { eventually, JOB_FUNCTION_FILES, type JobsHost, startJobsHost } from './support/jobsHost';
+import { type StorageProxy } from '../../support/storageProxy';
+import { eventually, type JobsHost, startProxiedJobsHost } from './support/jobsHost';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('a slow live call is not called again (call lease, stall check; development host, Azurite)', () => {
   let h: JobsHost;
   let proxy: StorageProxy;
+  let stop: () => Promise<void> = () => Promise.resolve();
 
   before(async () => {
-    proxy = await startStorageProxy(azuriteConnectionString());
-    // The app's own storage (job blobs, inputs, the call lease) goes through the proxy; Durable's does not.
-    h = await startJobsHost('slowcall', JOB_FUNCTION_FILES, { CoordinatorStorage: proxy.connectionString });
+    ({ h, proxy, stop } = await startProxiedJobsHost('slowcall'));
   });
-  after(async () => {
-    await h.stop();
-    await proxy.close();
-  });
+  after(() => stop());
 
   it('holds the call lease through a plan that outlasts several stall periods; no resume, repeats wait, one plan reads the input', async () => {
     const inputs = BlobServiceClient.fromConnectionString(azuriteConnectionString()).getContainerClient(uniqueName('e2e-inputs'));

@@ -12,22 +12,18 @@ import { after, before, describe, it } from 'node:test';
 import { appRoot } from '../../../shared/app/appRoot';
 import { jobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { type JobView } from '../../../shared/jobs/JobService';
-import { azuriteConnectionString } from '../../support/env';
-import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
-import { eventually, JOB_FUNCTION_FILES, type JobsHost, startJobsHost } from './support/jobsHost';
+import { type StorageProxy } from '../../support/storageProxy';
+import { eventually, type JobsHost, startProxiedJobsHost } from './support/jobsHost';
 
 describe('an accepted job is never "not found" (status reads in the lifecycle\'s order; development host, Azurite)', () => {
   let h: JobsHost;
   let proxy: StorageProxy;
+  let stop: () => Promise<void> = () => Promise.resolve();
 
   before(async () => {
-    proxy = await startStorageProxy(azuriteConnectionString());
-    h = await startJobsHost('statusrace', JOB_FUNCTION_FILES, { CoordinatorStorage: proxy.connectionString });
+    ({ h, proxy, stop } = await startProxiedJobsHost('statusrace'));
   });
-  after(async () => {
-    await h.stop();
-    await proxy.close();
-  });
+  after(() => stop());
 
   it('answers 200 for a job whose start happens while its status is being read', async () => {
     const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'raced', workType: 'sum', items: [1, 2, 3, 4] }));

@@ -17,6 +17,7 @@ import * as df from 'durable-functions';
 
 import { memoryLogger } from '../../../../shared/observability/log';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
+import { startStorageProxy, type StorageProxy } from '../../../support/storageProxy';
 
 /** <outDir> (this file is <outDir>/test/integration/jobs/support/jobsHost.js) and the repository root above it. */
 const OUT_DIR = join(__dirname, '..', '..', '..', '..');
@@ -93,6 +94,23 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
       return { status: response.status, headers: response.headers, json, text };
     },
     stop: () => host.stop(),
+  };
+}
+
+/**
+ * A host whose app storage (job blobs, inputs, the call lease) goes through a storage proxy, for a
+ * test that holds one of its requests; the Durable backend's own storage does not.
+ */
+export async function startProxiedJobsHost(prefix: string): Promise<{ h: JobsHost; proxy: StorageProxy; stop: () => Promise<void> }> {
+  const proxy = await startStorageProxy(azuriteConnectionString());
+  const h = await startJobsHost(prefix, JOB_FUNCTION_FILES, { CoordinatorStorage: proxy.connectionString });
+  return {
+    h,
+    proxy,
+    stop: async () => {
+      await h.stop();
+      await proxy.close();
+    },
   };
 }
 
