@@ -13,6 +13,8 @@
  * from the staged copy, so a re-sent chunk is exactly the one that went missing even if the user's
  * itemsBlob changed since. Aggregation folds partials in chunk order, counting each chunk's single
  * result once.
+ * One call of a job's activities runs at a time: a plan, step or aggregate that runs past 3 s holds
+ * the job's call lease, and a repeat after a resume waits while a live call holds it (CallClaims).
  * The plan step is the orchestration's fence (see JobIntake): it does nothing for a job that already
  * has a final summary (it returns that summary), nor for a run whose start the job's start record no
  * longer names, nor for a run whose leader epoch is older than the lease's current one when it first
@@ -129,7 +131,7 @@ export class JobActivities {
   }
 
 
-  /** Plans under the job's call lease (CallClaims): a repeat or late call waits for a live one. */
+  /** Plans under the job's call lease (CallClaims): a repeat waits while a live call holds it. */
   async plan(input: PlanInput): Promise<PlanOutcome> {
     return this.exclusive(input.run.jobId, JOB_CALLS.plan, input, () => this.planCall(input));
   }
@@ -266,7 +268,7 @@ export class JobActivities {
   private async exclusive<T>(
     jobId: string,
     call: string,
-    input: { readonly at?: string; readonly repeat?: number },
+    input: { readonly repeat?: number },
     work: () => Promise<T>,
   ): Promise<T> {
     const calls = this.deps.calls;

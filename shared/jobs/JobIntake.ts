@@ -172,8 +172,8 @@ export const INTAKE = {
 export type StartStep =
   | { readonly kind: 'confirmed' }
   | { readonly kind: 'wait' }
-  /** Take the record over (new start id, this epoch), in the same or the next instance generation, and start it. */
-  | { readonly kind: 'take_over'; readonly nextGeneration: boolean; readonly reason: string };
+  /** Take the record over (new start id, this epoch, the next instance generation) and start it. */
+  | { readonly kind: 'take_over'; readonly reason: string };
 
 const PAST_PLAN: ReadonlySet<string> = new Set<JobCustomStatus['phase']>(['running', 'aggregating']);
 const MAX_PREVIOUS_STARTS = 5;
@@ -183,7 +183,7 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   // Every start again is a new start (new start id, this epoch) under an instance id of its own (the
   // next generation): the earlier start may still land late (a leader frozen while its start was in
   // flight), and on a finished instance Durable would replace the history of the run that did the work.
-  const again = (reason: string): StartStep => ({ kind: 'take_over', nextGeneration: true, reason });
+  const again = (reason: string): StartStep => ({ kind: 'take_over', reason });
   if (instance === undefined) return again('no instance');
   const status = instance.runtimeStatus;
   // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.
@@ -195,17 +195,17 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
     // the calls it made answer (a plan held by a dead instance: 20 s or more): this newer leader takes
     // the start over in the next generation now. (A leader of the run's own epoch that sees this has
     // lost the lease: it waits, as before.)
-    if (custom?.superseded === true && olderEpoch) return { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' };
+    if (custom?.superseded === true && olderEpoch) return { kind: 'take_over', reason: 'its run stood down' };
     const phase = custom?.phase;
     if (status === 'ContinuedAsNew' || (phase !== undefined && PAST_PLAN.has(phase))) return { kind: 'confirmed' };
     // A Pending instance may never get its start message; Durable refuses to start over it.
     if (status === 'Pending' && (stuck || olderEpoch)) {
-      return { kind: 'take_over', nextGeneration: true, reason: stuck ? 'stuck Pending' : 'Pending under an older epoch' };
+      return { kind: 'take_over', reason: stuck ? 'stuck Pending' : 'Pending under an older epoch' };
     }
     return { kind: 'wait' };
   }
   // Another start holds the instance id (a stale or superseded one): it stands down at its plan step.
-  if (stuck) return { kind: 'take_over', nextGeneration: true, reason: 'another start is stuck Pending there' };
+  if (stuck) return { kind: 'take_over', reason: 'another start is stuck Pending there' };
   return { kind: 'wait' };
 }
 
@@ -359,7 +359,7 @@ export class JobIntake {
     }
     let start = found;
     if (step.kind === 'take_over') {
-      const taken = await this.takeOver(found, step.nextGeneration, step.reason, ctx);
+      const taken = await this.takeOver(found, step.reason, ctx);
       // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
       if (taken === undefined) return 'waiting';
       start = taken;
@@ -377,10 +377,9 @@ export class JobIntake {
     return 'restarted';
   }
 
-  /** A new start id under this epoch (and the next instance generation when asked), written only over the version read. */
+  /** A new start id under this epoch and the next instance generation, written only over the version read. */
   private async takeOver(
     found: Versioned<StartRecord>,
-    nextGeneration: boolean,
     reason: string,
     ctx: IntakeContext,
   ): Promise<Versioned<StartRecord> | undefined> {
@@ -389,7 +388,7 @@ export class JobIntake {
     const record: StartRecord = {
       ...old,
       startId,
-      generation: nextGeneration ? old.generation + 1 : old.generation,
+      generation: old.generation + 1,
       epoch: ctx.epoch,
       holder: ctx.holder,
       at: this.now().toISOString(),

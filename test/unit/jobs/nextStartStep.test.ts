@@ -89,18 +89,18 @@ describe('judging a recorded start (nextStartStep)', () => {
     // Never under the same instance id: the earlier start may still land (a frozen leader's startNew in
     // flight), and on a finished instance Durable would replace the history of the run that did the work.
     for (const epoch of [4, 5]) {
-      assert.deepEqual(nextStartStep(undefined, start(epoch), 5, NOW), { kind: 'take_over', nextGeneration: true, reason: 'no instance' });
+      assert.deepEqual(nextStartStep(undefined, start(epoch), 5, NOW), { kind: 'take_over', reason: 'no instance' });
       const stoodDown = nextStartStep(instance('Completed', { output: summary('superseded') }), start(epoch), 5, NOW);
-      assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+      assert.deepEqual(stoodDown, { kind: 'take_over', reason: 'its run stood down' });
     }
     const staleStoodDown = nextStartStep(instance('Completed', { startId: 's-stale', output: summary('superseded') }), start(4), 5, NOW);
-    assert.deepEqual(staleStoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+    assert.deepEqual(staleStoodDown, { kind: 'take_over', reason: 'its run stood down' });
   });
 
   it('moves the job to the next generation at once when its run stood down superseded but Durable still shows it Running', () => {
     // The plan held by the dead leader answers only when it comes back (20 s or more): no waiting for it.
     const stoodDown = nextStartStep(instance('Running', { phase: 'done', superseded: true }), start(4), 5, NOW);
-    assert.deepEqual(stoodDown, { kind: 'take_over', nextGeneration: true, reason: 'its run stood down' });
+    assert.deepEqual(stoodDown, { kind: 'take_over', reason: 'its run stood down' });
     // Seen by a leader of the run's own epoch, which has lost the lease since: it waits, as before.
     assert.deepEqual(nextStartStep(instance('Running', { phase: 'done', superseded: true }), start(5), 5, NOW), { kind: 'wait' });
     // Done but not superseded (it answered the job's recorded outcome, or failed): nothing to restart.
@@ -111,11 +111,11 @@ describe('judging a recorded start (nextStartStep)', () => {
 
   it('moves the job to the next instance generation when its instance is stuck Pending, or Pending under an older epoch', () => {
     const stuck = nextStartStep(instance('Pending', { ageSeconds: INTAKE.stuckPendingSeconds + 1 }), start(5), 5, NOW);
-    assert.deepEqual(stuck, { kind: 'take_over', nextGeneration: true, reason: 'stuck Pending' });
+    assert.deepEqual(stuck, { kind: 'take_over', reason: 'stuck Pending' });
     const inherited = nextStartStep(instance('Pending', { ageSeconds: 1 }), start(4), 5, NOW);
-    assert.deepEqual(inherited, { kind: 'take_over', nextGeneration: true, reason: 'Pending under an older epoch' });
+    assert.deepEqual(inherited, { kind: 'take_over', reason: 'Pending under an older epoch' });
     const stale = instance('Pending', { startId: 's-stale', ageSeconds: INTAKE.stuckPendingSeconds + 1 });
     const blocked = nextStartStep(stale, start(5), 5, NOW);
-    assert.equal(blocked.kind === 'take_over' && blocked.nextGeneration, true);
+    assert.equal(blocked.kind, 'take_over');
   });
 });
