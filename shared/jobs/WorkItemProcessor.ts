@@ -105,9 +105,12 @@ export class WorkItemProcessor {
     };
 
     // A first delivery of a first-round send has no result yet, unless the chunk went out twice (a
-    // retried plan or step, or an unclaimed chunk sent again in its round, both rare): then this copy
-    // is worked again and its result discarded at the create. One read per chunk saved in the common case.
-    const firstSend = delivery.dequeueCount === 1 && message.dispatch === 1;
+    // retried plan or step, rare): then this copy is worked again and its result discarded at the
+    // create. A copy the dispatcher sent again in its round says so (`resent`) and checks first: a
+    // chunk whose fast failure wrote no claim is re-sent as unclaimed while the queue redelivers it,
+    // and that copy must not run again once the last attempt is recorded. One read per chunk saved
+    // in the common case.
+    const firstSend = delivery.dequeueCount === 1 && message.dispatch === 1 && message.resent !== true;
     if (!firstSend && (await store.chunkResultExists(message.jobId, message.chunk, signal))) {
       logger.info('workitem.duplicate_skipped', log);
       return 'duplicate';

@@ -58,6 +58,8 @@ export interface WorkItemMessage {
   readonly epoch: number;
   /** 1 for the first dispatch, 2 for the first deadline re-dispatch, ... */
   readonly dispatch: number;
+  /** Set on a copy sent again in its round (unclaimed, overtaken, silent): the worker checks for a result first. */
+  readonly resent?: true;
   /** Inline items, or the name of a blob in the results container holding them. */
   readonly items?: Json[];
   readonly itemsRef?: string;

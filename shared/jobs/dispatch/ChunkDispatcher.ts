@@ -300,10 +300,10 @@ export class ChunkDispatcher {
       decision.send.length === 0
         ? new Map<number, Json[]>()
         : await this.deps.items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
-    const messages = await mapLimit(decision.send, SEND_CONCURRENCY, async ({ chunk, dispatch }) => {
+    const messages = await mapLimit(decision.send, SEND_CONCURRENCY, async ({ chunk, dispatch, reason }) => {
       const chunkItems = items.get(chunk);
       if (chunkItems === undefined) throw new Error(`The staged input of job ${job.jobId} has no items for chunk ${chunk}`);
-      return this.message(job, chunk, dispatch, chunkItems, signal);
+      return this.message(job, chunk, dispatch, chunkItems, reason !== 'first', signal);
     });
     const packs = packMessages(messages, this.deps.chunksPerMessage ?? CHUNKS_PER_MESSAGE);
     await mapLimit(packs, SEND_CONCURRENCY, (pack) => this.deps.queue.send(pack, signal));
@@ -332,7 +332,14 @@ export class ChunkDispatcher {
 
 
   /** A chunk's message (and its JSON's size): its items inline, or in a blob the message names when they are too big for it. */
-  private async message(job: DispatchJob, chunk: number, dispatch: number, items: Json[], signal?: AbortSignal): Promise<SizedMessage> {
+  private async message(
+    job: DispatchJob,
+    chunk: number,
+    dispatch: number,
+    items: Json[],
+    resent: boolean,
+    signal?: AbortSignal,
+  ): Promise<SizedMessage> {
     const size = job.options.chunkSize;
     const base = {
       v: 1 as const,
@@ -344,6 +351,7 @@ export class ChunkDispatcher {
       attempts: job.options.attempts,
       epoch: job.epoch,
       dispatch,
+      ...(resent ? { resent: true as const } : {}),
     };
     const inline: WorkItemMessage = { ...base, items };
     const bytes = jsonBytes(inline);

@@ -78,6 +78,9 @@ describe('WorkItemProcessor: storage calls per chunk', () => {
     assert.deepEqual(callsOf(store), { chunkResultExists: 1 });
     assert.equal(await w.handle(message(0, 2), { dequeueCount: 1 }), 'duplicate');
     assert.deepEqual(callsOf(store), { chunkResultExists: 1 });
+    // A copy sent again in its round (unclaimed: its fast failure wrote no claim) says so: checked first.
+    assert.equal(await w.handle({ ...message(0), resent: true }, { dequeueCount: 1 }), 'duplicate');
+    assert.deepEqual(callsOf(store), { chunkResultExists: 1 });
     // A first send delivered twice (a retried step sent it again): worked again, its result discarded.
     assert.equal(await w.handle(message(0), { dequeueCount: 1 }), 'duplicate');
     assert.deepEqual(callsOf(store), { writeChunkResult: 1 });

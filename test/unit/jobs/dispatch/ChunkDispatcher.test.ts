@@ -169,6 +169,10 @@ describe('ChunkDispatcher: recovery from a dead worker (the host holds a receive
     assert.ok(after <= L_MS + 30_000, `completed ${after} ms after the death`);
     assert.equal(sim.exactSum('u'), sumTo(200));
     assert.equal(job.ledger.highestDispatch, 1, 'unclaimed re-sends are not attempts');
+    // Copies sent again say so (the worker checks for a result before working them); first sends do not.
+    const copies = sim.store.sent.filter((m) => m.resent === true);
+    assert.ok(copies.length > 0 && copies.length < sim.store.sent.length, `${copies.length} of ${sim.store.sent.length} marked resent`);
+    assert.equal(sim.store.sent.filter((m) => m.resent !== true).length, 20, 'each of the 20 chunks sent once unmarked');
   });
 
   it('a chunk whose every worker dies is recorded failed after its attempts, and the job still ends', async () => {
