@@ -33,6 +33,11 @@ export const JOB_LIMITS = {
   jobIdPattern: /^[A-Za-z0-9_-]{1,64}$/,
 } as const;
 
+/** The most items a job may hold at a chunk size: `maxItems`, or fewer when `maxChunks` chunks hold less. */
+export function maxItemsAt(chunkSize: number): number {
+  return Math.min(JOB_LIMITS.maxItems, JOB_LIMITS.maxChunks * chunkSize);
+}
+
 export interface JobOptions {
   readonly chunkSize: number;
   readonly attempts: number;

@@ -200,14 +200,13 @@ export const jobOrchestration: OrchestrationHandler = function* (
    * actions), and a spare call costs one more pass. A failure after the retries throws.
    */
   function* call(name: string, input: object, cancel?: Task): Generator<Task, unknown, unknown> {
-    for (let repeat = 0; ; repeat++) {
+    for (repeated = 0; ; repeated++) {
       wait += 1;
-      repeated = repeat;
       publish(phase);
       // A repeat says so: it takes the job's call lease before any work, waiting while an earlier
       // call that is still alive holds it (CallClaims), so calls of the job never run side by side.
       // (finish's input is the summary it records, and finish is one idempotent write: left as it is.)
-      const asked = repeat === 0 || name === JOB_ACTIVITIES.finish ? input : { ...input, repeat };
+      const asked = repeated === 0 || name === JOB_ACTIVITIES.finish ? input : { ...input, repeat: repeated };
       const task = context.df.callActivityWithRetry(name, retry, asked);
       const winner = yield context.df.Task.any(cancel === undefined ? [task, resumeEvent] : [task, cancel, resumeEvent]);
       if (winner === task) {

@@ -29,7 +29,7 @@ import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
 import { ItemRejections } from '../ItemRejections';
 import { JobError } from '../JobError';
-import { JOB_LIMITS } from '../jobLimits';
+import { JOB_LIMITS, maxItemsAt } from '../jobLimits';
 import { type JobRun } from '../JobRun';
 import { assertChunkCount, MAX_NESTING_DEPTH } from '../JobSubmission';
 import { type InputManifest, type InputStore } from './InputStore';
@@ -141,8 +141,8 @@ interface BlobStaging {
 async function stageBlob({ store, type, container, blob, chunkSize, writer, pacer, signal }: BlobStaging): Promise<number> {
   const where = `${container}/${blob}`;
   let count = 0;
-  // The most items this job may hold at its chunk size: reading stops at the first item past it.
-  const limit = Math.min(JOB_LIMITS.maxItems, JOB_LIMITS.maxChunks * chunkSize);
+  // Reading stops at the first item past what the job may hold.
+  const limit = maxItemsAt(chunkSize);
   const rejections = new ItemRejections(type);
   const splitter = new JsonArraySplitter({
     // The rule for inline items, which sit one level deeper (inside the submission).
@@ -197,14 +197,14 @@ async function stageBlob({ store, type, container, blob, chunkSize, writer, pace
 
 /** ITEMS_TOO_MANY for an items blob whose reading stopped at the first item past the limit. */
 export function tooManyInBlob(where: string, chunkSize: number): JobError {
-  if (JOB_LIMITS.maxChunks * chunkSize < JOB_LIMITS.maxItems) {
+  const most = maxItemsAt(chunkSize);
+  if (most < JOB_LIMITS.maxItems) {
     return new JobError(
       'ITEMS_TOO_MANY',
-      `itemsBlob ${where} holds more than ${JOB_LIMITS.maxChunks * chunkSize} items, which in chunks of ${chunkSize} make more than ` +
+      `itemsBlob ${where} holds more than ${most} items, which in chunks of ${chunkSize} make more than ` +
         `${JOB_LIMITS.maxChunks} chunks; a job has at most ${JOB_LIMITS.maxChunks}: raise options.chunkSize.`,
     );
   }
-  const most = JOB_LIMITS.maxItems;
   return new JobError('ITEMS_TOO_MANY', `itemsBlob ${where} holds more than ${most} items; a job holds at most ${most}.`);
 }
 

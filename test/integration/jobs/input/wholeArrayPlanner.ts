@@ -8,7 +8,7 @@ import { type BlobServiceClient } from '@azure/storage-blob';
 
 import { tooManyInBlob } from '../../../../shared/jobs/input/InputStager';
 import { JobError } from '../../../../shared/jobs/JobError';
-import { JOB_LIMITS } from '../../../../shared/jobs/jobLimits';
+import { JOB_LIMITS, maxItemsAt } from '../../../../shared/jobs/jobLimits';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { isStatus } from '../../../../shared/jobs/JobStore';
 import { assertChunkCount, MAX_NESTING_DEPTH, nestingDepthExceeds } from '../../../../shared/jobs/JobSubmission';
@@ -55,8 +55,7 @@ export async function wholeArrayItems(blobs: BlobServiceClient, registry: WorkTy
       if (problems.length < 5) problems.push(`item ${index}: ${reason}`);
     });
     // The stager reads no further than the first item past the limit, and says so (the same code).
-    const limit = Math.min(JOB_LIMITS.maxItems, JOB_LIMITS.maxChunks * run.options.chunkSize);
-    if (rejected === 0 && items.length > limit) throw tooManyInBlob(`${container}/${blob}`, run.options.chunkSize);
+    if (rejected === 0 && items.length > maxItemsAt(run.options.chunkSize)) throw tooManyInBlob(`${container}/${blob}`, run.options.chunkSize);
     if (rejected > 0) throw new JobError('ITEM_REJECTED', `${rejected} of ${items.length} items in ${container}/${blob} rejected by work type "${type.name}": ${problems.join('; ')}${rejected > problems.length ? '; ...' : ''}.`);
   }
   assertChunkCount(items.length, run.options.chunkSize);
