@@ -21,8 +21,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type Hold, type ProxiedRequest } from '../support/storageProxy';
-import { assertRedoneBySurvivor, killWorkerAt } from './support/killWorker';
+import { type ProxiedRequest, startStorageProxy } from '../support/storageProxy';
+import { assertRedoneBySurvivor, type Killed, killWorkerAt } from './support/killWorker';
 import { proxiedScenarios, type Scenario } from './support/realApp';
 
 const resultPut = (jobId: string) => (s: Scenario, r: ProxiedRequest): boolean =>
@@ -53,17 +53,24 @@ describe('a worker killed holding more chunks than the shipped batch allows (hos
   it(`after it received its batches, before finishing any of ${HELD} chunks: every one is sent again and the job completes within the bound`, async () => {
     const jobId = 'wk-batch32';
     const resultOf = resultPut(jobId);
-    let holds: Hold[] = [];
-    const killed = await killWorkerAt(
-      async () => {
-        const started = await scenarios.start();
-        // The victim's first HELD - 1 result writes are held too (killWorkerAt holds the next one).
-        holds = Array.from({ length: HELD - 1 }, () => started.proxy.hold((r) => resultOf(started.s, r)));
-        return started;
-      },
-      jobId,
-      resultOf,
-    );
+    const started = await scenarios.start();
+    // The victim starts second; on a loaded machine the other instance (batch 32 too: 192 chunks at
+    // once) drained all 400 chunks before the victim had received 64. So the survivor's receives on the
+    // work-item queue are refused (it logs and polls again) until the victim holds 63 result writes.
+    const survivorProxy = await startStorageProxy(started.s.conn);
+    const workItems = `/${started.s.names.workItems}/messages`;
+    const offWork = survivorProxy.refuse((r) => r.service === 'queue' && r.method === 'GET' && r.path.endsWith(workItems));
+    // The victim's first HELD - 1 result writes are held too (killWorkerAt holds the next one).
+    const holds = Array.from({ length: HELD - 1 }, () => started.proxy.hold((r) => resultOf(started.s, r)));
+    void Promise.all(holds.map((h) => h.held)).finally(() => offWork.remove());
+    let killed: Killed;
+    try {
+      killed = await killWorkerAt(() => Promise.resolve(started), jobId, resultOf, { survivorConnection: survivorProxy.connectionString });
+    } finally {
+      offWork.remove();
+      for (const h of holds) h.cancel();
+      await survivorProxy.close();
+    }
     // Every held write was a different chunk, and each of them was written again by the survivor.
     const heldChunks = await Promise.all(holds.map(async (h) => /\/results\/(\d{5})/.exec((await h.held).request.path)?.[1] ?? '(no chunk number)'));
     assert.equal(new Set(heldChunks).size, HELD - 1);
