@@ -12,7 +12,8 @@
  * the ceiling the intake sits under. Completion is read from storage by the bench itself (final
  * summaries, the development host's instance blobs), outside the count.
  *
- * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue]`.
+ * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue] [--breakdown]` (--breakdown prints the
+ * transactions per job by kind of request).
  */
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
@@ -68,6 +69,7 @@ export const jobsScaleBench: Bench = {
   async run(ctx) {
     const sizes = (ctx.options.get('sizes') ?? '10,100,1000').split(',').map(Number);
     const vias = (ctx.options.get('via') ?? 'http,queue').split(',');
+    const breakdown = ctx.options.has('breakdown');
     let hub = '';
     const proxy = await countingProxy(endpointPorts(ctx.connectionString), () => hub);
     const ports = proxy.ports;
@@ -173,6 +175,10 @@ export const jobsScaleBench: Bench = {
             wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
           });
           ctx.note(`${n} by ${via}: last completed ${secs(wallMs)} s after the first submission`);
+          if (breakdown) {
+            const top = [...proxy.counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 40);
+            ctx.note(`${n} by ${via}, transactions per job by kind:\n${top.map(([k, c]) => `  ${(c / n).toFixed(2).padStart(7)}  ${k}`).join('\n')}`);
+          }
         }
       }
     } finally {

@@ -40,11 +40,28 @@ interface Counter {
   durable: number;
   /** Messages put on the task hub's activity (work-item) queue: one per activity call. */
   activityMessages: number;
+  /** Requests by kind: service, method and the path with names and numbers folded (`kindOf`), for `--breakdown`. */
+  byKind: Map<string, number>;
+}
+
+/**
+ * A request's kind: `blob GET <container>/jobs/*\/start.json`; job ids, numbers and GUIDs folded to `*`,
+ * the comp= query kept (a lease, a listing and a metadata write are different operations).
+ */
+export function kindOf(service: string, method: string, url: string, hub: string): string {
+  const [path = '', query = ''] = url.split('?');
+  const comp = new URLSearchParams(query).get('comp');
+  const parts = path.split('/').filter((p) => p !== '').slice(1); // drop the account
+  const folded = parts.map((p, i) => {
+    if (i === 0) return hub !== '' && p.toLowerCase().startsWith(hub.toLowerCase()) ? `<hub>${p.slice(hub.length)}` : p.replace(/[0-9a-f]{6,}$/i, '*');
+    return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?[thq][0-9]+-[0-9]+/i.test(p) ? '*' : p;
+  });
+  return `${service} ${method} ${folded.join('/')}${comp === null ? '' : ` comp=${comp}`}`;
 }
 
 /** A counting HTTP proxy per storage service. */
 export async function countingProxy(target: { blob: number; queue: number; table: number }, taskHub: () => string): Promise<{ ports: { blob: number; queue: number; table: number }; counter: Counter; reset(): void; close(): Promise<void> }> {
-  const counter: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0 };
+  const counter: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0, byKind: new Map() };
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const servers: Server[] = [];
   const ports: Record<string, number> = {};
@@ -54,6 +71,8 @@ export async function countingProxy(target: { blob: number; queue: number; table
       counter.byService[service] = (counter.byService[service] ?? 0) + 1;
       const hub = taskHub().toLowerCase();
       const path = (req.url ?? '').toLowerCase();
+      const kind = kindOf(service, req.method ?? '?', req.url ?? '', hub);
+      counter.byKind.set(kind, (counter.byKind.get(kind) ?? 0) + 1);
       if (hub !== '' && path.includes(hub)) {
         counter.durable += 1;
         if (service === 'queue' && req.method === 'POST' && path.includes(`${hub}-workitems`)) counter.activityMessages += 1;
@@ -80,6 +99,7 @@ export async function countingProxy(target: { blob: number; queue: number; table
       counter.byService = {};
       counter.durable = 0;
       counter.activityMessages = 0;
+      counter.byKind = new Map();
     },
     async close() {
       await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))));
@@ -198,7 +218,7 @@ export async function runJobsThroughput(
     // Warm the app (containers, queues, first orchestration) with a tiny job, then measure.
     await runJob(cluster, { jobId: 'bench-warmup', workType: 'noop', items: [1, 2, 3] }, 120_000);
     const jobRuns: JobRun[] = [];
-    const c: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0 };
+    const c: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0, byKind: new Map() };
     for (let run = 1; run <= runs; run++) {
       const jobId = `bench-job-${run}`;
       proxy.reset();
