@@ -33,6 +33,7 @@
  */
 import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/storage-blob';
 
+import { downloadWhole } from '../storage/blobText';
 import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
 import { type ChunkObservation } from './dispatch/DispatchLedger';
@@ -153,6 +154,8 @@ export interface JobListing {
 const MAX_METADATA_PARTIAL = 6 * 1024;
 const CHUNK_DIGITS = 5;
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
+/** The dispatch passes read a job's cancel marker at most this often (`cancelledForDispatch`). */
+const CANCEL_RECHECK_MS = 1_000;
 
 function pad(chunk: number): string {
   return String(chunk).padStart(CHUNK_DIGITS, '0');
@@ -169,6 +172,9 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
 
 export class JobStore implements ChunkStore {
   readonly container: ContainerClient;
+
+  /** When the dispatch passes last found each job not cancelled. */
+  readonly #notCancelledAt = new Map<string, number>();
 
   constructor(
     readonly blobs: BlobServiceClient,
@@ -260,10 +266,8 @@ export class JobStore implements ChunkStore {
 
   private async getJsonVersioned<T>(name: string, signal?: AbortSignal): Promise<Versioned<T> | undefined> {
     try {
-      const response = await this.container.getBlobClient(name).download(0, undefined, { abortSignal: signal });
-      const chunks: Buffer[] = [];
-      for await (const chunk of response.readableStreamBody ?? []) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-      return { value: JSON.parse(Buffer.concat(chunks).toString('utf8')) as T, etag: response.etag ?? '' };
+      const { body, etag } = await downloadWhole(this.container.getBlobClient(name), signal);
+      return { value: JSON.parse(body.toString('utf8')) as T, etag };
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
@@ -272,8 +276,7 @@ export class JobStore implements ChunkStore {
 
   private async getJson<T>(name: string, signal?: AbortSignal): Promise<T | undefined> {
     try {
-      const buffer = await this.container.getBlobClient(name).downloadToBuffer(undefined, undefined, { abortSignal: signal });
-      return JSON.parse(buffer.toString('utf8')) as T;
+      return JSON.parse((await downloadWhole(this.container.getBlobClient(name), signal)).body.toString('utf8')) as T;
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
@@ -282,7 +285,7 @@ export class JobStore implements ChunkStore {
 
   async getText(name: string, signal?: AbortSignal): Promise<string | undefined> {
     try {
-      return (await this.container.getBlobClient(name).downloadToBuffer(undefined, undefined, { abortSignal: signal })).toString('utf8');
+      return (await downloadWhole(this.container.getBlobClient(name), signal)).body.toString('utf8');
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
@@ -389,6 +392,21 @@ export class JobStore implements ChunkStore {
 
   async clearUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
     await this.container.getBlobClient(JobStore.unconfirmedBlob(jobId)).deleteIfExists({ abortSignal: signal });
+  }
+
+  /**
+   * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
+   * marked starts) and so does an HTTP submission's pending record, if a leader died before deleting
+   * it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it
+   * sees it past planning.
+   */
+  async confirmStart(jobId: string, via: JobRun['via'], signal?: AbortSignal): Promise<void> {
+    await Promise.all([
+      this.clearUnconfirmed(jobId, signal),
+      via === 'http'
+        ? this.readRecord(jobId, signal).then((record) => (record?.status === 'pending' ? this.deleteRecord(jobId, signal) : undefined))
+        : undefined,
+    ]);
   }
 
   /**
@@ -524,12 +542,29 @@ export class JobStore implements ChunkStore {
    * `withClaims`, one of claims per group of 100 chunk numbers), and the cancel marker. The dispatcher's view of a
    * window, at a cost that does not grow with the job.
    */
+  /**
+   * The cancel marker, read at most once a second per job for the dispatch passes (they come 50 ms
+   * to 1 s apart; a cancel also raises an event that wakes the orchestration at once). A pass that
+   * misses a cancel made within the last second sends at most one more pass of chunks, which the
+   * workers skip.
+   */
+  private async cancelledForDispatch(jobId: string, signal?: AbortSignal): Promise<boolean> {
+    const now = Date.now();
+    const seen = this.#notCancelledAt.get(jobId);
+    if (seen !== undefined && now - seen < CANCEL_RECHECK_MS) return false;
+    const cancelled = await this.isCancelled(jobId, signal);
+    if (this.#notCancelledAt.size >= 10_000) this.#notCancelledAt.clear();
+    if (cancelled) this.#notCancelledAt.delete(jobId);
+    else this.#notCancelledAt.set(jobId, now);
+    return cancelled;
+  }
+
   async observeChunks(jobId: string, chunks: readonly number[], withClaims: boolean, signal?: AbortSignal): Promise<ChunkObservation> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const groups = [...new Set(chunks.map((c) => pad(c).slice(0, CHUNK_DIGITS - 2)))];
     const found: Pick<JobListing, 'results' | 'claims'> = { results: [], claims: [] };
     const [cancelled] = await Promise.all([
-      this.isCancelled(jobId, signal),
+      this.cancelledForDispatch(jobId, signal),
       ...groups.flatMap((g) => [
         this.collectEntries(prefix, `results/${g}`, found, signal),
         ...(withClaims ? [this.collectEntries(prefix, `claims/${g}`, found, signal)] : []),

@@ -16,6 +16,7 @@
  */
 import { type BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 
+import { downloadWhole } from '../../storage/blobText';
 import { type Json } from '../../worktypes/WorkType';
 import { JobError } from '../JobError';
 import { isValidJobId } from '../jobIds';
@@ -175,7 +176,7 @@ export class BlobInputStore implements InputStore {
 
   private async get(name: string, signal?: AbortSignal): Promise<string | undefined> {
     try {
-      return (await this.container.getBlobClient(name).downloadToBuffer(undefined, undefined, { abortSignal: signal })).toString('utf8');
+      return (await downloadWhole(this.container.getBlobClient(name), signal)).body.toString('utf8');
     } catch (err) {
       if (isStatus(err, 404)) return undefined;
       throw err;
