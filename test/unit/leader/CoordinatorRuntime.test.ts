@@ -157,6 +157,29 @@ describe('CoordinatorRuntime', () => {
     await rt.stop();
   });
 
+  it('runs the next pass at once when a pass asks for it (again()), and waits the interval otherwise', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const times: number[] = [];
+    const rt = runtime(clock, store, (ctx) => {
+      times.push(clock.now());
+      // The second and third passes stop at their budget with work waiting.
+      if (times.length === 2 || times.length === 3) ctx.again?.();
+      return Promise.resolve();
+    });
+    const ticked = tickWith(rt, 'a');
+    await clock.advance(0);
+    await ticked;
+    await clock.advance(5_000);
+    await clock.advance(0);
+    assert.deepEqual(times, [0, 5_000, 5_000, 5_000], 'two passes asked for another: both came without the interval');
+    await clock.advance(4_999);
+    assert.equal(times.length, 4, 'the fourth pass did not ask: the interval again');
+    await clock.advance(1);
+    assert.deepEqual(times, [0, 5_000, 5_000, 5_000, 10_000]);
+    await rt.stop();
+  });
+
   it('never runs two passes at once, however ticks and the interval coincide', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
