@@ -27,6 +27,7 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type CallClaims } from './CallClaims';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
+import { type ChunkItemsSource } from './dispatch/PipelineStore';
 import { JobError, type JobErrorInfo } from './JobError';
 import { type JobRun } from './JobRun';
 import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from './JobStore';
@@ -137,6 +138,15 @@ export class JobActivities {
   }
 
   private async planCall(input: PlanInput): Promise<PlanOutcome> {
+    const confirming: Array<Promise<void>> = [];
+    try {
+      return await this.planChecked(input, confirming);
+    } finally {
+      await Promise.all(confirming);
+    }
+  }
+
+  private async planChecked(input: PlanInput, confirming: Array<Promise<void>>): Promise<PlanOutcome> {
     const { run } = input;
     // The fence's reads and the check for this start's staged input, at once (one round trip, not four).
     const stagedRead = this.deps.staged?.(run) ?? Promise.resolve(undefined);
@@ -147,6 +157,8 @@ export class JobActivities {
       this.deps.logger.warn('job.plan_refused', { jobId: run.jobId, startId: run.startId, epoch: run.epoch, reason });
       return { ok: false, standDown: fenced };
     }
+    // This start has landed (its run passed the fence): the intake need not check it again.
+    confirming.push(this.confirmStart(run));
     // The id's claim is checked first: the cancel marker (read alongside) is this job's only if it holds.
     // A start whose input is staged made its claim before staging (its plan's earlier attempt, or the
     // intake's `prestage`): it holds, and is not made again.
@@ -219,6 +231,16 @@ export class JobActivities {
     };
   }
 
+  /** Best effort: a start left marked is checked by the intake, as before this shortcut. */
+  private async confirmStart(run: JobRun): Promise<void> {
+    if (run.startId === undefined) return;
+    try {
+      await this.deps.store.confirmStart(run.jobId, run.via);
+    } catch (err) {
+      this.deps.logger.warn('job.start_confirm_failed', { jobId: run.jobId, startId: run.startId, error: err });
+    }
+  }
+
   /**
    * At intake, by the leader taking the submission, before it starts the run: the plan's checks
    * (the lease's epoch is still the run's, the job id is this job's, no cancel, a known work type),
@@ -253,7 +275,18 @@ export class JobActivities {
     const { chunkCount, itemCount } = staged;
     const at = staged.firstWindowAt ?? this.now().toISOString();
     const ledger = emptyLedger(chunkCount, itemCount);
-    const pass = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger, at }, signal);
+    // Inline items are in the run: no read of the input just staged (its manifest and segment).
+    const source = run.source;
+    const inline: ChunkItemsSource | undefined =
+      source.kind !== 'inline'
+        ? undefined
+        : {
+            items: (_jobId, chunks) => {
+              const size = run.options.chunkSize;
+              return Promise.resolve(new Map(chunks.map((c) => [c, source.items.slice(c * size, (c + 1) * size)])));
+            },
+          };
+    const pass = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger, at }, signal, inline);
     return pass.sent;
   }
 

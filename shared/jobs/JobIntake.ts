@@ -75,6 +75,8 @@ export interface IntakeContext {
   readonly holder: string;
   readonly signal: AbortSignal;
   progress(): void;
+  /** The pass stopped at its budget with submissions waiting: the next one should come at once. */
+  again?(): void;
 }
 
 export interface IntakeDeps {
@@ -144,10 +146,20 @@ export const INTAKE = {
    * plan (a burst's pass re-checked hundreds of fresh starts, ~4 reads each, before reading on).
    */
   checkAfterMs: 3_000,
+  /**
+   * A marked start found still on its way is checked again 3 s later, then 6 s, then 12, and every
+   * 15 s after that: a burst of fresh starts is not re-read by every pass while their runs wait for
+   * their plans (the plan removes its start's mark itself once past its fence). The 30 s of
+   * `stuckPendingSeconds` is seen at most 15 s late.
+   */
+  maxCheckBackoffMs: 15_000,
   /** Marked starts checked at once. */
   checkConcurrency: 8,
-  /** Submissions of a batch handled at once (those naming the same job id, one after another). */
-  messageConcurrency: 4,
+  /**
+   * Submissions of a batch handled at once (those naming one job id, one after another). A start is
+   * about ten storage round trips, a second under a burst's load, half of it the Durable start.
+   */
+  messageConcurrency: 16,
   /**
    * A pass reads no further batch of submissions once it has run this long: the rest of a burst
    * waits for the next pass (within a second), so the stall check, the watchdog's progress and the
@@ -235,6 +247,9 @@ export class JobIntake {
   /** First windows being sent (see `sendFirstWindow`). */
   readonly #sending = new Set<Promise<void>>();
 
+  /** When each marked start that was waiting is due for its next check (`INTAKE.maxCheckBackoffMs`). */
+  readonly #checkBackoff = new Map<string, { nextAt: number; waitMs: number }>();
+
   /** Time this pass has spent staging inputs at intake (`INTAKE.firstWindowBudgetMs`). */
   #prestagingMs = 0;
 
@@ -276,6 +291,7 @@ export class JobIntake {
     await this.checkStarts(ctx, orchestrations, counts);
     const began = performance.now();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
+    let full = false;
     for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted && withinBudget(); batch++) {
       const received = await this.deps.jobsQueue.receiveMessages({
         numberOfMessages: INTAKE.batchSize,
@@ -283,13 +299,13 @@ export class JobIntake {
         abortSignal: ctx.signal,
       });
       ctx.progress();
+      full = received.receivedMessageItems.length === INTAKE.batchSize;
       if (received.receivedMessageItems.length === 0) {
         if (batch === 0) await this.readability.afterEmptyReceive(ctx.signal);
         break;
       }
       this.readability.sawMessages();
-      // A few submissions at once (a burst of ten, one after another under load, took 5.5 s to
-      // start the last); the messages of one job id in order, so a duplicate finds its twin's start.
+      // Several submissions at once; the messages of one job id in order, so a duplicate finds its twin's start.
       await mapLimit(byJobId(received.receivedMessageItems), INTAKE.messageConcurrency, async (messages) => {
         for (const message of messages) {
           // Stop between messages: an unhandled one simply becomes visible again for the next leader.
@@ -307,6 +323,8 @@ export class JobIntake {
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
       this.deps.logger.info('intake.pass', { ...counts, epoch: ctx.epoch });
     }
+    // The last batch was full: more submissions are likely waiting (a burst), so no pause before the next pass.
+    if (full && !ctx.signal.aborted) ctx.again?.();
     return counts;
   }
 
@@ -319,7 +337,11 @@ export class JobIntake {
     const marked = await this.deps.store.listUnconfirmed(ctx.signal);
     ctx.progress();
     const now = this.now().getTime();
-    const due = marked.filter((m) => now - m.markedAt >= INTAKE.checkAfterMs).slice(0, INTAKE.maxChecksPerPass);
+    const present = new Set(marked.map((m) => m.jobId));
+    for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
+    const due = marked
+      .filter((m) => now - m.markedAt >= INTAKE.checkAfterMs && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
+      .slice(0, INTAKE.maxChecksPerPass);
     await mapLimit(due, INTAKE.checkConcurrency, async ({ jobId }) => {
       if (ctx.signal.aborted) return;
       counts.checked += 1;
@@ -327,6 +349,12 @@ export class JobIntake {
         const step = await this.advance(jobId, ctx, orchestrations);
         if (step === 'confirmed') counts.confirmed += 1;
         else if (step === 'restarted') counts.restarted += 1;
+        if (step === 'waiting' || step === 'not_ours') {
+          const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
+          this.#checkBackoff.set(jobId, { nextAt: this.now().getTime() + waitMs, waitMs });
+        } else {
+          this.#checkBackoff.delete(jobId);
+        }
       } catch (err) {
         if (isAbort(err)) throw err;
         // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
@@ -363,6 +391,8 @@ export class JobIntake {
       // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
       if (taken === undefined) return 'waiting';
       start = taken;
+      // Marked again: the earlier start's plan may have removed the mark since it was listed.
+      await store.markUnconfirmed(jobId, ctx.signal);
     }
     await this.start(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
@@ -462,8 +492,20 @@ export class JobIntake {
       return this.reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined }, ctx, orchestrations);
     }
 
+    const t0 = performance.now();
+    const lap: Record<string, number> = {};
+    const mark = (step: string): void => {
+      lap[step] = Math.round(performance.now() - t0);
+    };
     try {
-      const known = await store.readStart(job.jobId, ctx.signal);
+      // What the id already holds, read at once (one round trip, not three; the instance only
+      // matters for a job started before start records existed).
+      const [known, legacy, record] = await Promise.all([
+        store.readStart(job.jobId, ctx.signal),
+        orchestrations.getStatus(instanceIdFor(job.jobId)),
+        store.readRecord(job.jobId, ctx.signal),
+      ]);
+      mark('read');
       if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
         const since = known.value.run.submittedAt;
         return this.reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) }, ctx, orchestrations);
@@ -471,7 +513,7 @@ export class JobIntake {
       if (known?.value.state === 'active') return await this.alreadyAccepted(message, job, ctx);
       if (known === undefined) {
         // Started before start records existed (or by an earlier version of the app).
-        const existing = await orchestrations.getStatus(instanceIdFor(job.jobId));
+        const existing = legacy;
         if (existing !== undefined) {
           if (fingerprintOf(existing) !== job.fingerprint) {
             const since = existing.createdTime.toISOString();
@@ -482,7 +524,6 @@ export class JobIntake {
           return 'already_started';
         }
       }
-      const record = await store.readRecord(job.jobId, ctx.signal);
       if (
         record !== undefined &&
         (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)
@@ -527,17 +568,21 @@ export class JobIntake {
         at: this.now().toISOString(),
         run,
       };
-      if ((await store.createStart(start, ctx.signal)) === 'exists') {
+      // The record and its mark at once: a mark without a record is retired by the next check, and a
+      // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
+      const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
+      if (created === 'exists') {
         // Another delivery of this job id got there first: judge this message against its record next time.
         throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
       }
-      await store.markUnconfirmed(job.jobId, ctx.signal);
+      mark('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
       const prestaged = small && this.#prestagingMs < INTAKE.firstWindowBudgetMs ? await this.prestage(run, ctx) : undefined;
+      mark('staged');
       await this.start(start, orchestrations);
+      mark('started');
       if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
-      await this.deleteMessage(message, ctx);
-      if (record !== undefined) await store.deleteRecord(job.jobId, ctx.signal);
+      await Promise.all([this.deleteMessage(message, ctx), record === undefined ? undefined : store.deleteRecord(job.jobId, ctx.signal)]);
       logger.info('intake.started', {
         jobId: job.jobId,
         workType: job.workType,
@@ -545,6 +590,8 @@ export class JobIntake {
         startId,
         epoch: ctx.epoch,
         ...(prestaged === undefined ? {} : { firstWindow: true }),
+        // Milliseconds from taking the message to each step's end: where a start's time goes under load.
+        ms: { ...lap, done: Math.round(performance.now() - t0) },
       });
       return 'started';
     } catch (err) {

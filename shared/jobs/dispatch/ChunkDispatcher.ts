@@ -285,8 +285,11 @@ export class ChunkDispatcher {
     return resumedLedger(chunkCount, itemCount, Date.parse(at), this.deps.policy, sentAt);
   }
 
-  /** One pass at `input.at`: observe, decide, expire, send. */
-  async pass(input: StepInput, signal?: AbortSignal): Promise<StepOutcome> {
+  /**
+   * One pass at `input.at`: observe, decide, expire, send. `items`: where the chunks' items come
+   * from when not the staged input (the leader's first window of inline items has them in hand).
+   */
+  async pass(input: StepInput, signal?: AbortSignal, items: ChunkItemsSource = this.deps.items): Promise<StepOutcome> {
     const { job } = input;
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
     const at = Date.parse(input.at);
@@ -296,12 +299,12 @@ export class ChunkDispatcher {
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 
     await mapLimit(decision.expire, SEND_CONCURRENCY, ({ chunk, dispatch }) => this.expire(job, input.itemCount, chunk, dispatch, signal));
-    const items =
+    const sending =
       decision.send.length === 0
         ? new Map<number, Json[]>()
-        : await this.deps.items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
+        : await items.items(job.jobId, decision.send.map((s) => s.chunk), signal);
     const messages = await mapLimit(decision.send, SEND_CONCURRENCY, async ({ chunk, dispatch, reason }) => {
-      const chunkItems = items.get(chunk);
+      const chunkItems = sending.get(chunk);
       if (chunkItems === undefined) throw new Error(`The staged input of job ${job.jobId} has no items for chunk ${chunk}`);
       return this.message(job, chunk, dispatch, chunkItems, reason !== 'first', signal);
     });

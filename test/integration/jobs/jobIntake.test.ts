@@ -13,6 +13,7 @@ import { BlobInputStore } from '../../../shared/jobs/input/InputStore';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { type FirstWindow, INTAKE, type IntakeReport, JobIntake } from '../../../shared/jobs/JobIntake';
+import { type JobRun } from '../../../shared/jobs/JobRun';
 import { type JobService } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient, type OrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
@@ -229,6 +230,56 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(report.started, 8);
     // The first few start staging together, before any time is spent; once it is, the others skip it.
     assert.ok(prestaged.length >= 1 && prestaged.length <= INTAKE.messageConcurrency, `staged at intake: ${prestaged.join(', ')}`);
+  });
+
+  it('the run\'s plan removes its start\'s mark once past its fence: no intake pass has to read the start again', async () => {
+    const c = appRoot().jobs;
+    const jobsQueue = await freshQueue('confirm');
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'plan-confirms', workType: 'sum', items: [1, 2, 3] }));
+    const marked = async (): Promise<boolean> => (await c.store.listUnconfirmed()).some((m) => m.jobId === 'plan-confirms');
+    assert.equal((await intake({ jobsQueue }).runPass(ctx(), orchestrations)).started, 1);
+    assert.ok(await marked(), 'the intake marks the start before making it');
+    // No intake pass runs from here on: only the run itself can remove the mark.
+    assert.equal((await eventuallyFinished('plan-confirms')).status, 'completed');
+    assert.equal(await marked(), false, 'the plan removed the mark');
+  });
+
+  it('checks a marked start that is still on its way 3 s after its mark, then 6, 12 and every 15 s: not on every pass', async () => {
+    const c = appRoot().jobs;
+    const jobId = 'check-backoff';
+    const startId = 'a1b2c3d4-0000-4000-8000-000000000001';
+    const run: JobRun = {
+      jobId,
+      workType: 'noop',
+      fingerprint: 'f',
+      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1] },
+      epoch: 11,
+      holder: 'intake-test',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+      startId,
+    };
+    assert.notEqual(await c.store.createStart({ v: 1, jobId, fingerprint: 'f', state: 'active', startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run }), 'exists');
+    await c.store.markUnconfirmed(jobId);
+    const t0 = Date.now();
+    let offset = 0;
+    const now = (): Date => new Date(t0 + offset);
+    // Durable shows the run freshly Pending whenever asked (never stuck): the intake waits on it.
+    const checkedAt: number[] = [];
+    const pendingForever: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (instanceId) => {
+        if (instanceId !== instanceIdFor(jobId)) return orchestrations.getStatus(instanceId);
+        checkedAt.push(offset / 1000);
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: now(), lastUpdatedTime: now() });
+      },
+    };
+    const pass = intake({ jobsQueue: await freshQueue('backoff'), now });
+    for (offset = 0; offset <= 45_000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
+    // Marked a moment before t0; checked once due (3 s), then after 3, 6, 12 and 15 s of waiting.
+    assert.deepEqual(checkedAt, [3, 6, 12, 24, 39], `checked at ${checkedAt.join(', ')} s`);
+    await c.store.clearUnconfirmed(jobId);
   });
 
   it('leaves a message whose start failed on the queue for the next pass', async () => {
