@@ -12,14 +12,16 @@
  * the ceiling the intake sits under. Completion is read from storage by the bench itself (final
  * summaries, the development host's instance blobs), outside the count.
  *
- * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue] [--breakdown]` (--breakdown prints the
- * transactions per job by kind of request).
+ * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue] [--breakdown 1 [--log-file F]]` (--breakdown prints the
+ * transactions per job by kind of request and where the jobs' time went; --log-file keeps the log lines).
  */
+import { writeFileSync } from 'node:fs';
+
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor } from 'devhost/testing';
 
-import { type AppCluster, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, jobTimeline, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
 
@@ -176,6 +178,19 @@ export const jobsScaleBench: Bench = {
           });
           ctx.note(`${n} by ${via}: last completed ${secs(wallMs)} s after the first submission`);
           if (breakdown) {
+            // Where a job's time went: submission -> each stage's first log line, percentiles over the burst.
+            const stages = ['intake.started', 'job.planned', 'workitem.done', 'job.aggregated'];
+            const at = ids.map((id) => ({ t0: posted.get(id) ?? NaN, tl: jobTimeline(cluster, id, 0, stages) }));
+            const rowsOf = stages.map((stage) => {
+              const ms = at.map(({ t0, tl }) => (tl[stage] ?? NaN) - t0).filter((v) => Number.isFinite(v));
+              return `  ${stage.padEnd(16)} p10 ${secs(percentile(ms, 10))} s, p50 ${secs(percentile(ms, 50))} s, p90 ${secs(percentile(ms, 90))} s (${ms.length} jobs)`;
+            });
+            ctx.note(`${n} by ${via}, submission -> first log line of each stage:\n${rowsOf.join('\n')}`);
+            const logFile = ctx.options.get('log-file');
+            if (logFile !== undefined && logFile !== '') {
+              writeFileSync(logFile, [...cluster.instances.values()].flatMap((h) => h.lines()).join('\n'));
+              ctx.note(`the instances' log lines: ${logFile}`);
+            }
             const top = [...proxy.counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 40);
             ctx.note(`${n} by ${via}, transactions per job by kind:\n${top.map(([k, c]) => `  ${(c / n).toFixed(2).padStart(7)}  ${k}`).join('\n')}`);
           }
