@@ -16,7 +16,8 @@ Commands:
                          holds the items instead (a JSON array, or one JSON value per line)
   watch <jobId>          show a job's progress until it ends, then print its result
   status <jobId>         print a job's status (JSON)
-  list                   list jobs, newest first (--status <status> to filter)
+  list                   list jobs, newest first (--status, --work-type to filter), and the
+                         jobs per status (on stderr; in the JSON with --json)
   cancel <jobId>         cancel a pending or running job
   resubmit <jobId>       submit a started job's items and options again as a new job
   leader                 who leads (with a key: terms, instances and this instance's counters)
@@ -25,7 +26,7 @@ Options:
   --url <url>            the app's base URL (env COORDINATOR_URL; default http://localhost:7071)
   --key <key>            a function or host key (env COORDINATOR_KEY)
   --json                 print the API's JSON answer on stdout
-  --work-type <type>     submit: the items file's work type
+  --work-type <type>     submit: the items file's work type; list: only jobs of this type
   --job-id <id>          submit: the job's id (generated when absent)
   --chunk-size <n>, --attempts <n>, --deadline-seconds <n>   submit: job options
   --watch                submit, resubmit: watch the job after submitting it
@@ -311,10 +312,21 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
       print(await client.request<JobView>('GET', `/jobs/${encodeURIComponent(oneJobId(args, 'status'))}`));
       return EXIT.ok;
     case 'list': {
+      const query = new URLSearchParams({ counts: 'true' });
       const status = flag(args, 'status');
-      const { jobs } = await client.request<{ jobs: ListEntry[] }>('GET', `/jobs${status === undefined ? '' : `?status=${encodeURIComponent(status)}`}`);
-      if (json) print({ jobs });
-      else if (jobs.length === 0) io.stderr.write('no jobs\n');
+      const workType = flag(args, 'work-type');
+      if (status !== undefined) query.set('status', status);
+      if (workType !== undefined) query.set('workType', workType);
+      const { jobs, counts } = await client.request<{ jobs: ListEntry[]; counts?: Record<string, number | string> }>('GET', `/jobs?${query.toString()}`);
+      if (json) {
+        print({ jobs, ...(counts === undefined ? {} : { counts }) });
+        return EXIT.ok;
+      }
+      if (counts !== undefined) {
+        const shown = Object.entries(counts).filter(([k, v]) => k !== 'at' && k !== 'total' && v !== 0);
+        io.stderr.write(`${String(counts.total)} jobs${shown.length === 0 ? '' : `: ${shown.map(([k, v]) => `${String(v)} ${k}`).join(', ')}`}\n`);
+      }
+      if (jobs.length === 0) io.stderr.write('no jobs\n');
       else {
         const rows = jobs.map((j) => [j.jobId, j.status, j.workType ?? '-', j.progress === null ? '-' : `${j.progress.items.done}/${j.progress.items.total}`, j.updatedAt ?? '-']);
         io.stdout.write(table([['JOB', 'STATUS', 'TYPE', 'ITEMS', 'UPDATED'], ...rows]));

@@ -159,6 +159,18 @@
     $('jobs').tBodies[0].replaceChildren(...rows);
   }
 
+  /** The jobs per status, from the job index (the list answers them with ?counts=true). */
+  function renderCounts(counts) {
+    const el = $('job-counts');
+    if (!counts) {
+      el.textContent = '';
+      return;
+    }
+    const parts = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'].filter((s) => counts[s] > 0).map((s) => counts[s] + ' ' + s);
+    el.textContent = counts.total + ' jobs' + (parts.length > 0 ? ': ' + parts.join(', ') : '');
+    el.dataset.total = String(counts.total);
+  }
+
   function renderJob(view) {
     $('job-card').hidden = false;
     $('job-title').textContent = 'Job ' + view.jobId;
@@ -251,13 +263,14 @@
       const status = $('status-filter').value;
       const [cluster, list, job] = await Promise.all([
         api('GET', '/cluster'),
-        api('GET', '/jobs' + (status ? '?status=' + encodeURIComponent(status) : '')),
+        api('GET', '/jobs?counts=true&limit=50' + (status ? '&status=' + encodeURIComponent(status) : '')),
         selectedJobId ? api('GET', '/jobs/' + encodeURIComponent(selectedJobId)).catch((err) => err) : Promise.resolve(undefined),
       ]);
       renderLeader(cluster);
       renderInstances(cluster.instances);
       renderTerms(cluster);
       renderJobs(list.jobs);
+      renderCounts(list.counts);
       if (job instanceof Error) {
         $('job-card').hidden = false;
         $('job').replaceChildren(h('p', { class: 'muted' }, job.code + ': ' + job.message));

@@ -1,6 +1,7 @@
 /**
  * The jobs HTTP API: submit (POST /api/jobs), status (GET /api/jobs/{jobId}), full result
- * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=&limit=&continuation=), cancel
+ * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=&workType=&limit=&continuation=&counts=true,
+ * from the job index), cancel
  * (DELETE /api/jobs/{jobId}), purge a finished job now (DELETE /api/jobs/{jobId}?purge=true),
  * the submission a started job ran, to resubmit it (GET /api/jobs/{jobId}/submission).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
@@ -85,15 +86,21 @@ export const getJobResult = guarded(async (request) => {
 });
 
 export const listJobs = guarded(async (request, context) => {
-  const status = request.query.get('status') ?? undefined;
-  const page = await root.jobs.service.list(reading(context), status === '' ? undefined : status, {
+  const param = (name: string): string | undefined => {
+    const value = request.query.get(name) ?? undefined;
+    return value === '' ? undefined : value;
+  };
+  const page = await root.jobs.service.list(reading(context), param('status'), {
     limit: request.query.get('limit') ?? undefined,
     continuation: request.query.get('continuation') ?? undefined,
+    workType: param('workType'),
+    counts: request.query.get('counts') === 'true',
   });
-  if (page.continuation === undefined) return { status: 200, jsonBody: { jobs: page.jobs } };
+  const counts = page.counts === undefined ? {} : { counts: page.counts };
+  if (page.continuation === undefined) return { status: 200, jsonBody: { jobs: page.jobs, ...counts } };
   const next = new URL(request.url);
   next.searchParams.set('continuation', page.continuation);
-  return { status: 200, jsonBody: { jobs: page.jobs, continuation: page.continuation, nextUrl: next.href } };
+  return { status: 200, jsonBody: { jobs: page.jobs, continuation: page.continuation, nextUrl: next.href, ...counts } };
 });
 
 export const cancelJob = guarded(async (request, context) => {

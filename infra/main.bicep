@@ -98,6 +98,11 @@ param workItemsQueue string = 'work-items'
 @description('JOB_RESULTS_CONTAINER: container of chunk results.')
 param jobResultsContainer string = 'job-results'
 
+@description('JOB_INDEX_TABLE: the table of the job index (one row per job, what the job list reads), created by the app.')
+@minLength(3)
+@maxLength(63)
+param jobIndexTable string = 'jobindex'
+
 @description('JOB_INPUT_CONTAINERS: the containers jobs may read (itemsBlob, wordcount items): comma-separated names or prefixes written like inputs-*.')
 param jobInputContainers string = 'job-inputs'
 
@@ -220,7 +225,7 @@ module hostStorageAccess 'app/storageAccess.bicep' = {
   }
 }
 
-// The shared account holds blobs and queues only (Durable's tables stay in each app's own account).
+// The shared account holds blobs, queues and the job index table (Durable's tables stay in each app's own account).
 module coordinatorStorageAccess 'app/storageAccess.bicep' = if (sharesCoordinatorStorage) {
   name: 'coordinatorStorageAccess-${resourceToken}'
   scope: resourceGroup(!empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
@@ -262,10 +267,11 @@ var appSettings = {
   AzureWebJobsStorage__tableServiceUri: 'https://${storage.outputs.name}.table.${storageSuffix}'
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identity.outputs.clientId
-  // The app's own blobs and queues (lease, jobs, work items, results): the queue trigger binds to
-  // this connection too. No table endpoint: the app keeps nothing in tables.
+  // The app's own blobs, queues and table (lease, jobs, work items, results, the job index): the
+  // queue trigger binds to this connection too.
   CoordinatorStorage__blobServiceUri: 'https://${coordinatorAccountName}.blob.${storageSuffix}'
   CoordinatorStorage__queueServiceUri: 'https://${coordinatorAccountName}.queue.${storageSuffix}'
+  CoordinatorStorage__tableServiceUri: 'https://${coordinatorAccountName}.table.${storageSuffix}'
   CoordinatorStorage__credential: 'managedidentity'
   CoordinatorStorage__clientId: identity.outputs.clientId
   // Telemetry with Entra ID: the connection string says where, the authentication string says who.
@@ -285,6 +291,7 @@ var appSettings = {
   JOBS_QUEUE: jobsQueue
   WORK_ITEMS_QUEUE: workItemsQueue
   JOB_RESULTS_CONTAINER: jobResultsContainer
+  JOB_INDEX_TABLE: jobIndexTable
   JOB_INPUT_CONTAINERS: jobInputContainers
   JOB_RETENTION_DAYS: string(jobRetentionDays)
   JOB_DISPATCH_WINDOW: string(jobDispatchWindow)

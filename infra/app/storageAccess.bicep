@@ -10,7 +10,7 @@ param storageAccountName string
 @description('Principal (object) id of the user-assigned managed identity.')
 param principalId string
 
-@description('true: the account behind AzureWebJobsStorage (the host and Durable use blobs, queues and tables). false: an account that holds only the coordinator\'s lease, queues and results (blobs and queues).')
+@description('true: the account behind AzureWebJobsStorage (the host and Durable use blobs, queues and tables). false: an account that holds only the coordinator\'s lease, queues, results and job index (blobs, queues and one table).')
 param hostStorage bool
 
 // Built-in role definition ids, from https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage
@@ -24,13 +24,13 @@ var storageRoles = {
   storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
   // The jobs and work-items queues, their poison queues and Durable's control/work-item queues.
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
-  // Durable Functions' Azure Storage backend keeps instances and history in tables (host storage only).
+  // Durable Functions' Azure Storage backend keeps instances and history in tables; the app keeps its job index in one.
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
 }
 
 var roleIds = hostStorage
   ? [storageRoles.storageBlobDataOwner, storageRoles.storageQueueDataContributor, storageRoles.storageTableDataContributor]
-  : [storageRoles.storageBlobDataContributor, storageRoles.storageQueueDataContributor]
+  : [storageRoles.storageBlobDataContributor, storageRoles.storageQueueDataContributor, storageRoles.storageTableDataContributor]
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName

@@ -7,9 +7,10 @@
  * the setting and says what would be accepted. Nothing else in the app reads `process.env` for its
  * own settings (the development host and scripts read their own flags).
  *
- * Storage: the app's own blobs and queues use the connection named by `CoordinatorStorage`
- * (a connection string, `UseDevelopmentStorage=true` included, or identity-based
- * `CoordinatorStorage__blobServiceUri` / `__queueServiceUri` / `__accountName`, with
+ * Storage: the app's own blobs, queues and its job index table use the connection named by
+ * `CoordinatorStorage` (a connection string, `UseDevelopmentStorage=true` included, or identity-based
+ * `CoordinatorStorage__blobServiceUri` / `__queueServiceUri` / `__tableServiceUri` (default: the
+ * blob URI with `.blob.` as `.table.`) / `__accountName`, with
  * `__credential` and `__clientId` for a user-assigned identity). When no `CoordinatorStorage*`
  * setting exists it falls back to `AzureWebJobsStorage`, read the same way, and the queue trigger
  * is bound to that connection name instead, so the fallback holds on the real host too.
@@ -36,6 +37,7 @@ export const SETTING_NAMES = {
   jobsQueue: 'JOBS_QUEUE',
   workItemsQueue: 'WORK_ITEMS_QUEUE',
   resultsContainer: 'JOB_RESULTS_CONTAINER',
+  indexTable: 'JOB_INDEX_TABLE',
   inputContainers: 'JOB_INPUT_CONTAINERS',
   retentionDays: 'JOB_RETENTION_DAYS',
   dispatchWindow: 'JOB_DISPATCH_WINDOW',
@@ -82,6 +84,8 @@ export const DEFAULTS = {
   jobsQueue: 'jobs',
   workItemsQueue: 'work-items',
   resultsContainer: 'job-results',
+  /** The job index (one row per job, what the job list reads), a table in the same storage account. */
+  indexTable: 'jobindex',
   /** Containers jobs may read (itemsBlob, wordcount items): comma-separated names or `prefix-*`. */
   inputContainers: 'job-inputs',
   taskHubName: 'CoordinatorHub',
@@ -125,6 +129,8 @@ export interface JobSettings {
   readonly jobsQueue: string;
   readonly workItemsQueue: string;
   readonly resultsContainer: string;
+  /** The table of the job index (JobIndex). */
+  readonly indexTable: string;
   /** The allow-list of containers a job may read: names, or prefixes written `prefix-*`. */
   readonly inputContainers: readonly string[];
   /** Days a finished job is kept before the leader purges it; 0: never. */
@@ -193,6 +199,7 @@ export function loadSettings(env: Env = process.env): Settings {
       jobsQueue: readName(env, SETTING_NAMES.jobsQueue, DEFAULTS.jobsQueue, QUEUE_NAME),
       workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
       resultsContainer,
+      indexTable: readName(env, SETTING_NAMES.indexTable, DEFAULTS.indexTable, TABLE_NAME),
       inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
       retentionDays: readNumber(env, SETTING_NAMES.retentionDays, DEFAULTS.retentionDays, {
         min: 0,
@@ -253,6 +260,11 @@ const QUEUE_NAME = CONTAINER_NAME;
 const BLOB_NAME: NameRule = {
   pattern: /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/,
   description: '1-255 letters, digits, dots, underscores and hyphens, starting with a letter or digit',
+};
+// Azure table names: 3-63 letters and digits, starting with a letter ("tables" is reserved).
+const TABLE_NAME: NameRule = {
+  pattern: /^(?!tables$)[A-Za-z][A-Za-z0-9]{2,62}$/i,
+  description: '3-63 letters and digits, starting with a letter (not "tables")',
 };
 // Durable task hub names: 3-45 alphanumeric characters, starting with a letter.
 const TASK_HUB_NAME: NameRule = {
@@ -426,6 +438,7 @@ function readConnection(env: Env, name: string): StorageConnection {
   for (const [suffix, uri] of [
     ['blobServiceUri', blobServiceUri],
     ['queueServiceUri', queueServiceUri],
+    ['tableServiceUri', tableServiceUri ?? blobServiceUri],
   ] as const) {
     if (!isHttpUrl(uri)) throw new ConfigError(`${name}__${suffix}`, `"${uri}" is not an http(s) URL.`);
   }

@@ -22,6 +22,7 @@ import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { assertJobId, instanceIdFor, isValidJobId, parseInstanceId } from './jobIds';
+import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry, type StatusCounts } from './JobIndex';
 import { JOB_LIMITS } from './jobLimits';
 import { type JobRecord, type JobStore, type StartRecord } from './JobStore';
 import { validateSubmission } from './JobSubmission';
@@ -67,13 +68,47 @@ export interface JobPage {
   readonly jobs: readonly JobListEntry[];
   /** Present when more jobs follow: pass it as `continuation` for the next page. */
   readonly continuation?: string;
+  /** Jobs per status in the index, when asked for (`counts`). */
+  readonly counts?: StatusCounts & { readonly at: string };
 }
 
 export const LIST_LIMITS = { default: 100, max: 1000 } as const;
 
+/**
+ * The leader's upkeep of the job index (jobCoordinationPass schedules it). Every `refreshEveryMs`
+ * the rows that say pending or running are checked against the job's real status (JobService.get),
+ * up to `refreshMax` rows a time, carrying on after the last one checked; every `walkEveryMs` the
+ * jobs that exist (records, Durable instances) are compared with the rows, and up to `walkMax`
+ * missing or orphaned rows are put right. So a pending or running row disagrees with its job for at
+ * most `refreshEveryMs` plus one pass (while at most `refreshMax` jobs are pending or running), and
+ * a row missing or left over for at most `walkEveryMs` plus one pass.
+ */
+export const INDEX_UPKEEP = { refreshEveryMs: 10_000, refreshMax: 500, walkEveryMs: 600_000, walkMax: 200 } as const;
+/** Live reads of a page's pending and running jobs at once. */
+const LIVE_READS = 16;
+/** A work type name, as the job schema spells it (a filter for a type no longer registered still lists its jobs). */
+const WORK_TYPE_FILTER = /^[a-z][a-z0-9-]{0,39}$/;
+
 /** Newest first; equal times by job id, so the order is total and a continuation is exact. */
 function compareEntries(a: Pick<JobListEntry, 'createdAt' | 'jobId'>, b: Pick<JobListEntry, 'createdAt' | 'jobId'>): number {
   return (b.createdAt ?? '').localeCompare(a.createdAt ?? '') || a.jobId.localeCompare(b.jobId);
+}
+
+function entryOf(view: JobView | JobListEntry): JobListEntry {
+  return {
+    jobId: view.jobId,
+    status: view.status,
+    workType: view.workType,
+    progress: view.progress,
+    createdAt: view.createdAt,
+    updatedAt: view.updatedAt,
+  };
+}
+
+/** The index row a job's view makes (undefined: a view without a creation time cannot be indexed). */
+function indexEntryOf(view: JobView | JobListEntry): IndexEntry | undefined {
+  if (view.createdAt === null) return undefined;
+  return { ...entryOf(view), createdAt: view.createdAt, updatedAt: view.updatedAt ?? view.createdAt };
 }
 
 function parseLimit(text: string | undefined): number {
@@ -87,6 +122,31 @@ function parseLimit(text: string | undefined): number {
 
 function continuationOf(entry: Pick<JobListEntry, 'createdAt' | 'jobId'>): string {
   return Buffer.from(JSON.stringify([entry.createdAt ?? '', entry.jobId]), 'utf8').toString('base64url');
+}
+
+/** The index key after which the next page starts. */
+function afterKeyOf(token: string): string {
+  const after = parseContinuation(token);
+  const key = after.createdAt === null ? undefined : indexKey(after.createdAt, after.jobId);
+  if (key === undefined) throw new JobError('INVALID_PAGING', 'continuation is not a token this API gave out; start again without it.');
+  return key;
+}
+
+function parseStatusFilter(status: string | undefined): JobStatus | undefined {
+  if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
+    throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
+  }
+  return status as JobStatus | undefined;
+}
+
+function parseWorkTypeFilter(workType: string | undefined): string | undefined {
+  if (workType !== undefined && !WORK_TYPE_FILTER.test(workType)) {
+    throw new JobError(
+      'INVALID_WORK_TYPE_FILTER',
+      'workType must be a work type name: a lowercase letter, then up to 39 lowercase letters, digits or hyphens.',
+    );
+  }
+  return workType;
 }
 
 function parseContinuation(token: string): Pick<JobListEntry, 'createdAt' | 'jobId'> {
@@ -128,9 +188,18 @@ export interface Submitted {
 export class JobService {
 
   private readonly now: Now;
+  /** Where the index refresh carries on (the key of the last row it checked), between leader passes. */
+  #refreshAfter: string | undefined;
 
   constructor(private readonly deps: JobServiceDeps) {
     this.now = nowOf(deps);
+  }
+
+  /** The job index: the store's (the app always builds one; JobStore alone may have none). */
+  get index(): JobIndex {
+    const index = this.deps.store.index;
+    if (index === undefined) throw new Error('The job store has no index (JobComponents builds one).');
+    return index;
   }
 
 
@@ -192,8 +261,11 @@ export class JobService {
       await this.ensureQueue();
       await this.deps.jobsQueue.sendMessage(encoded);
     } catch (err) {
-      // Only our own new record goes; an earlier identical submission's record stays pending.
-      if (created) await store.deleteRecord(job.jobId).catch(() => undefined);
+      // Only our own new record goes (and its index row); an earlier identical submission's record stays pending.
+      if (created) {
+        await store.deleteRecord(job.jobId).catch(() => undefined);
+        await store.index?.forget(job.jobId, record.createdAt, 'submit_undone');
+      }
       throw new JobError('SERVICE_UNAVAILABLE', 'The jobs queue could not be reached; nothing was submitted. Try again.', { cause: err });
     }
     this.deps.logger.info('job.submitted', { jobId: job.jobId, workType: job.workType, via: 'http' });
@@ -243,24 +315,177 @@ export class JobService {
   /**
    * One page of jobs, newest first (then by job id): at most `limit` (default 100, at most 1,000),
    * and a continuation token when more follow; pass it back for the next page. The token names the
-   * last job shown, so jobs submitted in between do not shift the pages. Each call still reads every
-   * record and every orchestration (what the page is cut from); the retention period bounds both.
+   * last job shown, so jobs submitted in between do not shift the pages. The page is one query of
+   * the job index (JobIndex), optionally by `status` and `workType`; its pending and running jobs
+   * are then read live (their status and progress: one status read each, LIVE_READS at a time), and
+   * a row found behind its job is put right on the way. With a status filter, a job whose live
+   * status no longer matches is left out of the page (the continuation still follows the rows).
    */
-  async list(orchestrations: OrchestrationClient, status?: string, page: { limit?: string; continuation?: string } = {}): Promise<JobPage> {
+  async list(
+    orchestrations: OrchestrationClient,
+    status?: string,
+    page: { limit?: string; continuation?: string; workType?: string; counts?: boolean } = {},
+  ): Promise<JobPage> {
+    const statusFilter = parseStatusFilter(status);
+    const workType = parseWorkTypeFilter(page.workType);
     const limit = parseLimit(page.limit);
-    const after = page.continuation === undefined ? undefined : parseContinuation(page.continuation);
-    const all = await this.listAll(orchestrations, status);
-    const start = after === undefined ? 0 : all.findIndex((e) => compareEntries(e, after) > 0);
-    const jobs = start < 0 ? [] : all.slice(start, start + limit);
-    const last = jobs.at(-1);
-    const more = start >= 0 && start + limit < all.length && last !== undefined;
-    return { jobs, ...(more ? { continuation: continuationOf(last) } : {}) };
+    const afterKey = page.continuation === undefined ? undefined : afterKeyOf(page.continuation);
+    const index = this.index;
+    const [rows, counts] = await Promise.all([
+      index.page({
+        limit,
+        ...(afterKey === undefined ? {} : { afterKey }),
+        ...(statusFilter === undefined ? {} : { status: statusFilter }),
+        ...(workType === undefined ? {} : { workType }),
+      }),
+      page.counts === true ? index.counts() : Promise.resolve(undefined),
+    ]);
+    const entries = await mapLimit([...rows.rows], LIVE_READS, (row) => this.liveEntry(row, orchestrations));
+    const jobs = entries.filter(
+      (e) => (statusFilter === undefined || e.status === statusFilter) && (workType === undefined || e.workType === workType),
+    );
+    const last = rows.rows.at(-1);
+    return {
+      jobs,
+      ...(rows.lastKey !== undefined && last !== undefined ? { continuation: continuationOf(last) } : {}),
+      ...(counts === undefined ? {} : { counts }),
+    };
   }
 
-  private async listAll(orchestrations: OrchestrationClient, status?: string): Promise<JobListEntry[]> {
-    if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status)) {
-      throw new JobError('INVALID_STATUS_FILTER', `status must be one of ${JOB_STATUSES.join(', ')}.`);
+  /** Jobs per status, from the index (shared for a few seconds: JobIndex.counts). */
+  async counts(): Promise<StatusCounts & { readonly at: string }> {
+    return this.index.counts();
+  }
+
+  /** A row as the list shows it: a pending or running job read live (its row corrected when behind), a finished one as indexed. */
+  private async liveEntry(row: IndexRow, orchestrations: OrchestrationClient): Promise<JobListEntry> {
+    const indexed = entryOf(row);
+    if (row.status !== 'pending' && row.status !== 'running') return indexed;
+    let view: JobView;
+    try {
+      view = await this.get(row.jobId, orchestrations);
+    } catch (err) {
+      // Not found (purged, or its submission undone) or unreadable now: shown as indexed; the leader's repair decides.
+      if (!(err instanceof JobError && err.code === 'JOB_NOT_FOUND')) {
+        this.deps.logger.warn('index.live_read_failed', { jobId: row.jobId, error: err });
+      }
+      return indexed;
     }
+    const live = entryOf(view);
+    const entry = indexEntryOf(view);
+    // Behind (finished, or started): put right now. Progress alone changes every poll; the row keeps the last status change's.
+    if (entry !== undefined && entry.status !== row.status) await this.putRow(row, entry, 'list');
+    return live;
+  }
+
+  /** Replaces `row` with `entry` (a changed creation time moves the row to its new key). Best effort. */
+  private async putRow(row: Pick<IndexRow, 'rowKey' | 'jobId'>, entry: IndexEntry, op: string): Promise<void> {
+    await this.index.note(entry, op);
+    if (indexKey(entry.createdAt, entry.jobId) !== row.rowKey) await this.forgetKey(row, op);
+  }
+
+  private async forgetKey(row: Pick<IndexRow, 'rowKey' | 'jobId'>, op: string): Promise<void> {
+    try {
+      await this.index.deleteKey(row.rowKey);
+    } catch (err) {
+      this.deps.logger.warn('index.write_failed', { jobId: row.jobId, op, error: err });
+    }
+  }
+
+  /**
+   * The leader's refresh of the index (INDEX_UPKEEP): every row that says pending or running, up to
+   * `max`, is checked against the job's real status and put right (a job that no longer exists:
+   * its row goes). Carries on after the last row checked next time, so every such row is checked
+   * within ceil(rows / max) refreshes. Answers what it did.
+   */
+  async repairIndex(
+    orchestrations: OrchestrationClient,
+    options: { readonly max?: number; readonly signal?: AbortSignal } = {},
+  ): Promise<{ checked: number; fixed: number; removed: number }> {
+    const max = options.max ?? INDEX_UPKEEP.refreshMax;
+    let rows = await this.index.rowsWithStatus(['pending', 'running'], max, this.#refreshAfter);
+    if (rows.length === 0 && this.#refreshAfter !== undefined) rows = await this.index.rowsWithStatus(['pending', 'running'], max);
+    this.#refreshAfter = rows.length >= max ? rows.at(-1)?.rowKey : undefined;
+    const report = { checked: 0, fixed: 0, removed: 0 };
+    await mapLimit(rows, REPAIR_READS, async (row) => {
+      if (options.signal?.aborted === true) return;
+      report.checked += 1;
+      const outcome = await this.reconcile(row, orchestrations);
+      if (outcome === 'fixed') report.fixed += 1;
+      if (outcome === 'removed') report.removed += 1;
+    });
+    if (report.fixed + report.removed > 0) this.deps.logger.info('index.repaired', { ...report, kind: 'refresh' });
+    return report;
+  }
+
+  /**
+   * The leader's slow walk of the index (INDEX_UPKEEP.walkEveryMs): the jobs that exist (records
+   * and Durable instances, one listing of each) against the rows; a job without a row gets one, a
+   * row of a job that no longer exists goes (each checked with `get` first), at most `max` of them.
+   */
+  async walkIndex(
+    orchestrations: OrchestrationClient,
+    options: { readonly max?: number; readonly signal?: AbortSignal } = {},
+  ): Promise<{ added: number; removed: number; fixed: number }> {
+    const max = options.max ?? INDEX_UPKEEP.walkMax;
+    const [records, instances, rows] = await Promise.all([this.deps.store.listRecords(), orchestrations.list(), this.index.allKeys()]);
+    const existing = new Set<string>(records.map((r) => r.jobId));
+    for (const s of instances) {
+      const id = parseInstanceId(s.instanceId);
+      if (id !== undefined) existing.add(id.jobId);
+    }
+    const indexed = new Map<string, Array<(typeof rows)[number]>>();
+    for (const row of rows) indexed.set(row.jobId, [...(indexed.get(row.jobId) ?? []), row]);
+    const missing = [...existing].filter((jobId) => !indexed.has(jobId));
+    // Rows of jobs gone, and a job's extra rows (its creation time changed): checked one by one below.
+    const suspect = rows.filter((row) => !existing.has(row.jobId) || (indexed.get(row.jobId)?.length ?? 0) > 1);
+    const report = { added: 0, removed: 0, fixed: 0 };
+    await mapLimit(missing.slice(0, max), REPAIR_READS, async (jobId) => {
+      if (options.signal?.aborted === true) return;
+      const view = await this.get(jobId, orchestrations).catch(() => undefined);
+      const entry = view === undefined ? undefined : indexEntryOf(view);
+      if (entry === undefined) return;
+      await this.index.note(entry, 'walk');
+      report.added += 1;
+    });
+    await mapLimit(suspect.slice(0, max), REPAIR_READS, async (row) => {
+      if (options.signal?.aborted === true) return;
+      const outcome = await this.reconcile(row, orchestrations);
+      if (outcome === 'removed') report.removed += 1;
+      if (outcome === 'fixed') report.fixed += 1;
+    });
+    if (report.added + report.removed + report.fixed > 0) this.deps.logger.info('index.repaired', { ...report, kind: 'walk' });
+    return report;
+  }
+
+  /** One row against its job's real status: kept, put right, or removed (the job does not exist). Errors: left for next time. */
+  private async reconcile(
+    row: Pick<IndexRow, 'rowKey' | 'jobId'> & Partial<IndexEntry>,
+    orchestrations: OrchestrationClient,
+  ): Promise<'kept' | 'fixed' | 'removed' | 'failed'> {
+    let view: JobView;
+    try {
+      view = await this.get(row.jobId, orchestrations);
+    } catch (err) {
+      if (err instanceof JobError && err.code === 'JOB_NOT_FOUND') {
+        await this.forgetKey(row, 'repair');
+        return 'removed';
+      }
+      this.deps.logger.warn('index.repair_failed', { jobId: row.jobId, error: err });
+      return 'failed';
+    }
+    const entry = indexEntryOf(view);
+    if (entry === undefined) return 'kept';
+    const sameKey = indexKey(entry.createdAt, entry.jobId) === row.rowKey;
+    const complete = row.status !== undefined && row.createdAt !== undefined && row.updatedAt !== undefined;
+    const current = complete ? (row as IndexEntry) : undefined;
+    if (sameKey && current !== undefined && sameEntry(current, entry)) return 'kept';
+    await this.putRow(row, entry, 'repair');
+    return 'fixed';
+  }
+
+  /** Every job, from every record and orchestration (the retention sweep's hourly view; the list reads the index). */
+  private async listAll(orchestrations: OrchestrationClient): Promise<JobListEntry[]> {
     const byId = new Map<string, JobListEntry>();
     for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: r.workType ?? null, progress: null });
     // A repaired job has several instances: its newest generation that did not stand down shows it.
@@ -288,7 +513,7 @@ export class JobService {
         updatedAt: view.updatedAt,
       });
     }
-    return [...byId.values()].filter((e) => status === undefined || e.status === status).sort(compareEntries);
+    return [...byId.values()].sort(compareEntries);
   }
 
   /**
@@ -374,6 +599,9 @@ export class JobService {
     // The marker first: a job not started yet sees it when it plans, a running one at its next poll.
     await this.deps.store.markCancelled(jobId, 'cancelled through the API');
     if (snapshot !== undefined) await orchestrations.raiseCancel(snapshot.instanceId, 'cancelled through the API');
+    // The row shows the job as it stands (its outcome, cancelled, is indexed when the run records it).
+    const entry = indexEntryOf(view);
+    if (entry !== undefined) await this.deps.store.index?.note(entry, 'cancel');
     this.deps.logger.info('job.cancel_requested', { jobId, started: snapshot !== undefined });
     return view;
   }
@@ -495,6 +723,8 @@ function finishedLast(lastUpdatedTime: Date, summary: Pick<JobSummary, 'finished
 
 /** Recorded outcomes of running jobs a list reads at once. */
 const SETTLED_READS = 16;
+/** Jobs the index repair reads at once. */
+const REPAIR_READS = 8;
 /** How long a purge waits for the run of a job that has ended to finish in Durable (normally one Durable hop). */
 const PURGE_WAIT = { pollMs: 250, maxMs: 5_000 } as const;
 

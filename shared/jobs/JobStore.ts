@@ -27,6 +27,11 @@
  * 5,000 results-or-claims. Start records and the final summary are created once; a start record
  * or a record is replaced only over the version read (`Versioned` carries its etag), so a writer
  * that read an older version loses instead of overwriting.
+ * The job index (JobIndex, when the store has one) is written here, where a job's status changes:
+ * a record created or replaced (pending by HTTP, rejected), a start record created (pending) or
+ * retired (its row goes), the job id claimed by the plan step (running), the final summary
+ * (its status), and a purge (the row goes). Best effort: a failed index write is logged and never
+ * fails the write it follows; the leader's repair corrects the row.
  * Not guaranteed: claim times are the claiming worker's clock (compared with the orchestration's).
  * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
  * a job id becomes part of a blob name.
@@ -40,8 +45,9 @@ import { type ChunkObservation } from './dispatch/DispatchLedger';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type JobErrorInfo } from './JobError';
 import { isValidJobId } from './jobIds';
+import { type IndexEntry, type JobIndex } from './JobIndex';
 import { type JobRun } from './JobRun';
-import { type JobSummary } from './JobSummary';
+import { isSuperseded, type JobSummary } from './JobSummary';
 import { onceUntilSuccess } from './onceUntilSuccess';
 
 export type RecordStatus = 'pending' | 'rejected';
@@ -179,6 +185,8 @@ export class JobStore implements ChunkStore {
   constructor(
     readonly blobs: BlobServiceClient,
     containerName: string,
+    /** The job index this store keeps up to date (none: tests of the pipeline alone). */
+    readonly index?: JobIndex,
   ) {
     this.container = blobs.getContainerClient(containerName);
   }
@@ -301,9 +309,9 @@ export class JobStore implements ChunkStore {
    */
   async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal): Promise<boolean> {
     const name = JobStore.jobBlob(jobId);
-    if (
-      (await this.putJson(name, { jobId, fingerprint, at: new Date().toISOString() }, { ifNoneMatch: true, signal })) === 'written'
-    ) {
+    const at = new Date().toISOString();
+    if ((await this.putJson(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') {
+      await this.indexRunning(jobId, at);
       return true;
     }
     const owner = await this.getJson<{ fingerprint?: string }>(name, signal);
@@ -320,24 +328,30 @@ export class JobStore implements ChunkStore {
 
   /** Creates the record unless one exists; answers which. */
   async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
-    return this.putJson(JobStore.recordBlob(record.jobId), record, { ifNoneMatch: true, metadata: recordMetadata(record), signal });
+    const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
+    const outcome = await this.putJson(JobStore.recordBlob(record.jobId), record, options);
+    if (outcome === 'written') await this.index?.note(recordEntry(record), 'record');
+    return outcome;
   }
 
   /** Like `createRecord`, answering the new record's etag. */
   async createRecordVersioned(record: JobRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
     const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
     const outcome = await this.putJsonVersioned(JobStore.recordBlob(record.jobId), record, options);
+    if (typeof outcome === 'object') await this.index?.note(recordEntry(record), 'record');
     return outcome === 'conflict' ? 'exists' : outcome;
   }
 
   async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
     await this.putJson(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
+    await this.index?.note(recordEntry(record), 'record');
   }
 
   /** Replaces the record only if it is still the version read (`ifMatch`): the new etag, or `conflict`. */
   async replaceRecordIf(record: JobRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
     const options = { ifMatch, metadata: recordMetadata(record), signal };
     const outcome = await this.putJsonVersioned(JobStore.recordBlob(record.jobId), record, options);
+    if (typeof outcome === 'object') await this.index?.note(recordEntry(record), 'record');
     return outcome === 'exists' ? 'conflict' : outcome;
   }
 
@@ -376,12 +390,17 @@ export class JobStore implements ChunkStore {
   /** Creates the job's start record unless one exists: its etag, or `exists`. */
   async createStart(record: StartRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
     const outcome = await this.putJsonVersioned(JobStore.startBlob(record.jobId), record, { ifNoneMatch: true, signal });
+    if (typeof outcome === 'object' && record.state === 'active') await this.index?.note(startEntry(record), 'start');
     return outcome === 'conflict' ? 'exists' : outcome;
   }
 
   /** Replaces the start record only if it is still the version read: the new etag, or `conflict`. */
   async replaceStart(record: StartRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
     const outcome = await this.putJsonVersioned(JobStore.startBlob(record.jobId), record, { ifMatch, signal });
+    // A start given up (START_FAILED): the job id shows no job now (its rejection is recorded next, with its own row).
+    if (typeof outcome === 'object' && record.state === 'rejected') {
+      await this.index?.forget(record.jobId, record.run.submittedAt, 'start_rejected');
+    }
     return outcome === 'exists' ? 'conflict' : outcome;
   }
 
@@ -416,6 +435,11 @@ export class JobStore implements ChunkStore {
    */
   async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
+    // The index row's key is the job's creation time: read it while the records that hold it exist.
+    const created =
+      this.index === undefined
+        ? []
+        : [(await this.readStart(jobId, signal))?.value.run.submittedAt, (await this.readRecord(jobId, signal))?.createdAt];
     const claim = JobStore.jobBlob(jobId);
     const names: string[] = [];
     try {
@@ -430,6 +454,7 @@ export class JobStore implements ChunkStore {
     for (const name of names) {
       if ((await this.container.getBlobClient(name).deleteIfExists({ abortSignal: signal })).succeeded) deleted += 1;
     }
+    for (const createdAt of new Set(created)) if (createdAt !== undefined) await this.index?.forget(jobId, createdAt, 'purge');
     return deleted;
   }
 
@@ -453,8 +478,39 @@ export class JobStore implements ChunkStore {
 
   /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
   async writeFinal(summary: JobSummary, signal?: AbortSignal): Promise<JobSummary> {
-    if ((await this.putJson(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') return summary;
+    if ((await this.putJson(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') {
+      if (!isSuperseded(summary)) await this.indexFinal(summary);
+      return summary;
+    }
     return (await this.readFinal(summary.jobId, signal)) ?? summary;
+  }
+
+  // --- the job index (best effort: JobIndex.note logs its own failures; so do these reads) ---
+
+  /** The job's row says running (its plan step claimed the job id). Its key comes from the start record. */
+  private async indexRunning(jobId: string, at: string): Promise<void> {
+    const index = this.index;
+    if (index === undefined) return;
+    const start = await this.readStart(jobId).catch(() => undefined);
+    if (start === undefined || start.value.state !== 'active') return;
+    await index.note({ ...startEntry(start.value), status: 'running', updatedAt: at }, 'running');
+  }
+
+  /** The job's row shows its outcome. Its key comes from the start record (a run without one is left to the repair). */
+  private async indexFinal(summary: JobSummary): Promise<void> {
+    const index = this.index;
+    if (index === undefined) return;
+    const start = await this.readStart(summary.jobId).catch(() => undefined);
+    if (start === undefined) return;
+    const entry: IndexEntry = {
+      jobId: summary.jobId,
+      status: summary.status,
+      workType: summary.workType,
+      progress: summary.progress,
+      createdAt: start.value.run.submittedAt,
+      updatedAt: summary.finishedAt,
+    };
+    await index.note(entry, 'final');
   }
 
   // --- cancel ---
@@ -636,6 +692,24 @@ export class JobStore implements ChunkStore {
       throw err;
     }
   }
+}
+
+/** A record's index row (pending by HTTP, or rejected). */
+function recordEntry(record: JobRecord): IndexEntry {
+  return {
+    jobId: record.jobId,
+    status: record.status,
+    workType: record.workType ?? null,
+    progress: null,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+  };
+}
+
+/** A start record's index row: accepted, its start under way (pending). */
+function startEntry(start: StartRecord): IndexEntry {
+  const { jobId, run } = start;
+  return { jobId, status: 'pending', workType: run.workType, progress: null, createdAt: run.submittedAt, updatedAt: start.at };
 }
 
 function recordMetadata(record: JobRecord): Record<string, string> {

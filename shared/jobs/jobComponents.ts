@@ -1,12 +1,13 @@
 /**
  * The job pipeline's parts wired from the app's settings (the app's root, shared/app, builds them
  * once per process; tests build the parts themselves with their own names and clients).
- * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`).
+ * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`); the job
+ * index is a table there (JOB_INDEX_TABLE), kept by the store (JobStore) and read by the service.
  */
 import { type Settings } from '../config/settings';
 import { parseRecord } from '../leader/LeaseStore';
 import { createLogger, type Logger } from '../observability/log';
-import { blobServiceClient, queueServiceClient } from '../storage/clients';
+import { blobServiceClient, queueServiceClient, tableClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
 import { BlobCallClaimStore, CallClaims } from './CallClaims';
 import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
@@ -16,6 +17,7 @@ import { stagedInput, stageInput } from './input/InputStager';
 import { BlobInputStore } from './input/InputStore';
 import { inputBlobs, InputContainers, reservedContainers } from './InputContainers';
 import { JobActivities } from './JobActivities';
+import { JobIndex } from './JobIndex';
 import { JobIntake } from './JobIntake';
 import { JobService } from './JobService';
 import { isStatus, JobStore } from './JobStore';
@@ -49,7 +51,8 @@ export function buildJobComponents(
 ): JobComponents {
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
-  const store = new JobStore(blobs, settings.jobs.resultsContainer);
+  const index = new JobIndex(tableClient(settings.storage, settings.jobs.indexTable), logger.child('index'));
+  const store = new JobStore(blobs, settings.jobs.resultsContainer, index);
   const inputContainers = new InputContainers(
     settings.jobs.inputContainers,
     reservedContainers(settings.jobs.resultsContainer, settings.leader.container, settings.jobs.taskHubName),

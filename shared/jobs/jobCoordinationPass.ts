@@ -14,6 +14,10 @@
  * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
  * check is logged (`job.stall_check_failed`) and does not fail the pass.
  *
+ * Then the job index's upkeep (JobService.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
+ * that say pending or running against their jobs; JobService.walkIndex every walkEveryMs: missing
+ * and left-over rows); a failure is logged (`index.upkeep_failed`) and does not fail the pass.
+ *
  * Then, at most once an hour, the retention sweep purges finished jobs older than
  * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
  */
@@ -22,7 +26,8 @@ import { type DurableClient } from 'durable-functions';
 import { type CoordinationContext } from '../leader/CoordinatorRuntime';
 import { type JobComponents } from './jobComponents';
 import { type IntakeReport } from './JobIntake';
-import { durableOrchestrationClient } from './OrchestrationClient';
+import { INDEX_UPKEEP } from './JobService';
+import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
@@ -32,8 +37,11 @@ export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeRe
 export function jobCoordinationPass(
   components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings' | 'calls'>,
   durableClient: () => DurableClient | undefined,
+  /** The schedule's clock (tests move it); the work itself runs on real time. */
+  clock: () => number = Date.now,
 ): JobCoordinationPass {
   let lastSweep = 0;
+  const upkeep = indexUpkeep(components, clock);
   const stalls = new StalledJobs({ logger: components.logger, callHeld: (jobId) => components.calls.held(jobId) });
   return async (ctx) => {
     const client = durableClient();
@@ -54,13 +62,50 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
+    if (!ctx.signal.aborted) {
+      await upkeep(orchestrations, ctx);
+      ctx.progress();
+    }
     const retentionDays = components.settings.jobs.retentionDays;
-    if (retentionDays > 0 && !ctx.signal.aborted && Date.now() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
-      lastSweep = Date.now();
+    if (retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
+      lastSweep = clock();
       const purged = await components.service.purgeExpired(orchestrations, retentionDays);
       if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
       ctx.progress();
     }
     return report;
+  };
+}
+
+/**
+ * The index upkeep on its schedule: the refresh every INDEX_UPKEEP.refreshEveryMs, the walk every
+ * walkEveryMs (the first one a walk interval after this leader's first pass: a new leader does not
+ * list every job at once). A failure waits for the next turn.
+ */
+export function indexUpkeep(
+  components: Pick<JobComponents, 'service' | 'logger'>,
+  clock: () => number = Date.now,
+): (orchestrations: OrchestrationClient, ctx: Pick<CoordinationContext, 'epoch' | 'signal'>) => Promise<void> {
+  let lastRefresh = -Infinity;
+  let lastWalk: number | undefined;
+  return async (orchestrations, ctx) => {
+    const now = clock();
+    lastWalk ??= now;
+    if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs) {
+      lastRefresh = now;
+      try {
+        await components.service.repairIndex(orchestrations, { signal: ctx.signal });
+      } catch (err) {
+        components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
+      }
+    }
+    if (!ctx.signal.aborted && now - lastWalk >= INDEX_UPKEEP.walkEveryMs) {
+      lastWalk = now;
+      try {
+        await components.service.walkIndex(orchestrations, { signal: ctx.signal });
+      } catch (err) {
+        components.logger.warn('index.upkeep_failed', { kind: 'walk', epoch: ctx.epoch, error: err });
+      }
+    }
   };
 }

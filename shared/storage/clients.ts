@@ -2,9 +2,12 @@
  * Storage clients built from a validated `StorageConnection`: a connection string (Azurite's
  * `UseDevelopmentStorage=true` included) or identity-based service URIs with
  * DefaultAzureCredential (or a user-assigned managed identity when `clientId` is set).
- * Clients are cached per connection, since they hold HTTP agents.
+ * Clients are cached per connection, since they hold HTTP agents. The table client (the job
+ * index) comes from the same connection: its `TableEndpoint` (or `__tableServiceUri`), else the
+ * blob endpoint with `.blob.` read as `.table.`, as the identity settings derive it.
  */
 import { type TokenCredential } from '@azure/core-auth';
+import { TableClient, type TableServiceClientOptions } from '@azure/data-tables';
 import { DefaultAzureCredential, ManagedIdentityCredential } from '@azure/identity';
 import { BlobServiceClient, type StoragePipelineOptions } from '@azure/storage-blob';
 import { QueueServiceClient, type StoragePipelineOptions as QueuePipelineOptions } from '@azure/storage-queue';
@@ -48,6 +51,33 @@ export function blobServiceClient(conn: StorageConnection, options?: StoragePipe
 export function queueServiceClient(conn: StorageConnection, options?: QueuePipelineOptions): QueueServiceClient {
   if (options !== undefined) return createQueueServiceClient(conn, options);
   return cached(queueClients, conn, () => createQueueServiceClient(conn));
+}
+
+/** The SDK's own retries for tables, as quick as the blob and queue clients' (APP_RETRY_OPTIONS). */
+const TABLE_RETRY_OPTIONS = { maxRetries: 2, retryDelayInMs: 250, maxRetryDelayInMs: 1_000 } as const;
+
+/** A client of one table of the app's storage (not cached: it is built once per process by the job components). */
+export function tableClient(conn: StorageConnection, tableName: string): TableClient {
+  const options: TableServiceClientOptions = { retryOptions: TABLE_RETRY_OPTIONS };
+  return namingTheSetting(conn, () => {
+    if (conn.kind === 'identity') {
+      const insecure = conn.tableServiceUri.startsWith('http:');
+      return new TableClient(conn.tableServiceUri, tableName, credentialFor(conn), { ...options, allowInsecureConnection: insecure });
+    }
+    const connectionString = withTableEndpoint(conn.connectionString);
+    // Azurite (and any other http endpoint, e.g. a test proxy) is plain http; the SDK refuses that unless told.
+    const insecure = /(^|;)\s*(TableEndpoint\s*=\s*http:|DefaultEndpointsProtocol\s*=\s*http(;|$))/i.test(connectionString);
+    const clientOptions = insecure ? { ...options, allowInsecureConnection: true } : options;
+    return TableClient.fromConnectionString(connectionString, tableName, clientOptions);
+  });
+}
+
+/** A connection string with a BlobEndpoint but no TableEndpoint: the table endpoint beside it. */
+function withTableEndpoint(connectionString: string): string {
+  if (/(^|;)\s*TableEndpoint\s*=/i.test(connectionString)) return connectionString;
+  const blob = /(?:^|;)\s*BlobEndpoint\s*=\s*([^;]+)/i.exec(connectionString)?.[1];
+  if (blob === undefined || !blob.includes('.blob.')) return connectionString;
+  return `${connectionString.replace(/;?\s*$/, '')};TableEndpoint=${blob.replace('.blob.', '.table.')}`;
 }
 
 /** One client per connection and process (clients with their own options are not shared). */

@@ -21,7 +21,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
-import { azuriteConnectionString, uniqueName } from '../support/env';
+import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
 import { createRealAppRoot, type JobView, KEY, sumOf } from './support/realApp';
 
 const JOBS = 10;
@@ -48,6 +48,7 @@ describe('ten concurrent jobs on two instances of the real app', () => {
     JOBS_QUEUE: uniqueName('conc-jobs'),
     WORK_ITEMS_QUEUE: names.workItems,
     JOB_RESULTS_CONTAINER: names.results,
+    JOB_INDEX_TABLE: uniqueTableName('concidx'),
     LEADER_LEASE_CONTAINER: uniqueName('conc-lease'),
     LEADER_TIMER_SCHEDULE: '*/2 * * * * *',
     JOB_DISPATCH_WINDOW: String(WINDOW),

@@ -23,7 +23,7 @@ import { eventually, HOST_PROCESS_ENTRY } from 'devhost/testing';
 
 import { encodeQueueMessage } from '../../shared/jobs/messageCodec';
 import { eventShapeProblems, OPERATOR_EVENTS } from '../../shared/observability/events';
-import { azuriteConnectionString, uniqueName } from '../support/env';
+import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
 
 const OUT_DIR = join(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -54,6 +54,7 @@ describe('structured events for Application Insights, from a real host process',
     JOBS_QUEUE: uniqueName('obs-jobs'),
     WORK_ITEMS_QUEUE: uniqueName('obs-wi'),
     JOB_RESULTS_CONTAINER: uniqueName('obs-res'),
+    JOB_INDEX_TABLE: uniqueTableName('obsidx'),
     LEADER_LEASE_CONTAINER: uniqueName('obs-lease'),
     LEADER_TIMER_SCHEDULE: '*/1 * * * * *',
     LEADER_PASS_INTERVAL_SECONDS: '1',

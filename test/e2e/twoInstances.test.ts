@@ -20,7 +20,7 @@ import { after, before, describe, it } from 'node:test';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
-import { azuriteConnectionString, uniqueName } from '../support/env';
+import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
 
 const OUT_DIR = join(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -77,6 +77,7 @@ describe('two instances of the app on the development host', () => {
     JOBS_QUEUE: uniqueName('e2e-jobs'),
     WORK_ITEMS_QUEUE: uniqueName('e2e-wi'),
     JOB_RESULTS_CONTAINER: uniqueName('e2e-res'),
+    JOB_INDEX_TABLE: uniqueTableName('e2eidx'),
     LEADER_LEASE_CONTAINER: uniqueName('e2e-lease'),
     LEADER_TIMER_SCHEDULE: '*/2 * * * * *',
     COORDINATOR_INSTANCE_ID: '',

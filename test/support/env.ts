@@ -17,3 +17,9 @@ export function uniqueName(prefix: string): string {
   const clean = prefix.toLowerCase().replace(/[^a-z0-9-]/g, '-').replace(/-+/g, '-').replace(/^-|-$/g, '').slice(0, 40) || 't';
   return `${clean}-${randomBytes(6).toString('hex')}`;
 }
+
+/** A name valid as a table name (letters and digits, starting with a letter): `<prefix><random>`, at most 63 characters. */
+export function uniqueTableName(prefix: string): string {
+  const clean = prefix.replace(/[^A-Za-z0-9]/g, '').slice(0, 40);
+  return `${/^[A-Za-z]/.test(clean) ? clean : `t${clean}`}${randomBytes(6).toString('hex')}`;
+}

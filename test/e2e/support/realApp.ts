@@ -15,7 +15,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { AZURITE_ACCOUNT, eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
-import { azuriteConnectionString, uniqueName } from '../../support/env';
+import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../support/env';
 import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
 
 const OUT_DIR = join(__dirname, '..', '..', '..');
@@ -72,6 +72,7 @@ export class Scenario {
     workItems: uniqueName('fence-wi'),
     results: uniqueName('fence-res'),
     lease: uniqueName('fence-lease'),
+    index: uniqueTableName('fenceidx'),
   };
   readonly hosts: HostProcess[] = [];
   /** Settings added to every instance started from now on (a test's own, e.g. DEVHOST_LOG_LEVEL). */
@@ -89,6 +90,7 @@ export class Scenario {
       JOBS_QUEUE: this.names.jobsQueue,
       WORK_ITEMS_QUEUE: this.names.workItems,
       JOB_RESULTS_CONTAINER: this.names.results,
+      JOB_INDEX_TABLE: this.names.index,
       LEADER_LEASE_CONTAINER: this.names.lease,
       LEADER_TIMER_SCHEDULE: '*/2 * * * * *',
       LEADER_PASS_INTERVAL_SECONDS: '2',

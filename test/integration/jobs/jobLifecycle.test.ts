@@ -98,6 +98,9 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
       statusPath: jobStatusPath,
     });
     assert.equal((await degraded.get('recorded', durableOrchestrationClient(h.client))).status, 'running');
+    // Started straight through Durable (no start record), so no index row names it until the leader's
+    // walk of the index finds it: a job shows in the list once it is indexed.
+    await c.service.walkIndex(durableOrchestrationClient(h.client));
     const listed = (await h.request('GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
     assert.deepEqual(listed.jobs.filter((j) => j.jobId === 'recorded').map((j) => j.status), ['completed']);
     const cancel = await h.request('DELETE', '/api/jobs/recorded');

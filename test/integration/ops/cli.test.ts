@@ -114,8 +114,12 @@ describe('the command line against a running app (development host, Azurite)', (
     assert.equal(list.code, EXIT.ok);
     assert.match(list.stdout, /^JOB\s+STATUS\s+TYPE\s+ITEMS\s+UPDATED/);
     assert.match(list.stdout, new RegExp(`${jobId}\\s+completed\\s+sum\\s+41/41`));
-    const listed = JSON.parse((await run(['list', '--status', 'completed', '--json'])).stdout) as { jobs: Array<{ jobId: string }> };
+    assert.match(list.stderr, /^\d+ jobs: (.*, )?[1-9]\d* completed/m, 'the jobs per status, on stderr');
+    const listed = JSON.parse((await run(['list', '--status', 'completed', '--json'])).stdout) as { jobs: Array<{ jobId: string }>; counts: { completed: number; total: number } };
     assert.ok(listed.jobs.some((j) => j.jobId === jobId));
+    assert.ok(listed.counts.completed >= 1 && listed.counts.total >= listed.counts.completed, JSON.stringify(listed.counts));
+    const byType = JSON.parse((await run(['list', '--work-type', 'noop', '--json'])).stdout) as { jobs: Array<{ jobId: string }> };
+    assert.ok(!byType.jobs.some((j) => j.jobId === jobId), 'a sum job is not among the noop jobs');
   });
 
   it('passes the app refusal through with its code (exit 3): an invalid job from stdin, an unknown job', async () => {

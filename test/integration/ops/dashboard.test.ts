@@ -93,6 +93,8 @@ describe('the live page in a real browser (chromium, development host, Azurite)'
     await page.locator('#jobs tr[data-job="watch-me"]').click({ timeout: 60_000 });
     await page.locator('#job-title', { hasText: 'watch-me' }).waitFor();
     await page.locator('#job .badge.running').waitFor({ timeout: 60_000 });
+    // The jobs per status, from the index, above the list.
+    await page.locator('#job-counts', { hasText: /\d+ jobs: .*\d+ (pending|running)/ }).waitFor({ timeout: 30_000 });
 
     // Progress seen moving, in the DOM and in the pixels.
     const first = await eventually(

@@ -15,7 +15,7 @@ const DOCUMENTED_ROLES: Readonly<Record<string, { readonly name: string; readonl
   'b7e6dc6d-f1e8-4753-8033-0f276bb0955b': { name: 'Storage Blob Data Owner', why: 'host containers, Flex deployment package, and by default the lease and results' },
   'ba92f5b4-2d11-453d-a403-e96b0029c9fe': { name: 'Storage Blob Data Contributor', why: 'leader lease and results on a shared coordinator account' },
   '974c5e8b-45b9-4653-ba55-5f855dd0fb88': { name: 'Storage Queue Data Contributor', why: 'jobs and work-items queues, Durable queues' },
-  '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3': { name: 'Storage Table Data Contributor', why: "Durable's instance and history tables" },
+  '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3': { name: 'Storage Table Data Contributor', why: "Durable's instance and history tables; the app's job index table" },
   '3913510d-42f4-4e42-8a64-420c390055eb': { name: 'Monitoring Metrics Publisher', why: 'Application Insights ingestion with Entra ID' },
 };
 
@@ -75,14 +75,15 @@ describe('role assignments', () => {
     }
   });
 
-  it('give each storage account only the roles of what it holds: no table role on a coordinator-only account', async () => {
+  it('give each storage account only the roles of what it holds', async () => {
     const granted = await storageRolesByModule();
     const names = (ids: readonly string[]): string[] => ids.map((id) => DOCUMENTED_ROLES[id]?.name ?? id).sort();
     // The host and Durable use all three services of AzureWebJobsStorage.
     assert.deepEqual(names(granted.get('hostStorageAccess') ?? []), ['Storage Blob Data Owner', 'Storage Queue Data Contributor', 'Storage Table Data Contributor']);
-    // A shared account holds the lease, queues and results: Durable's tables stay in each app's own account.
-    assert.deepEqual(names(granted.get('coordinatorStorageAccess') ?? []), ['Storage Blob Data Contributor', 'Storage Queue Data Contributor']);
-    assert.ok(!(granted.get('coordinatorStorageAccess') ?? []).includes(ROLE_ID('Storage Table Data Contributor')));
+    // A shared account holds the lease, queues, results and the job index table (Durable's tables stay
+    // in each app's own account): blobs are read and written, never owned.
+    assert.deepEqual(names(granted.get('coordinatorStorageAccess') ?? []), ['Storage Blob Data Contributor', 'Storage Queue Data Contributor', 'Storage Table Data Contributor']);
+    assert.ok(!(granted.get('coordinatorStorageAccess') ?? []).includes(ROLE_ID('Storage Blob Data Owner')));
   });
 });
 

@@ -16,7 +16,7 @@ import { FunctionHost } from 'devhost';
 import * as df from 'durable-functions';
 
 import { memoryLogger } from '../../../../shared/observability/log';
-import { azuriteConnectionString, uniqueName } from '../../../support/env';
+import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../../support/env';
 import { startStorageProxy, type StorageProxy } from '../../../support/storageProxy';
 
 /** <outDir> (this file is <outDir>/test/integration/jobs/support/jobsHost.js) and the repository root above it. */
@@ -47,6 +47,7 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
     JOBS_QUEUE: uniqueName(`${prefix}-jobs`),
     WORK_ITEMS_QUEUE: uniqueName(`${prefix}-wi`),
     JOB_RESULTS_CONTAINER: uniqueName(`${prefix}-res`),
+    JOB_INDEX_TABLE: uniqueTableName(`${prefix}idx`),
     LEADER_LEASE_CONTAINER: uniqueName(`${prefix}-lease`),
     TASK_HUB_NAME: `${prefix.replace(/[^A-Za-z0-9]/g, '')}${Math.random().toString(36).slice(2, 10)}`.slice(0, 40),
     COORDINATOR_INSTANCE_ID: `${prefix}-host`,
