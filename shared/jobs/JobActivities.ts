@@ -120,7 +120,7 @@ const AGGREGATE_YIELD_EVERY = 50;
 
 /** The part of a run a step needs: never its inline items, which would ride in every step's history. */
 export function dispatchJobOf(run: JobRun): DispatchJob {
-  return { jobId: run.jobId, workType: run.workType, epoch: run.epoch, options: run.options };
+  return { jobId: run.jobId, workType: run.workType, epoch: run.epoch, options: run.options, submittedAt: run.submittedAt };
 }
 
 export class JobActivities {
@@ -235,7 +235,7 @@ export class JobActivities {
   private async confirmStart(run: JobRun): Promise<void> {
     if (run.startId === undefined) return;
     try {
-      await this.deps.store.confirmStart(run.jobId, run.via);
+      await this.deps.store.confirmStart(run);
     } catch (err) {
       this.deps.logger.warn('job.start_confirm_failed', { jobId: run.jobId, startId: run.startId, error: err });
     }
@@ -431,7 +431,8 @@ export class JobActivities {
     ].slice(0, SUMMARY_ERRORS);
     this.deps.logger.info('job.aggregated', { jobId: run.jobId, status, chunks: progress.chunks, items: progress.items, epoch: run.epoch });
     // Recorded once here (one Durable hop fewer than a separate finish): a run that finished first wins.
-    return this.deps.store.writeFinal({
+    return this.deps.store.writeFinal(
+      {
       jobId: run.jobId,
       workType: run.workType,
       status,
@@ -449,7 +450,10 @@ export class JobActivities {
       ...(errors.length > 0 ? { errors } : {}),
       epoch: run.epoch,
       finishedAt,
-    });
+      },
+      undefined,
+      run.submittedAt,
+    );
   }
 }
 

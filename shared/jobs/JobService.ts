@@ -83,7 +83,16 @@ export const LIST_LIMITS = { default: 100, max: 1000 } as const;
  * most `refreshEveryMs` plus one pass (while at most `refreshMax` jobs are pending or running), and
  * a row missing or left over for at most `walkEveryMs` plus one pass.
  */
-export const INDEX_UPKEEP = { refreshEveryMs: 10_000, refreshMax: 500, walkEveryMs: 600_000, walkMax: 200 } as const;
+export const INDEX_UPKEEP = {
+  refreshEveryMs: 10_000,
+  /** Rows of pending and running jobs read per refresh, and the most of them checked. */
+  refreshScan: 1_000,
+  refreshMax: 100,
+  /** A row this young is not checked: its job's last change wrote it. */
+  refreshAfterMs: 30_000,
+  walkEveryMs: 600_000,
+  walkMax: 200,
+} as const;
 /** Live reads of a page's pending and running jobs at once. */
 const LIVE_READS = 16;
 /** A work type name, as the job schema spells it (a filter for a type no longer registered still lists its jobs). */
@@ -403,9 +412,14 @@ export class JobService {
     options: { readonly max?: number; readonly signal?: AbortSignal } = {},
   ): Promise<{ checked: number; fixed: number; removed: number }> {
     const max = options.max ?? INDEX_UPKEEP.refreshMax;
-    let rows = await this.index.rowsWithStatus(['pending', 'running'], max, this.#refreshAfter);
-    if (rows.length === 0 && this.#refreshAfter !== undefined) rows = await this.index.rowsWithStatus(['pending', 'running'], max);
-    this.#refreshAfter = rows.length >= max ? rows.at(-1)?.rowKey : undefined;
+    const open = ['pending', 'running'] as const;
+    let listed = await this.index.rowsWithStatus(open, INDEX_UPKEEP.refreshScan, this.#refreshAfter);
+    if (listed.length === 0 && this.#refreshAfter !== undefined) listed = await this.index.rowsWithStatus(open, INDEX_UPKEEP.refreshScan);
+    this.#refreshAfter = listed.length >= INDEX_UPKEEP.refreshScan ? listed.at(-1)?.rowKey : undefined;
+    // A row written in the last `refreshAfterMs` is the write of its job's last change, and a burst's
+    // fresh rows are most of them: each check is a status read of several storage reads.
+    const now = Date.now();
+    const rows = listed.filter((row) => !(now - Date.parse(row.updatedAt ?? '') < INDEX_UPKEEP.refreshAfterMs)).slice(0, max);
     const report = { checked: 0, fixed: 0, removed: 0 };
     await mapLimit(rows, REPAIR_READS, async (row) => {
       if (options.signal?.aborted === true) return;

@@ -29,7 +29,7 @@
  * that read an older version loses instead of overwriting.
  * The job index (JobIndex, when the store has one) is written here, where a job's status changes:
  * a record created or replaced (pending by HTTP, rejected), a start record created (pending) or
- * retired (its row goes), the job id claimed by the plan step (running), the final summary
+ * retired (its row goes), the run past its plan's fence (`confirmStart`: running), the final summary
  * (its status), and a purge (the row goes). Best effort: a failed index write is logged and never
  * fails the write it follows; the leader's repair corrects the row.
  * Not guaranteed: claim times are the claiming worker's clock (compared with the orchestration's).
@@ -310,10 +310,7 @@ export class JobStore implements ChunkStore {
   async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal): Promise<boolean> {
     const name = JobStore.jobBlob(jobId);
     const at = new Date().toISOString();
-    if ((await this.putJson(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') {
-      await this.indexRunning(jobId, at);
-      return true;
-    }
+    if ((await this.putJson(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') return true;
     const owner = await this.getJson<{ fingerprint?: string }>(name, signal);
     return owner?.fingerprint === fingerprint;
   }
@@ -415,13 +412,16 @@ export class JobStore implements ChunkStore {
 
   /**
    * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
-   * marked starts) and so does an HTTP submission's pending record, if a leader died before deleting
-   * it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it
+   * marked starts), its index row says running, and an HTTP submission's pending record goes, if a
+   * leader died before deleting it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it
    * sees it past planning.
    */
-  async confirmStart(jobId: string, via: JobRun['via'], signal?: AbortSignal): Promise<void> {
+  async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
+    const { jobId, via } = run;
+    const updatedAt = new Date().toISOString();
     await Promise.all([
       this.clearUnconfirmed(jobId, signal),
+      this.index?.note({ jobId, status: 'running', workType: run.workType, progress: null, createdAt: run.submittedAt, updatedAt }, 'run'),
       via === 'http'
         ? this.readRecord(jobId, signal).then((record) => (record?.status === 'pending' ? this.deleteRecord(jobId, signal) : undefined))
         : undefined,
@@ -477,9 +477,9 @@ export class JobStore implements ChunkStore {
   }
 
   /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
-  async writeFinal(summary: JobSummary, signal?: AbortSignal): Promise<JobSummary> {
+  async writeFinal(summary: JobSummary, signal?: AbortSignal, createdAt?: string): Promise<JobSummary> {
     if ((await this.putJson(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') {
-      if (!isSuperseded(summary)) await this.indexFinal(summary);
+      if (!isSuperseded(summary)) await this.indexFinal(summary, createdAt);
       return summary;
     }
     return (await this.readFinal(summary.jobId, signal)) ?? summary;
@@ -487,27 +487,21 @@ export class JobStore implements ChunkStore {
 
   // --- the job index (best effort: JobIndex.note logs its own failures; so do these reads) ---
 
-  /** The job's row says running (its plan step claimed the job id). Its key comes from the start record. */
-  private async indexRunning(jobId: string, at: string): Promise<void> {
+  /**
+   * The job's row shows its outcome. Its key is the job's creation time: given by the run that
+   * aggregated, else read from the start record (a run without one is left to the repair).
+   */
+  private async indexFinal(summary: JobSummary, createdAt?: string): Promise<void> {
     const index = this.index;
     if (index === undefined) return;
-    const start = await this.readStart(jobId).catch(() => undefined);
-    if (start === undefined || start.value.state !== 'active') return;
-    await index.note({ ...startEntry(start.value), status: 'running', updatedAt: at }, 'running');
-  }
-
-  /** The job's row shows its outcome. Its key comes from the start record (a run without one is left to the repair). */
-  private async indexFinal(summary: JobSummary): Promise<void> {
-    const index = this.index;
-    if (index === undefined) return;
-    const start = await this.readStart(summary.jobId).catch(() => undefined);
-    if (start === undefined) return;
+    const submittedAt = createdAt ?? (await this.readStart(summary.jobId).catch(() => undefined))?.value.run.submittedAt;
+    if (submittedAt === undefined) return;
     const entry: IndexEntry = {
       jobId: summary.jobId,
       status: summary.status,
       workType: summary.workType,
       progress: summary.progress,
-      createdAt: start.value.run.submittedAt,
+      createdAt: submittedAt,
       updatedAt: summary.finishedAt,
     };
     await index.note(entry, 'final');

@@ -46,6 +46,8 @@ export interface DispatchJob {
   readonly workType: string;
   readonly epoch: number;
   readonly options: JobOptions;
+  /** When the job was submitted (its index row's key); absent in steps of runs started before it was carried. */
+  readonly submittedAt?: string;
 }
 
 export interface StepInput {

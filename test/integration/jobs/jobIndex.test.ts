@@ -127,7 +127,9 @@ describe('job index (Azure Table on Azurite)', () => {
     // row is gone, and a row names a job that never existed.
     const [wrong] = await rowsOf('ix-wrong');
     assert.ok(wrong !== undefined);
-    await table.upsertEntity({ ...wrong, partitionKey: INDEX_PARTITION, status: 'running', progress: '' }, 'Replace');
+    // Its last write is older than INDEX_UPKEEP.refreshAfterMs: the write of its job's end was lost.
+    const lostAt = new Date(Date.now() - INDEX_UPKEEP.refreshAfterMs - 1_000).toISOString();
+    await table.upsertEntity({ ...wrong, partitionKey: INDEX_PARTITION, status: 'running', progress: '', updatedAt: lostAt }, 'Replace');
     const [dropped] = await rowsOf('ix-dropped');
     assert.ok(dropped !== undefined);
     await table.deleteEntity(INDEX_PARTITION, dropped.rowKey);

@@ -153,7 +153,13 @@ describe('job orchestration (replayed by the durable-functions SDK)', () => {
     });
     assert.deepEqual(inputs.map((i) => i.ledger.progress.chunks.done), [0, 1, 2]);
     for (const i of inputs) {
-      assert.deepEqual(i.job, { jobId: 'job1', workType: 'sum', epoch: 7, options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 } });
+      assert.deepEqual(i.job, {
+        jobId: 'job1',
+        workType: 'sum',
+        epoch: 7,
+        options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+        submittedAt: START.toISOString(),
+      });
       assert.equal(JSON.stringify(i).includes('"source"'), false, 'no items ride in a step\'s input');
     }
   });
