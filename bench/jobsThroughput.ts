@@ -51,7 +51,8 @@ interface Counter {
 export function kindOf(service: string, method: string, url: string, hub: string): string {
   const [path = '', query = ''] = url.split('?');
   const comp = new URLSearchParams(query).get('comp');
-  const parts = path.split('/').filter((p) => p !== '').slice(1); // drop the account
+  // Table entity paths name the row: `table(PartitionKey='jobs',RowKey='...')` folds to `table(*)`.
+  const parts = path.replace(/\(.*\)/, '(*)').split('/').filter((p) => p !== '').slice(1); // drop the account
   const folded = parts.map((p, i) => {
     if (i === 0) return hub !== '' && p.toLowerCase().startsWith(hub.toLowerCase()) ? `<hub>${p.slice(hub.length)}` : p.replace(/[0-9a-f]{6,}$/i, '*');
     return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?[thq][0-9]+-[0-9]+/i.test(p) ? '*' : p;

@@ -124,10 +124,16 @@ export interface IntakeReport {
   readonly checked: number;
   readonly confirmed: number;
   readonly restarted: number;
+  /** The pass's last receive was a full batch: more submissions are likely waiting (a burst). */
+  readonly lastBatchFull: boolean;
 }
 
 export const INTAKE = {
-  batchSize: 32,
+  /**
+   * Submissions received at once: as many as are handled at once (`messageConcurrency`), so a
+   * batch is one round of starts (a second or two under a burst) and the pass ends near its budget.
+   */
+  batchSize: 16,
   maxBatchesPerPass: 8,
   /** Long enough to start one batch; a message whose start failed comes back after this. */
   visibilityTimeoutSeconds: 60,
@@ -325,7 +331,7 @@ export class JobIntake {
     }
     // The last batch was full: more submissions are likely waiting (a burst), so no pause before the next pass.
     if (full && !ctx.signal.aborted) ctx.again?.();
-    return counts;
+    return { ...counts, lastBatchFull: full };
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */

@@ -95,6 +95,12 @@ export const INDEX_UPKEEP = {
 } as const;
 /** Live reads of a page's pending and running jobs at once. */
 const LIVE_READS = 16;
+/**
+ * At most this many of a page's pending and running jobs are read live (the newest first); the rest
+ * show as indexed. A live read is several storage reads, and during a burst the first page is all
+ * running jobs: a live page polling 100 of them would take from the storage the starts need.
+ */
+const LIVE_READ_MAX = 20;
 /** A work type name, as the job schema spells it (a filter for a type no longer registered still lists its jobs). */
 const WORK_TYPE_FILTER = /^[a-z][a-z0-9-]{0,39}$/;
 
@@ -239,13 +245,14 @@ export class JobService {
     }
     const location = this.deps.statusPath(job.jobId);
 
-    const existing = await orchestrations.getStatus(instanceIdFor(job.jobId));
+    // Both at once (one round trip): a POST is on every burst's path.
+    const [existing, startRead] = await Promise.all([orchestrations.getStatus(instanceIdFor(job.jobId)), store.readStart(job.jobId)]);
     if (existing !== undefined) {
       if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
       throw duplicate(job.jobId);
     }
     // Accepted by the leader, its start under way: nothing to send again.
-    const accepted = (await store.readStart(job.jobId))?.value;
+    const accepted = startRead?.value;
     if (accepted !== undefined && accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
     if (accepted?.state === 'active') return { jobId: job.jobId, location, enqueued: false };
     const at = this.now().toISOString();
@@ -326,7 +333,7 @@ export class JobService {
    * and a continuation token when more follow; pass it back for the next page. The token names the
    * last job shown, so jobs submitted in between do not shift the pages. The page is one query of
    * the job index (JobIndex), optionally by `status` and `workType`; its pending and running jobs
-   * are then read live (their status and progress: one status read each, LIVE_READS at a time), and
+   * are then read live (the first LIVE_READ_MAX of them: their status and progress, LIVE_READS at a time), and
    * a row found behind its job is put right on the way. With a status filter, a job whose live
    * status no longer matches is left out of the page (the continuation still follows the rows).
    */
@@ -349,7 +356,11 @@ export class JobService {
       }),
       page.counts === true ? index.counts() : Promise.resolve(undefined),
     ]);
-    const entries = await mapLimit([...rows.rows], LIVE_READS, (row) => this.liveEntry(row, orchestrations));
+    let live = 0;
+    const readLive = rows.rows.map((row) => (row.status === 'pending' || row.status === 'running') && live++ < LIVE_READ_MAX);
+    const entries = await mapLimit([...rows.rows], LIVE_READS, (row, i) =>
+      readLive[i] === true ? this.liveEntry(row, orchestrations) : Promise.resolve(entryOf(row)),
+    );
     const jobs = entries.filter(
       (e) => (statusFilter === undefined || e.status === statusFilter) && (workType === undefined || e.workType === workType),
     );

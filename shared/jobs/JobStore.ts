@@ -387,7 +387,9 @@ export class JobStore implements ChunkStore {
   /** Creates the job's start record unless one exists: its etag, or `exists`. */
   async createStart(record: StartRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
     const outcome = await this.putJsonVersioned(JobStore.startBlob(record.jobId), record, { ifNoneMatch: true, signal });
-    if (typeof outcome === 'object' && record.state === 'active') await this.index?.note(startEntry(record), 'start');
+    // An HTTP submission's row says pending since its POST (its record): the same status, not written again.
+    const indexed = record.state === 'active' && record.run.via !== 'http';
+    if (typeof outcome === 'object' && indexed) await this.index?.note(startEntry(record), 'start');
     return outcome === 'conflict' ? 'exists' : outcome;
   }
 

@@ -16,6 +16,7 @@ import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { jobStatusPath } from '../../../shared/jobs/jobComponents';
 import { jobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex } from '../../../shared/jobs/JobIndex';
+import { INTAKE } from '../../../shared/jobs/JobIntake';
 import { INDEX_UPKEEP, type JobListEntry, JobService, type JobStatus } from '../../../shared/jobs/JobService';
 import { JobStore } from '../../../shared/jobs/JobStore';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
@@ -153,6 +154,31 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.equal(restored.length, 1, 'the walk restores a missing row');
     assert.equal(restored[0]?.status, 'completed');
     assert.equal(restored[0].rowKey, dropped.rowKey);
+  });
+
+  it('leaves the upkeep for later while the intake takes a full batch (a burst), and runs it once the queue is drained', async () => {
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-burst-stale', workType: 'noop', items: [1] }))).status, 202);
+    await passUntilQueueEmpty();
+    assert.equal((await finished('ix-burst-stale')).status, 'completed');
+    let now = 5_000_000;
+    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now);
+    const ctx = { epoch: 901, holder: 'ix-leader', signal: new AbortController().signal, progress: () => undefined };
+    await pass(ctx); // Its first refresh, before the row goes wrong.
+    const [row] = await rowsOf('ix-burst-stale');
+    assert.ok(row !== undefined);
+    const lostAt = new Date(Date.now() - INDEX_UPKEEP.refreshAfterMs - 1_000).toISOString();
+    await table.upsertEntity({ ...row, partitionKey: INDEX_PARTITION, status: 'running', progress: '', updatedAt: lostAt }, 'Replace');
+    // A burst: a full batch of submissions waits on the jobs queue when the refresh is due.
+    for (let i = 0; i < INTAKE.batchSize; i++) {
+      assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: `ix-burst-${i}`, workType: 'noop', items: [i] }))).status, 202);
+    }
+    now += INDEX_UPKEEP.refreshEveryMs;
+    const report = await pass(ctx);
+    assert.equal(report?.lastBatchFull, true, JSON.stringify(report));
+    assert.equal((await rowsOf('ix-burst-stale'))[0]?.status, 'running', 'no upkeep while the batch was full');
+    await passUntilQueueEmpty();
+    await pass(ctx); // The queue is drained: the refresh, due since the burst, runs.
+    assert.equal((await rowsOf('ix-burst-stale'))[0]?.status, 'completed');
   });
 
   it('lists 10,000 jobs from the index: newest first, filtered, counted, and paged without repeats or gaps while jobs arrive', async () => {
