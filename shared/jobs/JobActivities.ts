@@ -431,8 +431,7 @@ export class JobActivities {
     ].slice(0, SUMMARY_ERRORS);
     this.deps.logger.info('job.aggregated', { jobId: run.jobId, status, chunks: progress.chunks, items: progress.items, epoch: run.epoch });
     // Recorded once here (one Durable hop fewer than a separate finish): a run that finished first wins.
-    return this.deps.store.writeFinal(
-      {
+    const summary: JobSummary = {
       jobId: run.jobId,
       workType: run.workType,
       status,
@@ -450,10 +449,9 @@ export class JobActivities {
       ...(errors.length > 0 ? { errors } : {}),
       epoch: run.epoch,
       finishedAt,
-      },
-      undefined,
-      run.submittedAt,
-    );
+    };
+    // The creation time the run carries keys the job's index row (no read of the start record).
+    return this.deps.store.writeFinal(summary, undefined, run.submittedAt);
   }
 }
 

@@ -125,11 +125,23 @@ export const COUNTS_TTL_MS = 5_000;
 export class JobIndex {
   #counts: { at: number; value: Promise<StatusCounts> } | undefined;
 
+  #table: TableClient | undefined;
+
+  /**
+   * `table` may be a factory: the client is then built at first use, so a connection the table
+   * client refuses (a connection string with explicit endpoints but no TableEndpoint) fails the
+   * index's calls (logged, best effort) and the list, not every job route of the process.
+   */
   constructor(
-    readonly table: TableClient,
+    private readonly source: TableClient | (() => TableClient),
     private readonly logger: Logger,
     private readonly clock: () => number = Date.now,
   ) {}
+
+  get table(): TableClient {
+    this.#table ??= typeof this.source === 'function' ? this.source() : this.source;
+    return this.#table;
+  }
 
   /** Creates the table once per process (createTable answers success when it exists). */
   readonly ensureTable = onceUntilSuccess((signal) => this.table.createTable({ abortSignal: signal }));

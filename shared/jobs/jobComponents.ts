@@ -51,7 +51,7 @@ export function buildJobComponents(
 ): JobComponents {
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
-  const index = new JobIndex(tableClient(settings.storage, settings.jobs.indexTable), logger.child('index'));
+  const index = new JobIndex(() => tableClient(settings.storage, settings.jobs.indexTable), logger.child('index'));
   const store = new JobStore(blobs, settings.jobs.resultsContainer, index);
   const inputContainers = new InputContainers(
     settings.jobs.inputContainers,

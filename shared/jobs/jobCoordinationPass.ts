@@ -62,11 +62,11 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
-    // Not while a burst is being taken (the last batch was full): the upkeep's checks are status reads
+    // Not while a burst is being taken (a batch came full): the upkeep's checks are status reads
     // of several storage reads each, and every job of an HTTP burst waits pending on the queue long
     // enough to be checked (1,000 POSTs: passes of 10-17 s, 414 s for the burst). It runs once the
     // intake has caught up.
-    const burst = report !== undefined && report.lastBatchFull;
+    const burst = report !== undefined && report.fullBatch;
     if (!ctx.signal.aborted && !burst) {
       await upkeep(orchestrations, ctx);
       ctx.progress();

@@ -174,7 +174,7 @@ describe('job index (Azure Table on Azurite)', () => {
     }
     now += INDEX_UPKEEP.refreshEveryMs;
     const report = await pass(ctx);
-    assert.equal(report?.lastBatchFull, true, JSON.stringify(report));
+    assert.equal(report?.fullBatch, true, JSON.stringify(report));
     assert.equal((await rowsOf('ix-burst-stale'))[0]?.status, 'running', 'no upkeep while the batch was full');
     await passUntilQueueEmpty();
     await pass(ctx); // The queue is drained: the refresh, due since the burst, runs.
