@@ -124,8 +124,6 @@ export interface IntakeReport {
   readonly checked: number;
   readonly confirmed: number;
   readonly restarted: number;
-  /** A receive of the pass came back full: a burst is being taken (the index upkeep waits for its end). */
-  readonly fullBatch: boolean;
 }
 
 export const INTAKE = {
@@ -303,7 +301,6 @@ export class JobIntake {
     const began = performance.now();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     let full = false;
-    let anyFull = false;
     for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted && withinBudget(); batch++) {
       const received = await this.deps.jobsQueue.receiveMessages({
         numberOfMessages: INTAKE.batchSize,
@@ -312,7 +309,6 @@ export class JobIntake {
       });
       ctx.progress();
       full = received.receivedMessageItems.length === INTAKE.batchSize;
-      anyFull ||= full;
       if (received.receivedMessageItems.length === 0) {
         if (batch === 0) await this.readability.afterEmptyReceive(ctx.signal);
         break;
@@ -338,7 +334,7 @@ export class JobIntake {
     }
     // The last batch was full: more submissions are likely waiting (a burst), so no pause before the next pass.
     if (full && !ctx.signal.aborted) ctx.again?.();
-    return { ...counts, fullBatch: anyFull };
+    return counts;
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */

@@ -90,6 +90,8 @@ export const INDEX_UPKEEP = {
   refreshMax: 100,
   /** A row this young is not checked: its job's last change wrote it. */
   refreshAfterMs: 30_000,
+  /** The upkeep waits while passes take submissions, at most this long (jobCoordinationPass). */
+  maxDeferMs: 60_000,
   walkEveryMs: 600_000,
   walkMax: 200,
 } as const;

@@ -42,6 +42,7 @@ export function jobCoordinationPass(
 ): JobCoordinationPass {
   let lastSweep = 0;
   const upkeep = indexUpkeep(components, clock);
+  let upkeepAt = clock();
   const stalls = new StalledJobs({ logger: components.logger, callHeld: (jobId) => components.calls.held(jobId) });
   return async (ctx) => {
     const client = durableClient();
@@ -62,12 +63,13 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
-    // Not while a burst is being taken (a batch came full): the upkeep's checks are status reads
-    // of several storage reads each, and every job of an HTTP burst waits pending on the queue long
-    // enough to be checked (1,000 POSTs: passes of 10-17 s, 414 s for the burst). It runs once the
-    // intake has caught up.
-    const burst = report !== undefined && report.fullBatch;
-    if (!ctx.signal.aborted && !burst) {
+    // Not while submissions are being taken: the upkeep's checks are status reads of several storage
+    // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
+    // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
+    // once it has waited INDEX_UPKEEP.maxDeferMs, so a steady stream cannot hold it off for good.
+    const busy = report !== undefined && report.received > 0 && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
+    if (!ctx.signal.aborted && !busy) {
+      upkeepAt = clock();
       await upkeep(orchestrations, ctx);
       ctx.progress();
     }
