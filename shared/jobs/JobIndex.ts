@@ -47,7 +47,8 @@ export interface IndexRow extends IndexEntry {
   readonly rowKey: string;
 }
 
-type RowEntity = {
+/** A row as the table stores it (progress as JSON text). */
+export type RowEntity = {
   readonly partitionKey: string;
   readonly rowKey: string;
   readonly jobId: string;

@@ -395,7 +395,7 @@ export class JobIntake {
     if (step.kind === 'wait') return 'waiting';
     if (step.kind === 'confirmed') {
       await store.clearUnconfirmed(jobId, ctx.signal);
-      await this.dropPendingRecord(jobId, ctx);
+      await store.dropPendingRecord(jobId, ctx.signal);
       return 'confirmed';
     }
     let start = found;
@@ -456,12 +456,6 @@ export class JobIntake {
     }
   }
 
-  /** The HTTP submission's pending record, once its start is confirmed (the status comes from Durable then). */
-  private async dropPendingRecord(jobId: string, ctx: IntakeContext): Promise<void> {
-    const record = await this.deps.store.readRecord(jobId, ctx.signal);
-    if (record?.status === 'pending') await this.deps.store.deleteRecord(jobId, ctx.signal);
-  }
-
   async handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     let parsed: unknown;
@@ -507,7 +501,7 @@ export class JobIntake {
 
     const t0 = performance.now();
     const lap: Record<string, number> = {};
-    const mark = (step: string): void => {
+    const reached = (step: string): void => {
       lap[step] = Math.round(performance.now() - t0);
     };
     try {
@@ -518,7 +512,7 @@ export class JobIntake {
         orchestrations.getStatus(instanceIdFor(job.jobId)),
         store.readRecord(job.jobId, ctx.signal),
       ]);
-      mark('read');
+      reached('read');
       if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
         const since = known.value.run.submittedAt;
         return this.reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) }, ctx, orchestrations);
@@ -588,12 +582,12 @@ export class JobIntake {
         // Another delivery of this job id got there first: judge this message against its record next time.
         throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
       }
-      mark('recorded');
+      reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
       const prestaged = small && this.#prestagingMs < INTAKE.firstWindowBudgetMs ? await this.prestage(run, ctx) : undefined;
-      mark('staged');
+      reached('staged');
       await this.start(start, orchestrations);
-      mark('started');
+      reached('started');
       if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
       await Promise.all([this.deleteMessage(message, ctx), record === undefined ? undefined : store.deleteRecord(job.jobId, ctx.signal)]);
       logger.info('intake.started', {

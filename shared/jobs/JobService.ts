@@ -530,16 +530,7 @@ export class JobService {
     const views = await mapLimit([...shown], SETTLED_READS, async ([jobId, { snapshot }]) =>
       this.fromSnapshot(jobId, await this.settled(jobId, snapshot)),
     );
-    for (const view of views) {
-      byId.set(view.jobId, {
-        jobId: view.jobId,
-        status: view.status,
-        workType: view.workType,
-        progress: view.progress,
-        createdAt: view.createdAt,
-        updatedAt: view.updatedAt,
-      });
-    }
+    for (const view of views) byId.set(view.jobId, entryOf(view));
     return [...byId.values()].sort(compareEntries);
   }
 

@@ -424,10 +424,13 @@ export class JobStore implements ChunkStore {
     await Promise.all([
       this.clearUnconfirmed(jobId, signal),
       this.index?.note({ jobId, status: 'running', workType: run.workType, progress: null, createdAt: run.submittedAt, updatedAt }, 'run'),
-      via === 'http'
-        ? this.readRecord(jobId, signal).then((record) => (record?.status === 'pending' ? this.deleteRecord(jobId, signal) : undefined))
-        : undefined,
+      via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined,
     ]);
+  }
+
+  /** An HTTP submission's pending record, once its start has landed (the status follows the start record then). */
+  async dropPendingRecord(jobId: string, signal?: AbortSignal): Promise<void> {
+    if ((await this.readRecord(jobId, signal))?.status === 'pending') await this.deleteRecord(jobId, signal);
   }
 
   /**

@@ -15,7 +15,7 @@ import { appRoot } from '../../../shared/app/appRoot';
 import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { jobStatusPath } from '../../../shared/jobs/jobComponents';
 import { jobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
-import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex } from '../../../shared/jobs/JobIndex';
+import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex, type RowEntity } from '../../../shared/jobs/JobIndex';
 import { INDEX_UPKEEP, type JobListEntry, JobService, type JobStatus } from '../../../shared/jobs/JobService';
 import { JobStore } from '../../../shared/jobs/JobStore';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
@@ -26,15 +26,7 @@ import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../supp
 import { type JobsHost, startJobsHost } from './support/jobsHost';
 import { jobsScenario } from './support/jobsScenario';
 
-interface Row {
-  readonly rowKey: string;
-  readonly jobId: string;
-  readonly status: string;
-  readonly workType: string;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-  readonly progress: string;
-}
+type Row = Omit<RowEntity, 'partitionKey'>;
 
 describe('job index (Azure Table on Azurite)', () => {
   let h: JobsHost;
