@@ -153,8 +153,8 @@ export const INTAKE = {
   /**
    * A marked start found still on its way is checked again 3 s later, then 6 s, then 12, and every
    * 15 s after that: a burst of fresh starts is not re-read by every pass while their runs wait for
-   * their plans (the plan removes its start's mark itself once past its fence). The 30 s of
-   * `stuckPendingSeconds` is seen at most 15 s late.
+   * their plans (the plan removes its start's mark itself once past its fence). A Pending start is
+   * checked again the moment it counts as stuck (`stuckPendingSeconds`), whatever its back-off.
    */
   maxCheckBackoffMs: 15_000,
   /** The marked starts are listed at most this often (a burst's passes follow each other at once). */
@@ -359,12 +359,16 @@ export class JobIntake {
       if (ctx.signal.aborted) return;
       counts.checked += 1;
       try {
-        const step = await this.advance(jobId, ctx, orchestrations);
+        const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations);
         if (step === 'confirmed') counts.confirmed += 1;
         else if (step === 'restarted') counts.restarted += 1;
         if (step === 'waiting' || step === 'not_ours') {
           const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
-          this.#checkBackoff.set(jobId, { nextAt: this.now().getTime() + waitMs, waitMs });
+          const checkedAt = this.now().getTime();
+          // Never past the moment a Pending instance counts as stuck: its repair is what recovers a
+          // start message taken by an instance that died (the back-off once added 12 s to that).
+          const nextAt = stuckAt !== undefined && stuckAt > checkedAt ? Math.min(checkedAt + waitMs, stuckAt) : checkedAt + waitMs;
+          this.#checkBackoff.set(jobId, { nextAt, waitMs });
         } else {
           this.#checkBackoff.delete(jobId);
         }
@@ -381,28 +385,33 @@ export class JobIntake {
     jobId: string,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-  ): Promise<'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'> {
+  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
     if (found === undefined || found.value.state !== 'active') {
       await store.clearUnconfirmed(jobId, ctx.signal);
-      return 'retired';
+      return { step: 'retired' };
     }
     // A newer leader has taken this start over: this one is stale and leaves it alone.
-    if (found.value.epoch > ctx.epoch) return 'not_ours';
+    if (found.value.epoch > ctx.epoch) return { step: 'not_ours' };
     const instance = await orchestrations.getStatus(instanceIdFor(jobId, found.value.generation));
     const step = nextStartStep(instance, found.value, ctx.epoch, this.now());
-    if (step.kind === 'wait') return 'waiting';
+    if (step.kind === 'wait') {
+      // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
+      const pending = instance?.runtimeStatus === 'Pending';
+      const stuckAt = pending ? instance.createdTime.getTime() + INTAKE.stuckPendingSeconds * 1000 + 1 : undefined;
+      return { step: 'waiting', ...(stuckAt === undefined ? {} : { stuckAt }) };
+    }
     if (step.kind === 'confirmed') {
       await store.clearUnconfirmed(jobId, ctx.signal);
       await store.dropPendingRecord(jobId, ctx.signal);
-      return 'confirmed';
+      return { step: 'confirmed' };
     }
     let start = found;
     if (step.kind === 'take_over') {
       const taken = await this.takeOver(found, step.reason, ctx);
       // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
-      if (taken === undefined) return 'waiting';
+      if (taken === undefined) return { step: 'waiting' };
       start = taken;
       // Marked again: the earlier start's plan may have removed the mark since it was listed.
       await store.markUnconfirmed(jobId, ctx.signal);
@@ -417,7 +426,7 @@ export class JobIntake {
       previousEpoch: found.value.epoch,
       epoch: ctx.epoch,
     });
-    return 'restarted';
+    return { step: 'restarted' };
   }
 
   /** A new start id under this epoch and the next instance generation, written only over the version read. */

@@ -4,6 +4,7 @@
  * (OrchestrationClient, the jobs queue client), nothing else is faked.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
@@ -244,10 +245,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(await marked(), false, 'the plan removed the mark');
   });
 
-  it('checks a marked start that is still on its way 3 s after its mark, then 3, 6, 12 and every 15 s later: not on every pass', async () => {
+  /**
+   * A marked start whose gen-1 instance Durable shows Pending whenever asked (created at `createdAt`
+   * of the held clock), run through passes every second up to `untilS`: the times (s) its instance was read.
+   */
+  async function checkTimes(jobId: string, createdAt: 'fresh' | 'at-start', untilS: number): Promise<number[]> {
     const c = appRoot().jobs;
-    const jobId = 'check-backoff';
-    const startId = 'a1b2c3d4-0000-4000-8000-000000000001';
+    const startId = randomUUID();
     const run: JobRun = {
       jobId,
       workType: 'noop',
@@ -265,23 +269,37 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const t0 = Date.now();
     let offset = 0;
     const now = (): Date => new Date(t0 + offset);
-    // Durable shows the run freshly Pending whenever asked (never stuck): the intake waits on it.
     const checkedAt: number[] = [];
     const pendingForever: OrchestrationClient = {
       ...orchestrations,
       getStatus: (instanceId) => {
         if (instanceId !== instanceIdFor(jobId)) return orchestrations.getStatus(instanceId);
         checkedAt.push(offset / 1000);
-        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: now(), lastUpdatedTime: now() });
+        const created = createdAt === 'fresh' ? now() : new Date(t0);
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: created, lastUpdatedTime: created });
       },
     };
     const pass = intake({ jobsQueue: await freshQueue('backoff'), now });
-    for (offset = 0; offset <= 45_000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
+    for (offset = 0; offset <= untilS * 1000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
+    return checkedAt;
+  }
+
+  it('checks a marked start that is still on its way 3 s after its mark, then 3, 6, 12 and every 15 s later: not on every pass', async () => {
+    // Durable shows the run freshly Pending whenever asked (never stuck): the intake waits on it.
+    const checkedAt = await checkTimes('check-backoff', 'fresh', 45);
     // Passes every second, the marks listed every 2 s (INTAKE.checkEveryMs): marked a moment before t0,
     // checked at the first listing once due (3 s), then at the first listing 3, 6, 12 and 15 s later.
     assert.equal(INTAKE.checkEveryMs, 2_000);
     assert.deepEqual(checkedAt, [4, 8, 14, 26, 42], `checked at ${checkedAt.join(', ')} s`);
-    await c.store.clearUnconfirmed(jobId);
+    await appRoot().jobs.store.clearUnconfirmed('check-backoff');
+  });
+
+  it('checks a Pending start again once it counts as stuck (30 s), whatever its back-off, and starts it again then', async () => {
+    // Created at t0 and never started: stuck from 30 s; its back-off alone would have waited until 41 s.
+    // (The passes stop at 33 s: the real instance of the new start is not on the held clock.)
+    const checkedAt = await checkTimes('check-stuck', 'at-start', 33);
+    assert.deepEqual(checkedAt, [4, 8, 14, 26, 32], `checked at ${checkedAt.join(', ')} s`);
+    assert.equal((await appRoot().jobs.store.readStart('check-stuck'))?.value.generation, 2, 'started again under the next instance id');
   });
 
   it('leaves a message whose start failed on the queue for the next pass', async () => {
