@@ -371,7 +371,8 @@ function readStdin(): Promise<string> {
   });
 }
 
-if (require.main === module) {
+/** The `coordinator` command (bin/coordinator.js): runs main on this process's arguments and sets the exit code. */
+export function runCli(): void {
   main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env, readStdin }).then(
     (code) => {
       process.exitCode = code;
@@ -387,3 +388,5 @@ if (require.main === module) {
     },
   );
 }
+
+if (require.main === module) runCli();

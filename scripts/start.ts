@@ -17,7 +17,7 @@
  *   on a port in use.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { Socket } from 'node:net';
 import { join, relative, sep } from 'node:path';
@@ -186,6 +186,23 @@ function pipeWithPrefix(child: ChildProcess, prefix: string): void {
   }
 }
 
+/** npm's pid when npm runs this script directly (package.json's start script execs node), else undefined. */
+function npmParent(): number | undefined {
+  try {
+    // npm sets its process title ("npm start ..."), or the command line is "node .../npm-cli.js start".
+    const command = readFileSync(`/proc/${process.ppid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    return /(^|[\s/\\])npm(-cli\.js)?\s/.test(command) ? process.ppid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How to stop it: the pids that stop everything on SIGINT or SIGTERM, and the one instance's pid that does not. */
+export function stopBanner(startPid: number, npmPid: number | undefined): string {
+  const pids = npmPid === undefined ? `pid ${startPid}` : `npm's pid ${npmPid} or this script's pid ${startPid}`;
+  return `Ctrl-C, or SIGINT/SIGTERM to ${pids}, stops everything. Killing one instance's pid leaves the others running.`;
+}
+
 async function main(): Promise<number> {
   const args = parseStartArgs(process.argv.slice(2));
   // Compiled layout: <outDir>/scripts/start.js; the project root holds host.json and package.json.
@@ -241,7 +258,7 @@ async function main(): Promise<number> {
     ...(azurite.started?.pid === undefined ? {} : { azuritePid: azurite.started.pid }),
   });
   if (args.instances > 1) console.log(args.separateApps ? 'Each instance is its own app (own host id).' : 'All instances are one scaled-out app (one host id).');
-  console.log(`Ctrl-C stops everything (npm start is pid ${process.pid}). Killing one instance's pid leaves the others running.`);
+  console.log(stopBanner(process.pid, npmParent()));
 
   const supervision = superviseInstances(children, {
     stopTimeoutMs: STOP_TIMEOUT_MS,

@@ -109,7 +109,25 @@ export function loadLocalSettings(appRoot: string, env: NodeJS.ProcessEnv): stri
   return set;
 }
 
+export const USAGE = `Usage: devhost [appRoot] [options]
+
+Runs a Node.js v4-model Functions app (default: the current folder) the way \`func start\` does.
+
+Options:
+  --port <n>             HTTP port (default ${DEFAULT_PORT}; 0 picks a free one)
+  --host-id <id>         the host id (timers' and locks' blobs); default derived from appRoot
+  --instance-id <id>     this process's instance id (WEBSITE_INSTANCE_ID)
+  --main <glob>          the app's entry files (default: package.json "main")
+  --listen <address>     the address to listen on (default 127.0.0.1)
+  --drain-timeout <s>    seconds in-flight invocations get at shutdown (default 10)
+  -h, --help             this text
+`;
+
 async function main(): Promise<void> {
+  if (process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
+    process.stdout.write(USAGE);
+    return;
+  }
   const args = parseArgs(process.argv.slice(2), process.cwd());
   const logger = createLogger('devhost');
   loadLocalSettings(args.appRoot, process.env);

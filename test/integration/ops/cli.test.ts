@@ -1,5 +1,5 @@
 /**
- * The command line as a person or a script uses it: `node <outDir>/cli/coordinator.js` spawned as
+ * The command line as a person or a script uses it: `bin/coordinator.js` (what `npx coordinator` runs) spawned as
  * its own process against the whole app on the development host (leader, workers, Durable backend,
  * function keys on) and Azurite. Checked: real stdout and stderr, and the documented exit codes.
  */
@@ -16,7 +16,8 @@ import { EXIT } from '../../../cli/CoordinatorClient';
 import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
 import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';
 
-const CLI = join(__dirname, '..', '..', '..', 'cli', 'coordinator.js');
+// The command as npx runs it: the tracked bin file package.json names, which loads the build.
+const CLI = join(__dirname, '..', '..', '..', '..', 'bin', 'coordinator.js');
 
 interface Run {
   readonly code: number | null;
