@@ -20,7 +20,7 @@ Commands:
                          jobs per status (on stderr; in the JSON with --json)
   cancel <jobId>         cancel a pending or running job
   resubmit <jobId>       submit a started job's items and options again as a new job
-  leader                 who leads (with a key: terms, instances and this instance's counters)
+  leader                 who leads, the terms and the instances (a key is needed where keys are on)
 
 Options:
   --url <url>            the app's base URL (env COORDINATOR_URL; default http://localhost:7071)
@@ -341,8 +341,15 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
       return EXIT.ok;
     }
     case 'leader': {
-      // The keyed view has the history and the instances; without a key, the public record.
-      const cluster = client.hasKey ? await client.request<Cluster>('GET', '/cluster') : undefined;
+      // The keyed view has the history and the instances. Where keys are off (locally), it opens
+      // without one; where they are on and none was given, the public record, and what is missing.
+      let cluster: Cluster | undefined;
+      try {
+        cluster = await client.request<Cluster>('GET', '/cluster');
+      } catch (err) {
+        if (!(err instanceof CliError && err.exitCode === EXIT.unauthorized && !client.hasKey)) throw err;
+        io.stderr.write('terms and instances need a function key: pass --key or set COORDINATOR_KEY\n');
+      }
       const view: Leader = cluster ?? (await client.request<Leader>('GET', '/leader'));
       if (json) {
         print(view);

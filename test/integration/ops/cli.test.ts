@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { freePort } from 'devhost/testing';
+import { freePort, startHostProcess } from 'devhost/testing';
 
 import { EXIT } from '../../../cli/CoordinatorClient';
 import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
@@ -183,5 +183,29 @@ describe('the command line against a running app (development host, Azurite)', (
     const anonymous = await run(['leader', '--json'], { env: { PATH: env.PATH ?? '', COORDINATOR_URL: h.baseUrl } });
     assert.equal(anonymous.code, EXIT.ok, anonymous.stderr);
     assert.deepEqual(Object.keys(JSON.parse(anonymous.stdout) as object).sort(), ['acquiredAt', 'epoch', 'holder', 'leaseState', 'leaseStatus']);
+    assert.match(anonymous.stderr, /terms and instances need a function key: pass --key or set COORDINATOR_KEY/);
+  });
+
+  it('leader: where keys are off (locally), the terms and the instances without a key', async () => {
+    // A second host process of the same app with no keys configured (as `npm start` runs it), serving the leader routes.
+    const outDir = join(__dirname, '..', '..', '..');
+    const keysOff = await startHostProcess({
+      appRoot: join(outDir, '..'),
+      hostId: 'cli-keys-off',
+      instanceId: 'cli-keys-off',
+      env: { AzureWebJobsStorage: h.env.CoordinatorStorage ?? '', CoordinatorStorage: h.env.CoordinatorStorage ?? '', LEADER_LEASE_CONTAINER: h.env.LEADER_LEASE_CONTAINER ?? '' },
+      extraArgs: ['--main', `${basename(outDir)}/functions/leaderApi.js`],
+      timeoutMs: 30_000,
+    });
+    try {
+      const shown = await run(['leader'], { env: { PATH: env.PATH ?? '', COORDINATOR_URL: keysOff.baseUrl } });
+      assert.equal(shown.code, EXIT.ok, shown.stderr);
+      assert.match(shown.stdout, new RegExp(`^leader ${h.env.COORDINATOR_INSTANCE_ID ?? ''}  epoch \\d+`));
+      assert.match(shown.stdout, /terms\nEPOCH\s+HOLDER\s+FROM\s+ENDED\n\d+\s+cli-host/);
+      assert.match(shown.stdout, /instances\nINSTANCE\s+ROLE\s+STATE\s+SEEN\ncli-host\s+leader\s+alive/);
+      assert.doesNotMatch(shown.stderr, /need a function key/);
+    } finally {
+      await keysOff.stop();
+    }
   });
 });
