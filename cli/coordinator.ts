@@ -7,13 +7,18 @@
  */
 import { readFileSync } from 'node:fs';
 
+import { JOB_LIMITS } from '../shared/jobs/jobLimits';
 import { CliError, CoordinatorClient, EXIT } from './CoordinatorClient';
+import { uploadItems } from './itemsUpload';
 
 const USAGE = `Usage: coordinator <command> [options]
 
 Commands:
   submit <file|->        submit a job: a job JSON file (or - for stdin); with --work-type, the file
-                         holds the items instead (a JSON array, or one JSON value per line)
+                         holds the items instead (a JSON array, or one JSON value per line). Items
+                         above the inline limit (48 KiB of JSON) are uploaded to the app's first job
+                         input container (Azurite locally; on Azure as you, az login) and submitted
+                         as itemsBlob, with upload progress; up to 64 MiB
   watch <jobId>          show a job's progress until it ends, then print its result
   status <jobId>         print a job's status (JSON)
   list                   list jobs, newest first (--status, --work-type to filter), and the
@@ -26,6 +31,7 @@ Options:
   --url <url>            the app's base URL (env COORDINATOR_URL; default http://localhost:7071)
   --key <key>            a function or host key (env COORDINATOR_KEY)
   --json                 print the API's JSON answer on stdout
+  --file <path>          submit: the job or items file (instead of <file|->)
   --work-type <type>     submit: the items file's work type; list: only jobs of this type
   --job-id <id>          submit: the job's id (generated when absent)
   --chunk-size <n>, --attempts <n>, --deadline-seconds <n>   submit: job options
@@ -43,8 +49,11 @@ Exit codes:
   14 watch: --timeout passed while the job still ran
 `;
 
+/** Inline items up to the app's limit, less room for the id the app adds when the job has none. */
+const INLINE_LIMIT_BYTES = JOB_LIMITS.maxMessageJsonBytes - 128;
+
 const BOOLEAN_FLAGS = new Set(['json', 'watch', 'help']);
-const VALUE_FLAGS = new Set(['url', 'key', 'work-type', 'job-id', 'chunk-size', 'attempts', 'deadline-seconds', 'status', 'interval', 'timeout']);
+const VALUE_FLAGS = new Set(['url', 'key', 'file', 'work-type', 'job-id', 'chunk-size', 'attempts', 'deadline-seconds', 'status', 'interval', 'timeout']);
 
 export interface Io {
   readonly stdout: { write(text: string): unknown };
@@ -198,8 +207,12 @@ export function parseItems(text: string, source: string): unknown[] {
 }
 
 async function buildSubmission(args: Args, io: Io): Promise<Record<string, unknown>> {
-  const [source, extra] = args.positional;
-  if (source === undefined || extra !== undefined) throw new CliError(EXIT.usage, 'Usage: coordinator submit <file|-> [--work-type <type>] [options]');
+  const [positional, extra] = args.positional;
+  const file = flag(args, 'file');
+  const source = positional ?? file;
+  if (source === undefined || extra !== undefined || (positional !== undefined && file !== undefined)) {
+    throw new CliError(EXIT.usage, 'Usage: coordinator submit <file|-> | --file <path> [--work-type <type>] [options]');
+  }
   const text = await readInput(source, io);
   const workType = flag(args, 'work-type');
   let job: Record<string, unknown>;
@@ -298,7 +311,11 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
   switch (args.command) {
     case 'submit':
     case 'resubmit': {
-      const job = args.command === 'submit' ? await buildSubmission(args, io) : await client.request<Record<string, unknown>>('GET', `/jobs/${encodeURIComponent(oneJobId(args, 'resubmit'))}/submission`);
+      let job = args.command === 'submit' ? await buildSubmission(args, io) : await client.request<Record<string, unknown>>('GET', `/jobs/${encodeURIComponent(oneJobId(args, 'resubmit'))}/submission`);
+      if (Array.isArray(job.items) && Buffer.byteLength(JSON.stringify(job), 'utf8') > INLINE_LIMIT_BYTES) {
+        const { items, ...rest } = job;
+        job = { ...rest, itemsBlob: await uploadItems(client, items as unknown[], typeof job.jobId === 'string' ? job.jobId : undefined, io) };
+      }
       const accepted = await client.request<{ jobId: string; statusUrl: string; enqueued: boolean }>('POST', '/jobs', job);
       io.stderr.write(`accepted ${accepted.jobId}${accepted.enqueued ? '' : ' (already started earlier)'}: ${accepted.statusUrl}\n`);
       if (args.flags.has('watch')) return watch(client, accepted.jobId, args, io);

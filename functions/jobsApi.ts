@@ -3,7 +3,8 @@
  * (GET /api/jobs/{jobId}/result), list (GET /api/jobs?status=&workType=&limit=&continuation=&counts=true,
  * from the job index), cancel
  * (DELETE /api/jobs/{jobId}), purge a finished job now (DELETE /api/jobs/{jobId}?purge=true),
- * the submission a started job ran, to resubmit it (GET /api/jobs/{jobId}/submission).
+ * the submission a started job ran, to resubmit it (GET /api/jobs/{jobId}/submission), where to
+ * upload a job's items as a blob (GET /api/job-inputs: the blob endpoint and input containers).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
  * (they go to the log). The logic is in shared/jobs/JobService.ts.
@@ -118,6 +119,9 @@ export const getJobSubmission = guarded(async (request, context) => {
   return { status: 200, jsonBody: await root.jobs.service.submission(request.params.jobId ?? '', reading(context)) };
 });
 
+/** Where `coordinator submit` uploads items above the inline limit: the blob endpoint and the input containers. */
+export const getJobInputs = guarded(() => Promise.resolve({ status: 200, jsonBody: root.jobs.inputTarget }));
+
 const durableClient = df.input.durableClient();
 
 app.http('jobsSubmit', { route: 'jobs', methods: ['POST'], authLevel: 'function', extraInputs: [durableClient], handler: submitJob });
@@ -138,3 +142,4 @@ app.http('jobsCancel', {
   extraInputs: [durableClient],
   handler: cancelJob,
 });
+app.http('jobInputs', { route: 'job-inputs', methods: ['GET'], authLevel: 'function', handler: getJobInputs });

@@ -19,6 +19,7 @@ import { inputBlobs, InputContainers, reservedContainers } from './InputContaine
 import { JobActivities } from './JobActivities';
 import { JobIndex } from './JobIndex';
 import { JobIntake } from './JobIntake';
+import { JOB_LIMITS } from './jobLimits';
 import { JobService } from './JobService';
 import { isStatus, JobStore } from './JobStore';
 import { WorkItemProcessor } from './WorkItemProcessor';
@@ -33,6 +34,26 @@ export interface JobComponents {
   readonly intake: JobIntake;
   readonly service: JobService;
   readonly logger: Logger;
+  /** Where a client puts a job's items as a blob (GET /api/job-inputs; `coordinator submit` above the inline limit). */
+  readonly inputTarget: InputTarget;
+}
+
+/** The answer of GET /api/job-inputs: an endpoint and names, never a credential. */
+export interface InputTarget {
+  /** The blob service of the app's storage account, without any query (a SAS in a connection string stays out). */
+  readonly blobServiceUrl: string;
+  /** JOB_INPUT_CONTAINERS as set: exact names, or prefixes written `name-*`. */
+  readonly containers: readonly string[];
+  /** An itemsBlob's size limit, in bytes. */
+  readonly maxBytes: number;
+  /** The most JSON a submission with inline items may hold, in bytes. */
+  readonly inlineMaxBytes: number;
+}
+
+/** The blob service URL without its query string or trailing slash. */
+export function publicServiceUrl(url: string): string {
+  const parsed = new URL(url);
+  return `${parsed.origin}${parsed.pathname}`.replace(/\/+$/, '');
 }
 
 /** Where the HTTP API serves a job's status (the host's route prefix is `api`, see host.json). */
@@ -115,5 +136,11 @@ export function buildJobComponents(
       },
     }),
     service: new JobService({ jobsQueue, store, registry, inputContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
+    inputTarget: {
+      blobServiceUrl: publicServiceUrl(blobs.url),
+      containers: settings.jobs.inputContainers,
+      maxBytes: JOB_LIMITS.maxItemsBlobBytes,
+      inlineMaxBytes: JOB_LIMITS.maxMessageJsonBytes,
+    },
   };
 }

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
+import { BlobServiceClient } from '@azure/storage-blob';
 import { freePort, startHostProcess } from 'devhost/testing';
 
 import { EXIT } from '../../../cli/CoordinatorClient';
@@ -121,6 +122,69 @@ describe('the command line against a running app (development host, Azurite)', (
     assert.ok(listed.counts.completed >= 1 && listed.counts.total >= listed.counts.completed, JSON.stringify(listed.counts));
     const byType = JSON.parse((await run(['list', '--work-type', 'noop', '--json'])).stdout) as { jobs: Array<{ jobId: string }> };
     assert.ok(!byType.jobs.some((j) => j.jobId === jobId), 'a sum job is not among the noop jobs');
+  });
+
+  it('submits a million items from stdin with one command: uploads them as the job\'s itemsBlob (with progress), watches it to the exact result', async () => {
+    const count = 1_000_000;
+    const lines = Array.from({ length: count }, (_, i) => String(i + 1)).join('\n');
+    const submitted = await run(['submit', '-', '--work-type', 'sum', '--chunk-size', '10000', '--job-id', 'cli-million', '--watch', '--interval', '0.5'], { stdin: lines });
+    assert.equal(submitted.code, EXIT.ok, submitted.stderr);
+    assert.deepEqual(JSON.parse(submitted.stdout), { count, sum: (count * (count + 1)) / 2, min: 1, max: count });
+    assert.match(submitted.stderr, /^uploading 1000000 items \(6\.6 MB\) to inputs\/cli\/\d{4}-\d{2}-\d{2}\/cli-million-[0-9a-z]+\.json$/m);
+    assert.match(submitted.stderr, /^\[#{20}\] 6\.6\/6\.6 MB$/m, 'the upload\'s progress, to the end');
+    assert.match(submitted.stderr, /\[#{30}\] 1000000\/1000000 items \(100%\), chunks 100\/100 completed/);
+    // The job ran from the blob: its submission names it, and the blob holds the items as a JSON array.
+    const submission = (await h.request('GET', '/api/jobs/cli-million/submission')).json as { itemsBlob?: string; items?: unknown };
+    assert.equal(submission.items, undefined);
+    assert.match(submission.itemsBlob ?? '', /^inputs\/cli\/.+\.json$/);
+    const [container, ...name] = (submission.itemsBlob ?? '').split('/');
+    const blob = BlobServiceClient.fromConnectionString(h.env.CoordinatorStorage ?? '').getContainerClient(container ?? '').getBlobClient(name.join('/'));
+    const stored = JSON.parse((await blob.downloadToBuffer()).toString('utf8')) as number[];
+    assert.equal(stored.length, count);
+    assert.equal(stored[count - 1], count);
+  });
+
+  it('GET /api/job-inputs names the blob endpoint and the input containers, never a key', async () => {
+    const target = await h.request('GET', '/api/job-inputs');
+    assert.equal(target.status, 200);
+    const answer = target.json as { blobServiceUrl: string; containers: string[]; maxBytes: number; inlineMaxBytes: number };
+    assert.deepEqual(answer.containers, ['inputs', 'e2e-inputs-*', 'corpus-inputs-*']);
+    assert.equal(answer.maxBytes, 64 * 1024 * 1024);
+    assert.equal(answer.inlineMaxBytes, 48 * 1024);
+    assert.match(answer.blobServiceUrl, /^http:\/\/127\.0\.0\.1:\d+\/devstoreaccount1$/, 'the endpoint, no key or query');
+    assert.doesNotMatch(target.text, /AccountKey|Eby8vdM02/);
+    assert.equal((await h.request('GET', '/api/job-inputs', undefined, null)).status, 401, 'a key is needed');
+  });
+
+  it('an upload to an account other than Azurite\'s signs in with Azure, and says so when there is no sign-in (exit 5)', async () => {
+    // The same app on identity-based settings for an account that is not Azurite's: the command must not use a key there.
+    const outDir = join(__dirname, '..', '..', '..');
+    const other = 'https://127.0.0.1:9/otheraccount';
+    const app = await startHostProcess({
+      appRoot: join(outDir, '..'),
+      hostId: 'cli-identity',
+      instanceId: 'cli-identity',
+      env: {
+        AzureWebJobsStorage: h.env.CoordinatorStorage ?? '',
+        // Set empty so that a local.settings.json (npm start writes one) cannot fill in Azurite's connection string.
+        CoordinatorStorage: '',
+        CoordinatorStorage__blobServiceUri: other,
+        CoordinatorStorage__queueServiceUri: other.replace('otheraccount', 'otherqueue'),
+        JOB_INPUT_CONTAINERS: 'uploads',
+      },
+      extraArgs: ['--main', `${basename(outDir)}/functions/jobsApi.js`],
+      timeoutMs: 30_000,
+    });
+    try {
+      const items = Array.from({ length: 20_000 }, (_, i) => String(i)).join('\n');
+      const noSignIn = { PATH: env.PATH ?? '', COORDINATOR_URL: app.baseUrl, AZURE_CONFIG_DIR: join(dir, 'no-az-login') };
+      const refused = await run(['submit', '-', '--work-type', 'sum'], { env: noSignIn, stdin: items });
+      assert.equal(refused.code, EXIT.unauthorized, refused.stderr);
+      assert.match(refused.stderr, /uploading 20000 items \(0\.1 MB\) to uploads\/cli\//);
+      assert.match(refused.stderr, /Cannot upload the items to uploads\/cli\/\S+: no Azure sign-in found\. Run `az login`/);
+    } finally {
+      await app.stop();
+    }
   });
 
   it('passes the app refusal through with its code (exit 3): an invalid job from stdin, an unknown job', async () => {

@@ -105,6 +105,8 @@ describe('the OpenAPI description matches the running app', () => {
     assert.equal((await call('GET', '/jobs/bad.id')).status, 400);
     assert.equal((await call('GET', '/jobs/nope/result')).status, 404);
     assert.equal((await call('GET', '/jobs/nope/submission')).status, 404);
+    assert.equal((await call('GET', '/job-inputs')).status, 200);
+    assert.equal((await call('GET', '/job-inputs', undefined, null)).status, 401);
     assert.equal((await call('DELETE', '/jobs/nope')).status, 404);
     assert.equal((await call('POST', '/jobs', JSON.stringify({ jobId: 'oas-slow', workType: 'slow', items: Array.from({ length: 100 }, () => 500), options: { chunkSize: 1 } }))).status, 202);
     await eventually(async () => (((await call('GET', '/jobs/oas-slow')).json as { status: string }).status === 'running' ? true : undefined), 60_000, 'the slow job to run');
