@@ -125,6 +125,16 @@ param jobChunksPerMessage int = 4
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
 
+@description('Optional object id of whoever deploys (azd fills it: AZURE_PRINCIPAL_ID). It gets Storage Blob and Queue Data Contributor on the account that holds the jobs, to upload inputs (coordinator submit), submit by queue, read results and the poison queue, and use Storage Explorer with shared keys off. Empty: no role for anyone but the app.')
+param deployerPrincipalId string = ''
+
+@description('User for a person, ServicePrincipal for a pipeline.')
+@allowed(['User', 'ServicePrincipal', 'Group'])
+param deployerPrincipalType string = 'User'
+
+@description('Optional e-mail address the two alert rules (no leader for 2 minutes; a job failed or stalled) notify; empty: they fire in Azure Monitor only.')
+param alertEmailAddress string = ''
+
 var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
 var tags = { 'azd-env-name': environmentName }
 var appName = !empty(functionAppName) ? functionAppName : 'func-${resourceToken}'
@@ -246,6 +256,29 @@ module monitoringAccess 'app/monitoringAccess.bicep' = {
 }
 
 var coordinatorAccountName = sharesCoordinatorStorage ? coordinatorStorageAccountName : storage.outputs.name
+
+// The deployer's data roles on the account that holds the jobs (the app's own account unless shared).
+module deployerAccess 'app/deployerAccess.bicep' = if (!empty(deployerPrincipalId)) {
+  name: 'deployerAccess-${resourceToken}'
+  scope: resourceGroup(sharesCoordinatorStorage && !empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
+  params: {
+    storageAccountName: coordinatorAccountName
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+// The workbook and the two alert rules (docs/operations.md, Alerts).
+module monitoringAlerts 'app/monitoringAlerts.bicep' = {
+  name: 'monitoringAlerts'
+  scope: rg
+  params: {
+    applicationInsightsName: monitoring.outputs.name
+    location: location
+    tags: tags
+    alertEmailAddress: alertEmailAddress
+  }
+}
 
 module coordinatorStorage 'app/coordinatorStorage.bicep' = {
   name: 'coordinatorStorage-${resourceToken}'
