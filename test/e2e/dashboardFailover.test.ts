@@ -73,6 +73,16 @@ describe('the live page during a failover (chromium, two development host proces
     });
     assert.ok(fit.scroll <= fit.client, `the Instances card is clipped: ${JSON.stringify(fit)}`);
 
+    // While it leads, it beats every renew interval (5 s): watched for 12 s, its beat is never older than that plus the grace.
+    let oldest = 0;
+    for (const until = Date.now() + 12_000; Date.now() < until; await new Promise((r) => setTimeout(r, 500))) {
+      const view = (await scenario.call(survivor, 'GET', '/api/cluster')).json as { instances: Array<{ id: string; ageSeconds: number; intervalSeconds: number }> };
+      const beat = view.instances.find((x) => x.id === dead.instanceId);
+      assert.equal(beat?.intervalSeconds, 5, 'the leader says it beats every 5 s');
+      oldest = Math.max(oldest, beat.ageSeconds);
+    }
+    assert.ok(oldest <= 5 + 3, `the leader's beat was ${oldest} s old`);
+
     const killedAt = Date.now();
     dead.child.kill('SIGKILL');
     type El = { closest(selector: string): { getAttribute(name: string): string | null } | null };
