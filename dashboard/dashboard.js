@@ -10,9 +10,14 @@
   const apiBase = location.pathname.replace(/\/dashboard\/?$/, '');
   const key = new URLSearchParams(location.search).get('code');
   const $ = (id) => document.getElementById(id);
+  const PAGE_SIZE = 50;
   let selectedJobId = jobIdFromHash();
   let lastOk = 0;
   let busy = false;
+  /** The job list's pages: the continuation of each page shown so far (the first has none). */
+  let pageTokens = [undefined];
+  let nextToken;
+  const workTypesSeen = new Set();
 
   class ApiError extends Error {
     constructor(status, code, message) {
@@ -73,11 +78,17 @@
     return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
   }
 
-  /** Today's times as hh:mm:ss, older ones with their date. */
+  /** Times in UTC, as the CLI and the API print them: today's as hh:mm:ss UTC, older ones with their date. */
   function time(iso) {
     if (!iso) return '—';
-    const d = new Date(iso);
-    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+    const text = new Date(iso).toISOString();
+    const clock = text.slice(11, 19) + ' UTC';
+    return text.slice(0, 10) === new Date().toISOString().slice(0, 10) ? clock : text.slice(0, 10) + ' ' + clock;
+  }
+
+  /** Seconds from now until iso (negative: past). */
+  function secondsUntil(iso) {
+    return Math.round((Date.parse(iso) - Date.now()) / 1000);
   }
 
   /** A progress bar: done (green) then failed (red) on a grey track; the label says the numbers. */
@@ -95,22 +106,72 @@
     return h('div', {}, bar, h('div', { class: 'bar-label' }, label));
   }
 
+  /** What the page says while nobody visibly leads (the API's leadership: the lease holder and its heartbeat). */
+  function takeoverText(l, timing) {
+    const by = l.takeoverBy ? time(l.takeoverBy) : '—';
+    const left = l.takeoverBy ? secondsUntil(l.takeoverBy) : 0;
+    const when = l.overdue ? 'Expected by ' + by + ', overdue by ' + duration(-left) : 'Expected by ' + by + ' (in ' + duration(Math.max(0, left)) + ' at most)';
+    const limit = 'A takeover takes up to L + retry period = ' + timing.leaseSeconds + ' + ' + timing.retryPeriodSeconds + ' = ' + timing.takeoverSeconds + ' s after the holder\'s last renewal.';
+    let what;
+    if (l.cause === 'lease-free') what = 'No leader: the lease is free and a follower is taking it.';
+    else if (l.cause === 'holder-stepped-down') what = l.holder + ' stepped down and no longer renews; its lease lapses, then a follower takes over.';
+    else what = l.holder + ' holds the lease but is not renewing: not heard from for ' + (l.lastHeardAt ? duration(-secondsUntil(l.lastHeardAt)) : 'ever') + ' (a leader beats every ' + timing.renewIntervalSeconds + ' s). If it died, its lease lapses and a follower takes over.';
+    return { what, when, limit };
+  }
+
   function renderLeader(cluster) {
-    const dl = $('leader');
+    const l = cluster.leadership;
+    const leaseHolder = l.holder !== null && l.holder === cluster.holder;
+    const status = l.state === 'leading' ? badge('leading') : l.state === 'takeover' ? h('span', { class: 'badge takeover' }, 'takeover under way') : badge('none');
     const rows = [
-      ['holder', cluster.holder || '— (nobody has led yet)'],
-      ['epoch', cluster.epoch === null ? '—' : cluster.epoch],
-      ['since', cluster.acquiredAt ? time(cluster.acquiredAt) + ' (' + ago(cluster.acquiredAt) + ')' : '—'],
+      ['holder', l.holder || (l.state === 'none' ? '— (nobody has led yet)' : '— (nobody holds the lease)')],
+      ['status', status],
+      ['epoch', l.epoch === null ? '—' : l.epoch],
+      ['since', leaseHolder && cluster.acquiredAt ? time(cluster.acquiredAt) + ' (' + ago(cluster.acquiredAt) + ')' : '—'],
+      ['last heard', l.lastHeardAt ? time(l.lastHeardAt) + ' (' + ago(l.lastHeardAt) + ')' : '—'],
       ['lease', badge(cluster.leaseState)],
       ['answered by', cluster.instance.id + ' (' + cluster.instance.role + ', ' + cluster.instance.passes + ' passes)'],
     ];
     if (cluster.instance.lastPassError) rows.push(['last pass error', cluster.instance.lastPassError.code + ': ' + cluster.instance.lastPassError.message]);
-    dl.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)]));
+    $('leader').replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)]));
+    const panel = $('takeover');
+    panel.hidden = l.state !== 'takeover';
+    panel.dataset.cause = l.cause || '';
+    if (l.state === 'takeover') {
+      const t = takeoverText(l, cluster.timing);
+      panel.replaceChildren(h('strong', {}, 'Takeover under way. '), t.what + ' ', h('span', { class: 'when' }, t.when + '.'), ' ' + t.limit);
+      panel.classList.toggle('overdue', l.overdue);
+    }
+    const note = $('jobs-note');
+    note.hidden = l.state !== 'takeover';
+    if (l.state === 'takeover') {
+      const when = takeoverText(l, cluster.timing).when;
+      note.textContent = 'No leader is coordinating: new jobs wait to start until a follower takes over (' + when.charAt(0).toLowerCase() + when.slice(1) + '). Running jobs go on; work that was on an instance that died is sent again after its timeout.';
+    }
   }
 
-  function renderInstances(instances) {
+  /** The role the page shows: the leader is the holder of the lease (leadership), not what an instance believes of itself. */
+  function roleBadge(i, l) {
+    if (i.id === l.holder) {
+      if (l.state === 'leading') return badge('leader');
+      return h('span', { class: 'badge takeover' }, l.cause === 'holder-stepped-down' ? 'stepping down' : 'holder, not renewing');
+    }
+    if (i.role === 'leader') return h('span', { class: 'badge ended', title: 'it last said it leads; someone else holds the lease' }, 'term ended');
+    return badge(i.role);
+  }
+
+  function renderInstances(instances, l) {
     const rows = instances.map((i) =>
-      h('tr', { 'data-instance': i.id }, h('td', {}, i.id), h('td', {}, badge(i.role)), h('td', { class: 'num' }, i.epoch === null ? '—' : i.epoch), h('td', {}, badge(i.state)), h('td', {}, ago(i.lastSeenAt)), h('td', {}, time(i.startedAt))),
+      h(
+        'tr',
+        { 'data-instance': i.id, 'data-state': i.state },
+        h('td', {}, i.id),
+        h('td', {}, roleBadge(i, l)),
+        h('td', { class: 'num' }, i.epoch === null ? '—' : i.epoch),
+        h('td', {}, badge(i.state)),
+        h('td', { title: 'beats every ' + i.intervalSeconds + ' s; silent after ' + (2 * i.intervalSeconds + 1) + ' s without one' }, ago(i.lastSeenAt)),
+        h('td', {}, time(i.startedAt)),
+      ),
     );
     if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No instance has reported yet.')));
     $('instances').tBodies[0].replaceChildren(...rows);
@@ -128,9 +189,9 @@
       } else if (newer) {
         until = time(newer.acquiredAt);
         ended = 'replaced (no end recorded)';
-      } else if (cluster.epoch === t.epoch && cluster.leaseState === 'leased') {
+      } else if (cluster.leadership.epoch === t.epoch && cluster.leadership.holder === t.holder) {
         until = 'now';
-        ended = 'leading';
+        ended = cluster.leadership.state === 'leading' ? 'leading' : 'not renewing';
       } else {
         until = '—';
         ended = 'lease ' + cluster.leaseState;
@@ -143,20 +204,66 @@
     $('terms').tBodies[0].replaceChildren(...rows);
   }
 
+  /** The progress cell: the bar, and a failed or rejected job's error code (the row's reason, without opening it). */
+  function progressCell(j) {
+    const code = j.errorCode ? h('span', { class: 'error-code', title: 'open the job for the message' }, j.errorCode) : null;
+    const items = j.progress && j.progress.items;
+    if (code && (!items || items.total === 0)) return code;
+    return [progressBar(j.progress, false), code];
+  }
+
   function renderJobs(jobs) {
-    const rows = jobs.slice(0, 50).map((j) =>
+    for (const j of jobs) if (j.workType) workTypesSeen.add(j.workType);
+    $('worktypes').replaceChildren(...[...workTypesSeen].sort().map((w) => h('option', { value: w })));
+    const rows = jobs.map((j) =>
       h(
         'tr',
         { class: 'job' + (j.jobId === selectedJobId ? ' selected' : ''), 'data-job': j.jobId, onclick: () => select(j.jobId) },
         h('td', {}, j.jobId),
         h('td', {}, j.workType || '—'),
         h('td', {}, badge(j.status)),
-        h('td', {}, progressBar(j.progress, false)),
+        h('td', {}, progressCell(j)),
         h('td', {}, ago(j.updatedAt)),
       ),
     );
-    if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No jobs. Submit one with `npx coordinator submit job.json` or POST /api/jobs.')));
+    if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: 5, class: 'muted' }, pageTokens.length > 1 || filters() !== '' ? 'No jobs on this page for these filters.' : 'No jobs. Submit one with `npx coordinator submit job.json` or POST /api/jobs.')));
     $('jobs').tBodies[0].replaceChildren(...rows);
+    const first = (pageTokens.length - 1) * PAGE_SIZE;
+    $('page-label').textContent = jobs.length === 0 ? 'page ' + pageTokens.length : 'jobs ' + (first + 1) + '–' + (first + jobs.length) + ' (page ' + pageTokens.length + ')';
+    $('newer').disabled = pageTokens.length === 1;
+    $('older').disabled = !nextToken;
+  }
+
+  const QUEUE_LABELS = { jobs: 'submissions', 'jobs-poison': 'rejected submissions (poison)', 'work-items': 'work items (chunks)', 'work-items-poison': 'work items given up (poison)' };
+
+  function renderQueues(view) {
+    const note = $('queues-note');
+    if (view instanceof Error) {
+      note.textContent = 'Queue depths unavailable: ' + view.code + ': ' + view.message;
+      return;
+    }
+    const rows = view.queues.map((q) =>
+      h(
+        'tr',
+        { 'data-queue': q.role, class: q.role.endsWith('poison') && q.messages > 0 ? 'poison' : undefined },
+        h('td', {}, QUEUE_LABELS[q.role] || q.role, h('span', { class: 'queue-name' }, q.name)),
+        h('td', { class: 'num', 'data-messages': q.messages === null ? '' : q.messages }, q.messages === null ? 'not created yet' : q.messages),
+      ),
+    );
+    $('queues').tBodies[0].replaceChildren(...rows);
+    note.textContent = 'Approximate counts, read ' + ago(view.readAt) + ' (every 5 s at most).';
+  }
+
+  /** The list's filters as query parameters (the API checks them and answers a code for a bad one). */
+  function filters() {
+    const status = $('status-filter').value;
+    const workType = $('worktype-filter').value.trim();
+    return (status ? '&status=' + encodeURIComponent(status) : '') + (workType ? '&workType=' + encodeURIComponent(workType) : '');
+  }
+
+  function firstPage() {
+    pageTokens = [undefined];
+    void refresh();
   }
 
   /** The jobs per status, from the job index (the list answers them with ?counts=true). */
@@ -253,24 +360,45 @@
     }),
   );
   $('close').addEventListener('click', () => select(undefined));
-  $('status-filter').addEventListener('change', () => void refresh());
+  $('status-filter').addEventListener('change', firstPage);
+  $('worktype-filter').addEventListener('change', firstPage);
+  $('older').addEventListener('click', () => {
+    if (!nextToken) return;
+    pageTokens.push(nextToken);
+    void refresh();
+  });
+  $('newer').addEventListener('click', () => {
+    if (pageTokens.length > 1) pageTokens.pop();
+    void refresh();
+  });
   window.addEventListener('hashchange', () => select(jobIdFromHash()));
 
   async function refresh() {
     if (busy) return;
     busy = true;
     try {
-      const status = $('status-filter').value;
-      const [cluster, list, job] = await Promise.all([
+      const token = pageTokens[pageTokens.length - 1];
+      const [cluster, list, queues, job] = await Promise.all([
         api('GET', '/cluster'),
-        api('GET', '/jobs?counts=true&limit=50' + (status ? '&status=' + encodeURIComponent(status) : '')),
+        api('GET', '/jobs?counts=true&limit=' + PAGE_SIZE + filters() + (token ? '&continuation=' + encodeURIComponent(token) : '')).catch((err) => err),
+        api('GET', '/queues').catch((err) => err),
         selectedJobId ? api('GET', '/jobs/' + encodeURIComponent(selectedJobId)).catch((err) => err) : Promise.resolve(undefined),
       ]);
       renderLeader(cluster);
-      renderInstances(cluster.instances);
+      renderInstances(cluster.instances, cluster.leadership);
       renderTerms(cluster);
-      renderJobs(list.jobs);
-      renderCounts(list.counts);
+      if (list instanceof ApiError) {
+        // A refused filter (INVALID_WORK_TYPE_FILTER, ...) leaves the rest of the page live.
+        $('job-counts').textContent = list.code + ': ' + list.message;
+        $('jobs').tBodies[0].replaceChildren();
+      } else if (list instanceof Error) {
+        throw list;
+      } else {
+        nextToken = list.continuation;
+        renderJobs(list.jobs);
+        renderCounts(list.counts);
+      }
+      renderQueues(queues);
       if (job instanceof Error) {
         $('job-card').hidden = false;
         $('job').replaceChildren(h('p', { class: 'muted' }, job.code + ': ' + job.message));
@@ -284,7 +412,7 @@
       const live = $('live');
       const fresh = lastOk > 0 && Date.now() - lastOk < 5 * POLL_MS;
       live.className = 'live ' + (fresh ? 'ok' : 'stale');
-      live.textContent = lastOk > 0 ? 'updated ' + new Date(lastOk).toLocaleTimeString() : 'not connected';
+      live.textContent = lastOk > 0 ? 'updated ' + time(new Date(lastOk).toISOString()) : 'not connected';
     }
   }
 

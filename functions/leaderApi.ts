@@ -15,7 +15,7 @@ import { toCoordinatorError } from '../shared/errors';
 import { clusterView } from '../shared/leader/clusterView';
 import { publicLeaderView, StorageUnavailableError } from '../shared/leader/leaderStatus';
 
-const { status, clusterRecords } = appRoot().leader();
+const { status, clusterRecords, runtime } = appRoot().leader();
 
 function failure(err: unknown, context: InvocationContext): HttpResponseInit {
   const error = toCoordinatorError(err);
@@ -44,7 +44,8 @@ export async function getLeader(_request: HttpRequest, context: InvocationContex
 
 export async function getCluster(_request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> {
   try {
-    return { status: 200, headers: { 'Cache-Control': 'no-store' }, jsonBody: await clusterView(status, clusterRecords) };
+    const view = await clusterView(status, clusterRecords, runtime.elector.timing);
+    return { status: 200, headers: { 'Cache-Control': 'no-store' }, jsonBody: view };
   } catch (err) {
     return failure(err, context);
   }

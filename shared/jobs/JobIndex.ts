@@ -4,7 +4,8 @@
  *
  *   PartitionKey  `jobs` (one partition: a page is one ordered read, the continuation one RowKey)
  *   RowKey        `<9999999999999 - createdAt ms, 13 digits>_<jobId>`: newest first, then by job id
- *   properties    jobId, status, workType ('' when none), createdAt, updatedAt, progress (JSON text or '')
+ *   properties    jobId, status, workType ('' when none), createdAt, updatedAt, progress (JSON text or ''),
+ *                 errorCode (a failed or rejected job's error code, '' when none)
  *
  * Why a table: a page is one query that the service answers in RowKey order from where the last one
  * ended. Durable's instance query has no order by creation time and answers whole instances (inputs
@@ -39,6 +40,8 @@ export interface IndexEntry {
   readonly status: IndexedStatus;
   readonly workType: string | null;
   readonly progress: JobProgress | null;
+  /** The job's error code (failed, rejected, or a finished job with an error); null when none. */
+  readonly errorCode: string | null;
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -57,6 +60,7 @@ export type RowEntity = {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly progress: string;
+  readonly errorCode: string;
 };
 
 /** The RowKey of a job created at `createdAt` (ISO time); undefined when that is not a time. */
@@ -76,6 +80,7 @@ function toEntity(entry: IndexEntry, rowKey: string): RowEntity {
     createdAt: entry.createdAt,
     updatedAt: entry.updatedAt,
     progress: entry.progress === null ? '' : JSON.stringify(entry.progress),
+    errorCode: entry.errorCode ?? '',
   };
 }
 
@@ -94,6 +99,7 @@ function fromEntity(e: TableEntityResult<Record<string, unknown>>): IndexRow | u
     status: text('status') as IndexedStatus,
     workType: text('workType') === '' ? null : text('workType'),
     progress,
+    errorCode: text('errorCode') === '' ? null : text('errorCode'),
     createdAt: text('createdAt'),
     updatedAt: text('updatedAt'),
   };
@@ -105,6 +111,7 @@ export function sameEntry(a: IndexEntry, b: IndexEntry): boolean {
     a.jobId === b.jobId &&
     a.status === b.status &&
     a.workType === b.workType &&
+    a.errorCode === b.errorCode &&
     a.createdAt === b.createdAt &&
     a.updatedAt === b.updatedAt &&
     JSON.stringify(a.progress) === JSON.stringify(b.progress)

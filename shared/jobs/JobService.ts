@@ -60,6 +60,8 @@ export interface JobListEntry {
   readonly workType: string | null;
   /** Live for a running job (what a list view draws its progress bars from); null before planning. */
   readonly progress: JobProgress | null;
+  /** A failed or rejected job's error code (the job's `error.code`); null when it has none. */
+  readonly errorCode: string | null;
   readonly createdAt: string | null;
   readonly updatedAt: string | null;
 }
@@ -117,6 +119,7 @@ function entryOf(view: JobView | JobListEntry): JobListEntry {
     status: view.status,
     workType: view.workType,
     progress: view.progress,
+    errorCode: 'errorCode' in view ? view.errorCode : (view.error?.code ?? null),
     createdAt: view.createdAt,
     updatedAt: view.updatedAt,
   };
@@ -514,7 +517,10 @@ export class JobService {
   /** Every job, from every record and orchestration (the retention sweep's hourly view; the list reads the index). */
   private async listAll(orchestrations: OrchestrationClient): Promise<JobListEntry[]> {
     const byId = new Map<string, JobListEntry>();
-    for (const r of await this.deps.store.listRecords()) byId.set(r.jobId, { ...r, workType: r.workType ?? null, progress: null });
+    // A record listing carries no error code; the retention sweep needs none.
+    for (const r of await this.deps.store.listRecords()) {
+      byId.set(r.jobId, { ...r, workType: r.workType ?? null, progress: null, errorCode: null });
+    }
     // A repaired job has several instances: its newest generation that did not stand down shows it.
     const shown = new Map<string, { generation: number; superseded: boolean; snapshot: OrchestrationSnapshot }>();
     for (const s of await orchestrations.list()) {

@@ -423,7 +423,10 @@ export class JobStore implements ChunkStore {
     const updatedAt = new Date().toISOString();
     await Promise.all([
       this.clearUnconfirmed(jobId, signal),
-      this.index?.note({ jobId, status: 'running', workType: run.workType, progress: null, createdAt: run.submittedAt, updatedAt }, 'run'),
+      this.index?.note(
+        { jobId, status: 'running', workType: run.workType, progress: null, errorCode: null, createdAt: run.submittedAt, updatedAt },
+        'run',
+      ),
       via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined,
     ]);
   }
@@ -506,6 +509,7 @@ export class JobStore implements ChunkStore {
       status: summary.status,
       workType: summary.workType,
       progress: summary.progress,
+      errorCode: summary.error?.code ?? null,
       createdAt: submittedAt,
       updatedAt: summary.finishedAt,
     };
@@ -700,6 +704,7 @@ function recordEntry(record: JobRecord): IndexEntry {
     status: record.status,
     workType: record.workType ?? null,
     progress: null,
+    errorCode: record.error?.code ?? null,
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
   };
@@ -708,7 +713,8 @@ function recordEntry(record: JobRecord): IndexEntry {
 /** A start record's index row: accepted, its start under way (pending). */
 function startEntry(start: StartRecord): IndexEntry {
   const { jobId, run } = start;
-  return { jobId, status: 'pending', workType: run.workType, progress: null, createdAt: run.submittedAt, updatedAt: start.at };
+  const { submittedAt: createdAt, workType } = run;
+  return { jobId, status: 'pending', workType, progress: null, errorCode: null, createdAt, updatedAt: start.at };
 }
 
 function recordMetadata(record: JobRecord): Record<string, string> {

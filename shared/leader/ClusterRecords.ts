@@ -22,6 +22,7 @@ import {
   type InstanceSeen,
   listInstances,
 } from './InstanceHeartbeats';
+import { checkLeaderTiming } from './leaderTiming';
 import { type TermEntry, TermHistory, termHistoryBlobName } from './TermHistory';
 
 export interface RecorderState {
@@ -54,11 +55,13 @@ export class ClusterRecords {
     this.prefix = heartbeatPrefix(leaseBlob);
   }
 
+  /** While it leads, an instance beats at the renew interval, so the live page sees a leader go quiet within seconds. */
   static fromSettings(settings: Settings, options: ClusterRecordsOptions = {}): ClusterRecords {
+    const leaderIntervalMs = checkLeaderTiming(settings.leader).renewIntervalMs;
     return new ClusterRecords(
       blobServiceClient(settings.storage).getContainerClient(settings.leader.container),
       settings.leader.blob,
-      options,
+      { ...options, heartbeats: { leaderIntervalMs, ...options.heartbeats } },
     );
   }
 

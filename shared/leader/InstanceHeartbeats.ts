@@ -1,13 +1,15 @@
 /**
  * Which instances are alive and what role each plays, for people (the live page, GET /api/cluster):
  * every instance overwrites one empty blob, `<lease blob>.instances/<instance id>`, whose metadata
- * says its role, epoch, start time and passes, every `intervalMs` (15 s) and at once when its
- * role changes; a graceful stop writes a last beat with role `stopped`. Readers list the prefix
- * with metadata (one List Blobs per 5,000 instances) and judge age by the service's Last-Modified.
- * The leader deletes beats unseen for `forgetAfterMs` (an hour), at most every 10 minutes.
+ * says its role, epoch, start time, passes and its own beat interval, every `intervalMs` (15 s;
+ * `leaderIntervalMs` while it leads, the renew interval, 5 s by default) and at once when its role
+ * changes; a graceful stop writes a last beat with role `stopped`. Readers list the prefix with
+ * metadata (one List Blobs per 5,000 instances) and judge age by the service's Last-Modified
+ * against each instance's own interval. The leader deletes beats unseen for `forgetAfterMs` (an
+ * hour), at most every 10 minutes.
  *
- * Cost: one blob write per instance per interval (0.07 transactions/s at 15 s).
- * Not guaranteed: an instance listed `alive` may have died within the last 3 intervals (+1 s); roles come
+ * Cost: one blob write per instance per interval (0.07 transactions/s at 15 s; the leader's 0.2 at 5 s).
+ * Not guaranteed: an instance listed `alive` may have died within its last 2 intervals (+1 s); roles come
  * from each instance's own belief, so for a moment during a handover two may say `leader`. Who
  * holds the lease is the lease blob's answer, not this one.
  */
@@ -35,12 +37,16 @@ export interface InstanceSeen {
   /** When storage last received its beat (the service's clock). */
   readonly lastSeenAt: string;
   readonly ageSeconds: number;
-  /** alive: beat within 3 intervals; silent: older (it probably died); stopped: said goodbye. */
+  /** How often the instance said it beats (its role's interval when it beat). */
+  readonly intervalSeconds: number;
+  /** alive: beat within 2 of its intervals (+1 s); silent: older (it probably died); stopped: said goodbye. */
   readonly state: InstanceState;
 }
 
 export interface InstanceHeartbeatsOptions {
   readonly intervalMs?: number;
+  /** The interval while this instance leads (the live page judges the leader by it); default `intervalMs`. */
+  readonly leaderIntervalMs?: number;
   readonly forgetAfterMs?: number;
   readonly requestTimeoutMs?: number;
   readonly clock?: Clock;
@@ -60,6 +66,14 @@ export function heartbeatPrefix(leaseBlob: string): string {
 
 const ROLES: readonly ElectorRole[] = ['leader', 'follower', 'stopped'];
 
+/**
+ * Silent after 2 missed beats of the instance's own interval, plus 1 s: Last-Modified has whole
+ * seconds. One late beat (a slow write) is not silence; two are.
+ */
+export function isSilent(ageMs: number, intervalMs: number): boolean {
+  return ageMs > 2 * intervalMs + 1_000;
+}
+
 /** Reads every instance's beat: one listing with metadata. */
 export async function listInstances(
   container: ContainerClient,
@@ -78,6 +92,9 @@ export async function listInstances(
       const ageMs = Math.max(0, now - lastSeen.getTime());
       const epoch = Number(meta.epoch);
       const passes = Number(meta.passes);
+      const every = Number(meta.every);
+      // Beats written before instances said their interval: the reader's own.
+      const everyMs = Number.isSafeInteger(every) && every > 0 ? every : intervalMs;
       seen.push({
         id,
         role,
@@ -86,8 +103,8 @@ export async function listInstances(
         startedAt: typeof meta.startedat === 'string' ? meta.startedat : null,
         lastSeenAt: lastSeen.toISOString(),
         ageSeconds: Math.round(ageMs / 100) / 10,
-        // Last-Modified has whole seconds: allow one more second than three intervals.
-        state: role === 'stopped' ? 'stopped' : ageMs <= 3 * intervalMs + 1_000 ? 'alive' : 'silent',
+        intervalSeconds: everyMs / 1000,
+        state: role === 'stopped' ? 'stopped' : isSilent(ageMs, everyMs) ? 'silent' : 'alive',
       });
     }
   } catch (err) {
@@ -100,6 +117,7 @@ export async function listInstances(
 
 export class InstanceHeartbeats {
   readonly intervalMs: number;
+  readonly leaderIntervalMs: number;
   private readonly forgetAfterMs: number;
   private readonly requestTimeoutMs: number;
   private readonly clock: Clock;
@@ -119,6 +137,7 @@ export class InstanceHeartbeats {
     options: InstanceHeartbeatsOptions = {},
   ) {
     this.intervalMs = options.intervalMs ?? HEARTBEAT_DEFAULTS.intervalMs;
+    this.leaderIntervalMs = options.leaderIntervalMs ?? this.intervalMs;
     this.forgetAfterMs = options.forgetAfterMs ?? HEARTBEAT_DEFAULTS.forgetAfterMs;
     this.requestTimeoutMs = options.requestTimeoutMs ?? HEARTBEAT_DEFAULTS.requestTimeoutMs;
     this.clock = options.clock ?? systemClock;
@@ -149,10 +168,15 @@ export class InstanceHeartbeats {
       // Armed before the beat: a role change during the write makes the next beat follow at once.
       const wake = new AbortController();
       this.wakeController = wake;
-      await this.beat(this.state());
+      const state = this.state();
+      await this.beat(state);
       await this.maybePrune();
-      await this.clock.sleep(this.intervalMs, wake.signal);
+      await this.clock.sleep(this.intervalFor(state.role), wake.signal);
     }
+  }
+
+  private intervalFor(role: ElectorRole): number {
+    return role === 'leader' ? this.leaderIntervalMs : this.intervalMs;
   }
 
   /** One beat; beats never overlap, so a late one cannot overwrite a newer role. */
@@ -163,6 +187,7 @@ export class InstanceHeartbeats {
         passes: String(state.passes),
         startedat: this.startedAt,
         seenat: this.clock.wallNow().toISOString(),
+        every: String(this.intervalFor(state.role)),
         ...(state.epoch === undefined ? {} : { epoch: String(state.epoch) }),
       };
       const blob = this.container.getBlockBlobClient(`${this.prefix}${this.instanceId}`);

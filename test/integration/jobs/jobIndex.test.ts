@@ -16,12 +16,14 @@ import { InputContainers } from '../../../shared/jobs/InputContainers';
 import { jobStatusPath } from '../../../shared/jobs/jobComponents';
 import { jobCoordinationPass } from '../../../shared/jobs/jobCoordinationPass';
 import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex, type RowEntity } from '../../../shared/jobs/JobIndex';
-import { INDEX_UPKEEP, type JobListEntry, JobService, type JobStatus } from '../../../shared/jobs/JobService';
+import { INDEX_UPKEEP, type JobListEntry, JobService, type JobStatus, type JobView } from '../../../shared/jobs/JobService';
 import { JobStore } from '../../../shared/jobs/JobStore';
+import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
 import { memoryLogger } from '../../../shared/observability/log';
 import { tableClient } from '../../../shared/storage/clients';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
+import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../support/env';
 import { type JobsHost, startJobsHost } from './support/jobsHost';
 import { jobsScenario } from './support/jobsScenario';
@@ -84,6 +86,26 @@ describe('job index (Azure Table on Azurite)', () => {
     const purged = await h.request('DELETE', '/api/jobs/ix-life?purge=true');
     assert.equal(purged.status, 200, purged.text);
     assert.deepEqual(await rowsOf('ix-life'), [], 'a purged job has no row');
+  });
+
+  it('a failed or rejected job carries its error code in its row and its list entry; others carry none', async () => {
+    registerTestWorkTypes();
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'ix-rejected', workType: 'no-such-type', items: [1] }));
+    const posted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-failed', workType: 'explode', items: ['boom', 'boom'], options: { chunkSize: 1, attempts: 1 } }));
+    assert.equal(posted.status, 202, posted.text);
+    assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-fine', workType: 'noop', items: [1] }))).status, 202);
+    await passUntilQueueEmpty();
+    const views = new Map<string, JobView>();
+    for (const jobId of ['ix-rejected', 'ix-failed', 'ix-fine']) views.set(jobId, await finished(jobId));
+    assert.equal(views.get('ix-rejected')?.status, 'rejected');
+    assert.equal(views.get('ix-failed')?.status, 'failed');
+    const listedJobs = (await listed('?limit=100')).jobs;
+    for (const [jobId, view] of views) {
+      const code = view.error?.code ?? null;
+      if (jobId !== 'ix-fine') assert.ok(code !== null, `${jobId} has an error code: ${JSON.stringify(view)}`);
+      assert.equal((await rowsOf(jobId))[0]?.errorCode ?? '', code ?? '', `${jobId}'s row`);
+      assert.equal(listedJobs.find((j) => j.jobId === jobId)?.errorCode, code, `${jobId}'s list entry`);
+    }
   });
 
   it('refuses a malformed workType filter with 400 INVALID_WORK_TYPE_FILTER, and counts jobs per status when asked', async () => {
@@ -198,7 +220,7 @@ describe('job index (Azure Table on Azurite)', () => {
       const createdAt = new Date(base - Math.floor(i / 3) * 1000).toISOString();
       const status: JobStatus = i % 500 === 7 ? 'running' : (statuses[i % statuses.length] ?? 'completed');
       const progress = { chunks: { total: 1, done: 1, failed: 0 }, items: { total: i, done: i, failed: 0 } };
-      entries.push({ jobId: `big-${String(9999 - i).padStart(5, '0')}`, status, workType: i % 4 === 0 ? 'noop' : 'sum', progress, createdAt, updatedAt: createdAt });
+      entries.push({ jobId: `big-${String(9999 - i).padStart(5, '0')}`, status, workType: i % 4 === 0 ? 'noop' : 'sum', progress, errorCode: null, createdAt, updatedAt: createdAt });
     }
     const started = Date.now();
     await index.putMany(entries);
@@ -241,7 +263,7 @@ describe('job index (Azure Table on Azurite)', () => {
       seen.push(...page.jobs.map((j) => j.jobId));
       continuation = page.continuation;
       const at = new Date(base + 60_000 + arrivals * 1000).toISOString();
-      await index.putMany([0, 1, 2].map((k) => ({ jobId: `new-${arrivals}-${k}`, status: 'completed', workType: 'sum', progress: null, createdAt: at, updatedAt: at })));
+      await index.putMany([0, 1, 2].map((k) => ({ jobId: `new-${arrivals}-${k}`, status: 'completed', workType: 'sum', progress: null, errorCode: null, createdAt: at, updatedAt: at })));
       arrivals += 1;
     } while (continuation !== undefined);
     assert.equal(new Set(seen).size, seen.length, 'no job twice');

@@ -88,6 +88,36 @@ describe('instance heartbeats beside the lease (Azurite)', () => {
     assert.deepEqual(logger.lines.filter((l) => l.event === 'instance.heartbeat_failed'), []);
   });
 
+  it('a leader beats at its own interval, says so, and is judged silent by it; a follower by its own', async () => {
+    const c = container();
+    const logger = memoryLogger('beats');
+    let aState: HeartbeatState = { role: 'leader', epoch: 3, passes: 0 };
+    const options = { intervalMs: 60_000, leaderIntervalMs: 300 };
+    const a = new InstanceHeartbeats(c, 'lease.instances/', 'inst-a', () => aState, logger, options);
+    const b = new InstanceHeartbeats(c, 'lease.instances/', 'inst-b', () => ({ role: 'follower', epoch: undefined, passes: 0 }), logger, options);
+    a.start();
+    b.start();
+    await sleep(2_600);
+    const seen = await listInstances(c, 'lease.instances/', { intervalMs: 60_000 });
+    const byId = new Map(seen.map((i) => [i.id, i]));
+    assert.equal(byId.get('inst-a')?.intervalSeconds, 0.3);
+    assert.equal(byId.get('inst-b')?.intervalSeconds, 60);
+    // Last-Modified has whole seconds: the leader's beat is at most ~1 s old, the follower's is its first, 2 s and more.
+    assert.ok((byId.get('inst-a')?.ageSeconds ?? 99) <= 1.5, `leader beat age ${byId.get('inst-a')?.ageSeconds}`);
+    assert.ok((byId.get('inst-b')?.ageSeconds ?? 0) >= 1.5, `follower beat age ${byId.get('inst-b')?.ageSeconds}`);
+    // 3 s on: more than 2 of the leader's intervals + 1 s, well within the follower's.
+    const later = await listInstances(c, 'lease.instances/', { intervalMs: 60_000, now: new Date(Date.now() + 3_000) });
+    assert.deepEqual(later.map((i) => [i.id, i.state]), [['inst-b', 'alive'], ['inst-a', 'silent']]);
+    // Stepping down: the next beat comes at once and says the follower's interval.
+    aState = { role: 'follower', epoch: undefined, passes: 0 };
+    a.beatSoon();
+    await sleep(500);
+    const after = await listInstances(c, 'lease.instances/', { intervalMs: 60_000 });
+    assert.deepEqual(after.map((i) => [i.id, i.role, i.intervalSeconds]), [['inst-a', 'follower', 60], ['inst-b', 'follower', 60]]);
+    await Promise.all([a.stop(), b.stop()]);
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'instance.heartbeat_failed'), []);
+  });
+
   it('the leader forgets instances unseen for longer than forgetAfterMs', async () => {
     const c = container();
     await c.createIfNotExists();

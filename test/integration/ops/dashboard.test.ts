@@ -4,7 +4,8 @@
  * a while (the test-only `slow` work type) runs for real; chromium opens /api/dashboard with a key,
  * sees the leader, its term and the instance, clicks the job, watches its progress bar move, clicks
  * Cancel, then Resubmit. What is checked is in the screenshots as well as in the DOM: the bar's
- * filled width and colours are measured in the PNG and must match the job's progress.
+ * filled width and colours are measured in the PNG and must match the job's progress. Then the job
+ * list past one page of 50, its work-type filter (and a refused one), and times in UTC.
  *
  * Set DASHBOARD_SCREENSHOT=<path> to keep the last screenshot (the report's picture).
  */
@@ -18,6 +19,8 @@ import { type Browser, hexColor, launchBrowser, Screenshot } from '../../support
 import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';
 
 const PALETTE = { done: hexColor('#2e7d32'), failed: hexColor('#c62828'), track: hexColor('#e0e0e0') };
+
+const i = (jobId: string): number => Number(jobId.slice(-2));
 
 describe('the live page in a real browser (chromium, development host, Azurite)', () => {
   let h: JobsHost;
@@ -149,5 +152,46 @@ describe('the live page in a real browser (chromium, development host, Azurite)'
     await page.locator(`#jobs tr[data-job="${newId}"]`).waitFor({ timeout: 30_000 });
     if (process.env.DASHBOARD_SCREENSHOT) writeFileSync(process.env.DASHBOARD_SCREENSHOT, second.shot.bytes);
     await h.request('DELETE', `/api/jobs/${newId}`);
+  });
+
+  it('pages the job list past 50, filters it by work type, says a refused filter in the list, and shows times in UTC', async () => {
+    const { page } = browser;
+    const ids = Array.from({ length: 55 }, (_, i) => `page-${String(i).padStart(2, '0')}`);
+    for (const jobId of ids) {
+      const res = await h.request('POST', '/api/jobs', JSON.stringify({ jobId, workType: i(jobId) < 2 ? 'sum' : 'noop', items: [1] }));
+      assert.equal(res.status, 202, res.text);
+    }
+    await page.goto(`${h.baseUrl}/api/dashboard?code=${MASTER_KEY}`);
+    await eventually(async () => (Number(await page.locator('#job-counts').getAttribute('data-total')) >= 57 ? true : undefined), 60_000, 'all jobs listed');
+    const rows = page.locator('#jobs tbody tr.job');
+    const shown = async (): Promise<string[]> => rows.evaluateAll((els) => els.map((e) => (e as unknown as { getAttribute(n: string): string }).getAttribute('data-job')));
+    await page.locator('#page-label', { hasText: 'jobs 1–50 (page 1)' }).waitFor({ timeout: 30_000 });
+    const first = await shown();
+    assert.equal(first.length, 50);
+    assert.equal(await page.locator('#newer').isEnabled(), false);
+    await page.locator('#older').click();
+    await page.locator('#page-label', { hasText: /jobs 51–\d+ \(page 2\)/ }).waitFor({ timeout: 30_000 });
+    const second = await shown();
+    assert.ok(second.length >= 7, `the rest on page 2: ${second.length}`);
+    assert.deepEqual(second.filter((id) => first.includes(id)), [], 'no job on both pages');
+    assert.deepEqual(ids.filter((id) => !first.includes(id) && !second.includes(id)), [], 'every job on one of the pages');
+    await page.locator('#newer').click();
+    await page.locator('#page-label', { hasText: 'jobs 1–50 (page 1)' }).waitFor({ timeout: 30_000 });
+
+    // By work type: only the two sum jobs, from the first page again.
+    await page.locator('#worktype-filter').fill('sum');
+    await page.locator('#worktype-filter').dispatchEvent('change');
+    await eventually(async () => ((await shown()).join() === 'page-01,page-00' ? true : undefined), 30_000, 'the sum jobs only');
+    await page.locator('#page-label', { hasText: 'jobs 1–2 (page 1)' }).waitFor({ timeout: 10_000 });
+    assert.equal(await page.locator('#older').isEnabled(), false);
+    // A malformed filter: the API's code in the list; the rest of the page stays live.
+    await page.locator('#worktype-filter').fill('Not A Type');
+    await page.locator('#worktype-filter').dispatchEvent('change');
+    await page.locator('#job-counts', { hasText: 'INVALID_WORK_TYPE_FILTER' }).waitFor({ timeout: 10_000 });
+    const before = await page.locator('#live').innerText();
+    await eventually(async () => ((await page.locator('#live').innerText()) !== before ? true : undefined), 10_000, 'the page to keep updating');
+    assert.equal(await page.locator('#banner').isVisible(), false);
+    assert.match(before, /^updated \d\d:\d\d:\d\d UTC$/);
+    assert.match(await page.locator('#leader dd[data-field="since"]').innerText(), /^\d\d:\d\d:\d\d UTC \(/);
   });
 });

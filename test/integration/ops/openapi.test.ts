@@ -119,6 +119,9 @@ describe('the OpenAPI description matches the running app', () => {
     await eventually(async () => (((await call('GET', '/leader', undefined, null)).json as { holder: string | null }).holder !== null ? true : undefined), 30_000, 'a leader');
     await eventually(async () => (((await call('GET', '/cluster')).json as { terms: unknown[] }).terms.length > 0 ? true : undefined), 30_000, 'a term');
     assert.equal((await call('GET', '/cluster', undefined, null)).status, 401);
+    const queues = (await call('GET', '/queues')).json as { queues: Array<{ role: string }> };
+    assert.deepEqual(queues.queues.map((q) => q.role), ['jobs', 'jobs-poison', 'work-items', 'work-items-poison']);
+    assert.equal((await call('GET', '/queues', undefined, null)).status, 401);
     assert.equal((await call('GET', '/health', undefined, null)).status, 200);
     assert.equal((await call('GET', '/dashboard')).status, 200);
     assert.equal((await call('GET', '/dashboard', undefined, null)).status, 401);
