@@ -9,6 +9,7 @@ import { inputStagingBench } from './inputStaging';
 import { jobsScaleBench } from './jobsScale';
 import { jobsThroughputBench } from './jobsThroughput';
 import { leaderFailoverBench } from './leaderFailover';
+import { livePageBench } from './livePage';
 import { recoveryBench } from './recovery';
 import { smallJobLatencyBench } from './smallJobLatency';
 import { tooManyItemsBench } from './tooManyItems';
@@ -34,4 +35,4 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench, jobsScaleBench];
+export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench, jobsScaleBench, livePageBench];
