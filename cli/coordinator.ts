@@ -146,6 +146,8 @@ interface ListEntry {
   readonly workType: string | null;
   readonly progress: { readonly items: Counts } | null;
   readonly updatedAt: string | null;
+  /** Why a failed or rejected job ended so (absent from older apps). */
+  readonly errorCode?: string | null;
 }
 
 const FINAL_EXIT: Readonly<Record<string, number>> = {
@@ -345,8 +347,15 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
       }
       if (jobs.length === 0) io.stderr.write('no jobs\n');
       else {
-        const rows = jobs.map((j) => [j.jobId, j.status, j.workType ?? '-', j.progress === null ? '-' : `${j.progress.items.done}/${j.progress.items.total}`, j.updatedAt ?? '-']);
-        io.stdout.write(table([['JOB', 'STATUS', 'TYPE', 'ITEMS', 'UPDATED'], ...rows]));
+        const rows = jobs.map((j) => [
+          j.jobId,
+          j.status,
+          j.workType ?? '-',
+          j.progress === null ? '-' : `${j.progress.items.done}/${j.progress.items.total}`,
+          j.updatedAt ?? '-',
+          j.errorCode ?? '',
+        ]);
+        io.stdout.write(table([['JOB', 'STATUS', 'TYPE', 'ITEMS', 'UPDATED', 'ERROR'], ...rows]));
       }
       return EXIT.ok;
     }

@@ -114,7 +114,7 @@ describe('the command line against a running app (development host, Azurite)', (
     assert.equal((JSON.parse(status.stdout) as { status: string }).status, 'completed');
     const list = await run(['list']);
     assert.equal(list.code, EXIT.ok);
-    assert.match(list.stdout, /^JOB\s+STATUS\s+TYPE\s+ITEMS\s+UPDATED/);
+    assert.match(list.stdout, /^JOB\s+STATUS\s+TYPE\s+ITEMS\s+UPDATED\s+ERROR/);
     assert.match(list.stdout, new RegExp(`${jobId}\\s+completed\\s+sum\\s+41/41`));
     assert.match(list.stderr, /^\d+ jobs: (.*, )?[1-9]\d* completed/m, 'the jobs per status, on stderr');
     const listed = JSON.parse((await run(['list', '--status', 'completed', '--json'])).stdout) as { jobs: Array<{ jobId: string }>; counts: { completed: number; total: number } };
@@ -194,6 +194,15 @@ describe('the command line against a running app (development host, Azurite)', (
     const unknown = await run(['status', 'no-such-job']);
     assert.equal(unknown.code, EXIT.refused);
     assert.match(unknown.stderr, /JOB_NOT_FOUND/);
+  });
+
+  it('list shows why a rejected job ended so (its error code)', async () => {
+    await h.jobsQueue.sendMessage(Buffer.from(JSON.stringify({ jobId: 'cli-rejected', workType: 'no-such-type', items: [1] })).toString('base64'));
+    const listed = await eventually(async () => {
+      const list = await run(['list', '--status', 'rejected']);
+      return list.stdout.includes('cli-rejected') ? list : undefined;
+    }, 30_000, 'the rejected job in the list');
+    assert.match(listed.stdout, /^cli-rejected\s+rejected\s+-\s+-\s+\S+\s+UNKNOWN_WORK_TYPE$/m);
   });
 
   it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
