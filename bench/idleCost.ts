@@ -22,7 +22,7 @@
  */
 import { connectionStringFor } from 'devhost/testing';
 
-import { type AppCluster, percentile, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, jobTimeline, percentile, sleep, startAppCluster } from './appCluster';
 import { type Bench, type BenchContext } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
 
@@ -75,7 +75,19 @@ interface VariantFigures {
   readonly burstMs: readonly number[];
 }
 
+const STAGES = ['job.submitted', 'intake.started', 'job.planned', 'workitem.done', 'job.aggregated'];
+
+/** Where a job's time went (ms from its POST to each step's first log line), from the instance's log lines. */
+function timeline(cluster: AppCluster, jobId: string, postedEpochMs: number): string {
+  return Object.entries(jobTimeline(cluster, jobId, postedEpochMs, STAGES))
+    .map(([event, ms]) => `${event} ${ms === undefined ? '-' : Math.round(ms)}`)
+    .join(', ');
+}
+
+const postedAt = new Map<string, number>();
+
 async function timeJob(cluster: AppCluster, jobId: string): Promise<number> {
+  postedAt.set(jobId, Date.now());
   const t0 = performance.now();
   const posted = await cluster.call('POST', '/api/jobs', { jobId, workType: 'sum', items: [1, 2, 3, 4] });
   if (posted.status !== 202) throw new Error(`POST answered ${posted.status}: ${JSON.stringify(posted.json)}`);
@@ -119,11 +131,14 @@ async function measureVariant(ctx: BenchContext, variant: Variant, o: { idleMinu
     for (let i = 0; i < o.afterIdle; i++) {
       if (i > 0) await sleep(o.gapSeconds * 1000);
       afterIdleMs.push(await timeJob(cluster, `idle-${i}`));
-      ctx.note(`${variant.name}: job after ${i === 0 ? `${o.idleMinutes} min` : `${o.gapSeconds} s`} idle: ${Math.round(afterIdleMs.at(-1) ?? NaN)} ms`);
+      const jobId = `idle-${i}`;
+      const where = timeline(cluster, jobId, postedAt.get(jobId) ?? NaN);
+      ctx.note(`${variant.name}: job after ${i === 0 ? `${o.idleMinutes} min` : `${o.gapSeconds} s`} idle: ${Math.round(afterIdleMs.at(-1) ?? NaN)} ms (${where})`);
     }
     const burstMs: number[] = [];
     for (let i = 0; i < o.burst; i++) {
       burstMs.push(await timeJob(cluster, `burst-${i}`));
+      if (ctx.options.has('timeline')) ctx.note(`${variant.name}: burst-${i} ${Math.round(burstMs.at(-1) ?? NaN)} ms (${timeline(cluster, `burst-${i}`, postedAt.get(`burst-${i}`) ?? NaN)})`);
       await sleep(300 + Math.random() * 2_000);
     }
     return { variant, idleMinutes: minutes, perMinute: total / minutes, groups, kinds: new Map([...kinds].map(([k, n]) => [k, n / minutes])), appReported, afterIdleMs, burstMs };

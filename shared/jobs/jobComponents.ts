@@ -21,6 +21,7 @@ import { JobIndex } from './JobIndex';
 import { JobIntake } from './JobIntake';
 import { JobService } from './JobService';
 import { isStatus, JobStore } from './JobStore';
+import { onceUntilSuccess } from './onceUntilSuccess';
 import { WorkItemProcessor } from './WorkItemProcessor';
 
 export interface JobComponents {
@@ -33,6 +34,12 @@ export interface JobComponents {
   readonly intake: JobIntake;
   readonly service: JobService;
   readonly logger: Logger;
+  /**
+   * Creates the queues (jobs, its poison queue, work-items), the results container and the index
+   * table, once per process (again after a failure): the app calls it when it loads, so the queue
+   * trigger finds its queue from the start instead of asking whether it exists at every poll.
+   */
+  readonly ensureStorage: (signal?: AbortSignal) => Promise<void>;
 }
 
 /** Where the HTTP API serves a job's status (the host's route prefix is `api`, see host.json). */
@@ -68,10 +75,21 @@ export function buildJobComponents(
       throw err;
     }
   };
+  const workItemsQueue = queues.getQueueClient(settings.jobs.workItemsQueue);
+  const poisonQueue = queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue));
+  const ensureStorage = onceUntilSuccess((signal) =>
+    Promise.all([
+      jobsQueue.createIfNotExists({ abortSignal: signal }),
+      poisonQueue.createIfNotExists({ abortSignal: signal }),
+      workItemsQueue.createIfNotExists({ abortSignal: signal }),
+      store.ensureContainer(signal),
+      index.ensureTable(signal),
+    ]),
+  );
   const inputs = new BlobInputStore(blobs, settings.jobs.resultsContainer);
   const dispatcher = new ChunkDispatcher({
     chunks: store,
-    queue: new QueueWorkQueue(queues.getQueueClient(settings.jobs.workItemsQueue)),
+    queue: new QueueWorkQueue(workItemsQueue),
     items: new ChunkItemsReader(inputs),
     policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
     logger: logger.child('dispatch'),
@@ -93,6 +111,7 @@ export function buildJobComponents(
     settings,
     store,
     logger,
+    ensureStorage,
     activities,
     calls,
     worker: new WorkItemProcessor({
@@ -104,7 +123,7 @@ export function buildJobComponents(
     }),
     intake: new JobIntake({
       jobsQueue,
-      poisonQueue: queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue)),
+      poisonQueue,
       store,
       registry,
       inputContainers,
