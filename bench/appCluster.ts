@@ -69,6 +69,8 @@ export async function startAppCluster(
     main?: string;
     /** host.json `extensions.queues` settings over the shipped ones (a bench's batch size). */
     queues?: Readonly<Record<string, unknown>>;
+    /** host.json `extensions.durableTask.storageProvider` settings over the shipped ones (a bench's polling variant). */
+    durableStorageProvider?: Readonly<Record<string, unknown>>;
   },
 ): Promise<AppCluster> {
   const main = `app/${options.main ?? 'functions/*.js'}`;
@@ -103,6 +105,12 @@ export async function startAppCluster(
   if (options.queues !== undefined) {
     const extensions = hostJson.extensions ?? {};
     hostJson.extensions = { ...extensions, queues: { ...extensions.queues, ...options.queues } };
+  }
+  if (options.durableStorageProvider !== undefined) {
+    const extensions = hostJson.extensions ?? {};
+    const durableTask = extensions.durableTask ?? {};
+    const storageProvider = (durableTask.storageProvider ?? {}) as Record<string, unknown>;
+    hostJson.extensions = { ...extensions, durableTask: { ...durableTask, storageProvider: { ...storageProvider, ...options.durableStorageProvider } } };
   }
   writeFileSync(join(root, 'host.json'), JSON.stringify(hostJson, null, 2));
   writeFileSync(join(root, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: settings }, null, 2));

@@ -5,6 +5,7 @@
  */
 import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
+import { idleCostBench } from './idleCost';
 import { inputStagingBench } from './inputStaging';
 import { jobsScaleBench } from './jobsScale';
 import { jobsThroughputBench } from './jobsThroughput';
@@ -35,4 +36,16 @@ export interface Bench {
   run(ctx: BenchContext): Promise<BenchResult>;
 }
 
-export const benches: Bench[] = [leaderFailoverBench, jobsThroughputBench, smallJobLatencyBench, recoveryBench, fairnessBench, inputStagingBench, concurrentJobsBench, tooManyItemsBench, jobsScaleBench, livePageBench];
+export const benches: Bench[] = [
+  leaderFailoverBench,
+  jobsThroughputBench,
+  smallJobLatencyBench,
+  recoveryBench,
+  fairnessBench,
+  inputStagingBench,
+  concurrentJobsBench,
+  tooManyItemsBench,
+  jobsScaleBench,
+  livePageBench,
+  idleCostBench,
+];

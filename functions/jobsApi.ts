@@ -11,15 +11,19 @@
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  */
-import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
+import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext, output } from '@azure/functions';
 import * as df from 'durable-functions';
 
 import { appRoot } from '../shared/app/appRoot';
 import { JobError } from '../shared/jobs/JobError';
+import { WAKE_WORKERS_MESSAGE } from '../shared/jobs/messageCodec';
 import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/OrchestrationClient';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 
 const root = appRoot();
+
+/** The work-items doorbell (messageCodec WAKE_WORKERS_MESSAGE): its write wakes this instance's work-items trigger. */
+const wakeWorkers = output.storageQueue({ queueName: root.settings.jobs.workItemsQueue, connection: root.settings.storageConnectionName });
 
 /** For the routes that only read: this invocation's client, kept to itself. */
 function reading(context: InvocationContext): OrchestrationClient {
@@ -65,8 +69,12 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 
 export const submitJob = guarded(async (request, context) => {
   const submitted = await root.jobs.service.submit(new Uint8Array(await request.arrayBuffer()), changing(context));
-  // When this instance leads, its intake takes the submission now rather than at its next pass.
-  if (submitted.enqueued) root.nudge();
+  // When this instance leads, its intake takes the submission now rather than at its next pass; and
+  // this instance's work-items trigger polls at once (the doorbell), ready for the first chunks.
+  if (submitted.enqueued) {
+    root.nudge();
+    context.extraOutputs.set(wakeWorkers, WAKE_WORKERS_MESSAGE);
+  }
   const location = new URL(submitted.location, request.url).href;
   return {
     status: 202,
@@ -124,7 +132,14 @@ export const getJobInputs = guarded(() => Promise.resolve({ status: 200, jsonBod
 
 const durableClient = df.input.durableClient();
 
-app.http('jobsSubmit', { route: 'jobs', methods: ['POST'], authLevel: 'function', extraInputs: [durableClient], handler: submitJob });
+app.http('jobsSubmit', {
+  route: 'jobs',
+  methods: ['POST'],
+  authLevel: 'function',
+  extraInputs: [durableClient],
+  extraOutputs: [wakeWorkers],
+  handler: submitJob,
+});
 app.http('jobsList', { route: 'jobs', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: listJobs });
 app.http('jobsGet', { route: 'jobs/{jobId}', methods: ['GET'], authLevel: 'function', extraInputs: [durableClient], handler: getJob });
 app.http('jobsResult', { route: 'jobs/{jobId}/result', methods: ['GET'], authLevel: 'function', handler: getJobResult });

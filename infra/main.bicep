@@ -86,6 +86,9 @@ param leaderDrainTimeoutSeconds string = '10'
 @description('LEADER_PASS_INTERVAL_SECONDS: while leading, run a coordination pass this often.')
 param leaderPassIntervalSeconds string = '1'
 
+@description('LEADER_IDLE_PASS_INTERVAL_SECONDS: while passes find no work, the pass interval grows up to this.')
+param leaderIdlePassIntervalSeconds string = '10'
+
 @description('LEADER_TIMER_SCHEDULE: six-field NCRONTAB (UTC) of the leader timer.')
 param leaderTimerSchedule string = '*/5 * * * * *'
 
@@ -320,6 +323,7 @@ var appSettings = {
   LEADER_STALL_TIMEOUT_SECONDS: leaderStallTimeoutSeconds
   LEADER_DRAIN_TIMEOUT_SECONDS: leaderDrainTimeoutSeconds
   LEADER_PASS_INTERVAL_SECONDS: leaderPassIntervalSeconds
+  LEADER_IDLE_PASS_INTERVAL_SECONDS: leaderIdlePassIntervalSeconds
   LEADER_TIMER_SCHEDULE: leaderTimerSchedule
   JOBS_QUEUE: jobsQueue
   WORK_ITEMS_QUEUE: workItemsQueue

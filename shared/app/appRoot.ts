@@ -94,8 +94,19 @@ export class AppRoot {
 
 let root: AppRoot | undefined;
 
-/** The process's root, built from `process.env` on first use. */
+/**
+ * The process's root, built from `process.env` on first use (when the functions load), which also
+ * starts creating the app's queues, results container and index table (`JobComponents.ensureStorage`):
+ * the queue trigger then finds the work-items queue at once instead of asking whether it exists at
+ * every poll. A failure is logged (`app.storage_not_ready`) and each part is created again when
+ * first used.
+ */
 export function appRoot(): AppRoot {
-  root ??= new AppRoot(loadSettings());
+  if (root === undefined) {
+    const built = new AppRoot(loadSettings());
+    root = built;
+    const hint = 'each queue, container and table is created when first used';
+    built.jobs.ensureStorage().catch((err: unknown) => built.jobs.logger.warn('app.storage_not_ready', { error: err, hint }));
+  }
   return root;
 }

@@ -33,6 +33,7 @@ export const SETTING_NAMES = {
   stallTimeoutSeconds: 'LEADER_STALL_TIMEOUT_SECONDS',
   drainTimeoutSeconds: 'LEADER_DRAIN_TIMEOUT_SECONDS',
   passIntervalSeconds: 'LEADER_PASS_INTERVAL_SECONDS',
+  idlePassIntervalSeconds: 'LEADER_IDLE_PASS_INTERVAL_SECONDS',
   timerSchedule: 'LEADER_TIMER_SCHEDULE',
   jobsQueue: 'JOBS_QUEUE',
   workItemsQueue: 'WORK_ITEMS_QUEUE',
@@ -63,6 +64,13 @@ export const DEFAULTS = {
   drainTimeoutSeconds: 10,
   /** While leading, run a coordination pass this often even when this instance's timer does not fire. */
   passIntervalSeconds: 1,
+  /**
+   * While passes find no work the leader's pass interval doubles up to this (an idle leader's jobs
+   * queue reads and checks), and a submission by HTTP on the leader wakes it at once; a queue
+   * submission (or one on a follower) waits up to this long after an idle spell. Kept below half the
+   * stall timeout when that is set lower.
+   */
+  idlePassIntervalSeconds: 10,
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**
@@ -122,6 +130,8 @@ export interface LeaderSettings {
   readonly stallTimeoutMs: number;
   readonly drainTimeoutMs: number;
   readonly passIntervalMs: number;
+  /** The longest wait between the leader's own passes while they find no work. */
+  readonly idlePassIntervalMs: number;
   readonly timerSchedule: string;
 }
 
@@ -180,6 +190,19 @@ export function loadSettings(env: Env = process.env): Settings {
   };
   // The same check the elector and the runtime make at construction, in the settings' names and units.
   checkLeaderTiming(timing, TIMING_SETTINGS);
+  const idleDefault = Math.max(passIntervalSeconds, Math.min(DEFAULTS.idlePassIntervalSeconds, stallTimeoutSeconds / 2));
+  const idlePassIntervalSeconds = readNumber(env, SETTING_NAMES.idlePassIntervalSeconds, idleDefault, {
+    min: passIntervalSeconds,
+    max: 3600,
+    hint: `at least ${SETTING_NAMES.passIntervalSeconds}`,
+  });
+  if (idlePassIntervalSeconds >= stallTimeoutSeconds) {
+    const why = 'the watchdog would take an idle leader for a stalled one';
+    throw new ConfigError(
+      SETTING_NAMES.idlePassIntervalSeconds,
+      `${idlePassIntervalSeconds} must be less than ${SETTING_NAMES.stallTimeoutSeconds} (${stallTimeoutSeconds}): ${why}.`,
+    );
+  }
   const timerSchedule = readSchedule(env);
   const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
   const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
@@ -193,6 +216,7 @@ export function loadSettings(env: Env = process.env): Settings {
       container: leaseContainer,
       blob: readName(env, SETTING_NAMES.leaseBlob, DEFAULTS.leaseBlob, BLOB_NAME),
       ...timing,
+      idlePassIntervalMs: Math.round(idlePassIntervalSeconds * 1000),
       timerSchedule,
     },
     jobs: {

@@ -66,8 +66,15 @@ export class StalledJobs {
   /** The last resume raised per run: which call, when, and how many times that call was asked. */
   readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
 
+  #running = 0;
+
   constructor(deps: StallCheckDeps) {
     this.#deps = deps;
+  }
+
+  /** Job runs the last check found Running (the leader keeps passing at its busy interval while there are some). */
+  get running(): number {
+    return this.#running;
   }
 
   /** Checks when the interval has passed since the last check; answers the resumes it raised. */
@@ -110,6 +117,7 @@ export class StalledJobs {
       this.#deps.logger.warn('job.resume_requested', { ...resumed, epoch, hint });
     }
     for (const id of this.#raised.keys()) if (!seen.has(id)) this.#raised.delete(id);
+    this.#running = seen.size;
     return raised;
   }
 

@@ -26,7 +26,7 @@ import { type ChunkStore } from './dispatch/PipelineStore';
 import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
 import { type ChunkResult, type ItemError as RecordedItemError } from './JobStore';
-import { parseWorkItemDelivery, parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
+import { isWakeMessage, parseWorkItemDelivery, parseWorkItemMessage, type WorkItemMessage } from './messageCodec';
 import { mapLimit } from './pool';
 import { type Now, nowOf } from './wallClock';
 
@@ -78,6 +78,8 @@ export class WorkItemProcessor {
    * the parts that wrote their results skip on that delivery (it is not a first delivery).
    */
   async handleMessage(body: unknown, delivery: Delivery): Promise<WorkOutcome[]> {
+    // The doorbell (messageCodec WAKE_WORKERS_MESSAGE) woke this instance's trigger; it carries no work.
+    if (isWakeMessage(body)) return [];
     const parts = parseWorkItemDelivery(typeof body === 'string' ? parseText(body) : body);
     const [only] = parts;
     if (parts.length === 1 && only !== undefined) return [await this.handleChunk(only, delivery)];

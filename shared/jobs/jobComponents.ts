@@ -22,6 +22,7 @@ import { JobIntake } from './JobIntake';
 import { JOB_LIMITS } from './jobLimits';
 import { JobService } from './JobService';
 import { isStatus, JobStore } from './JobStore';
+import { onceUntilSuccess } from './onceUntilSuccess';
 import { WorkItemProcessor } from './WorkItemProcessor';
 
 export interface JobComponents {
@@ -34,6 +35,12 @@ export interface JobComponents {
   readonly intake: JobIntake;
   readonly service: JobService;
   readonly logger: Logger;
+  /**
+   * Creates the queues (jobs, its poison queue, work-items), the results container and the index
+   * table, once per process (again after a failure): the app calls it when it loads, so the queue
+   * trigger finds its queue from the start instead of asking whether it exists at every poll.
+   */
+  readonly ensureStorage: (signal?: AbortSignal) => Promise<void>;
   /** Where a client puts a job's items as a blob (GET /api/job-inputs; `coordinator submit` above the inline limit). */
   readonly inputTarget: InputTarget;
 }
@@ -89,10 +96,21 @@ export function buildJobComponents(
       throw err;
     }
   };
+  const workItemsQueue = queues.getQueueClient(settings.jobs.workItemsQueue);
+  const poisonQueue = queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue));
+  const ensureStorage = onceUntilSuccess((signal) =>
+    Promise.all([
+      jobsQueue.createIfNotExists({ abortSignal: signal }),
+      poisonQueue.createIfNotExists({ abortSignal: signal }),
+      workItemsQueue.createIfNotExists({ abortSignal: signal }),
+      store.ensureContainer(signal),
+      index.ensureTable(signal),
+    ]),
+  );
   const inputs = new BlobInputStore(blobs, settings.jobs.resultsContainer);
   const dispatcher = new ChunkDispatcher({
     chunks: store,
-    queue: new QueueWorkQueue(queues.getQueueClient(settings.jobs.workItemsQueue)),
+    queue: new QueueWorkQueue(workItemsQueue),
     items: new ChunkItemsReader(inputs),
     policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
     logger: logger.child('dispatch'),
@@ -114,6 +132,7 @@ export function buildJobComponents(
     settings,
     store,
     logger,
+    ensureStorage,
     activities,
     calls,
     worker: new WorkItemProcessor({
@@ -125,7 +144,7 @@ export function buildJobComponents(
     }),
     intake: new JobIntake({
       jobsQueue,
-      poisonQueue: queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue)),
+      poisonQueue,
       store,
       registry,
       inputContainers,

@@ -20,6 +20,10 @@
  *
  * Then, at most once an hour, the retention sweep purges finished jobs older than
  * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
+ *
+ * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
+ * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
+ * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs.
  */
 import { type DurableClient } from 'durable-functions';
 
@@ -63,6 +67,10 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
+    // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
+    // retry, or job runs are Running. Otherwise the leader's passes back off to
+    // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
+    if ((report !== undefined && (report.received > 0 || report.retryLater > 0)) || stalls.running > 0) ctx.busy?.();
     // Not while submissions are being taken: the upkeep's checks are status reads of several storage
     // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or

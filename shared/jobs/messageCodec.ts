@@ -81,6 +81,29 @@ export interface WorkItemEnvelope {
   readonly parts: readonly WorkItemMessage[];
 }
 
+/**
+ * The work-items queue's doorbell: a submission by HTTP writes this message through the route's
+ * queue output binding, and the host then wakes this instance's work-items trigger at once (the
+ * host's SharedQueueWatcher: a queue output binding's write notifies the listener of that queue in
+ * the same host), so the job's first chunks, sent a moment later by the leader's pass, are not left
+ * waiting for the trigger's backed-off poll (up to host.json `maxPollingInterval`). Workers skip it.
+ */
+export const WAKE_WORKERS_MESSAGE = { wake: 1 } as const;
+
+/** True for the doorbell (`WAKE_WORKERS_MESSAGE`), as the queue trigger hands it over (text or parsed JSON). */
+export function isWakeMessage(value: unknown): boolean {
+  let parsed = value;
+  if (typeof value === 'string') {
+    if (!value.includes('"wake"')) return false;
+    try {
+      parsed = JSON.parse(value);
+    } catch {
+      return false;
+    }
+  }
+  return isRecord(parsed) && parsed.wake === 1 && Object.keys(parsed).length === 1;
+}
+
 /** Most parts an envelope may carry (a bound on what one delivery starts). */
 export const MAX_ENVELOPE_PARTS = 16;
 

@@ -3,8 +3,12 @@
  * and, while this instance leads, runs a coordination pass; other invocations that should make this
  * instance campaign (they brought what the pass needs: shared/app) call `offer`, which starts
  * campaigning without a tick; while leading the
- * runtime also runs passes every `passIntervalMs` on its own (on Azure the host's timer lock may
- * sit on another instance, so this instance's timer may never fire while it leads).
+ * runtime also runs passes on its own (on Azure the host's timer lock may sit on another instance,
+ * so this instance's timer may never fire while it leads): every `passIntervalMs` while passes find
+ * work (`ctx.busy()`), and while they find none the interval doubles up to `idlePassIntervalMs`, so
+ * an idle leader costs a few storage transactions a minute instead of a few a second. A `nudge()`
+ * (a submission just arrived on this instance) runs a pass at once and starts over from
+ * `passIntervalMs`. A tick while leading runs a pass only when the runtime's own pass is overdue.
  *
  * Guarantees: passes never overlap within a process; a pass runs only while the elector believes
  * it leads and gets that term's epoch and an AbortSignal that fires on step-down; graceful shutdown
@@ -21,6 +25,7 @@ import { createLogger, type Logger } from '../observability/log';
 import { BlobLeaseStore } from './BlobLeaseStore';
 import { type Clock, systemClock } from './Clock';
 import { ClusterRecords } from './ClusterRecords';
+import { ElectorConfigError } from './errors';
 import { checkLeaderTiming } from './leaderTiming';
 import {
   type CurrentLeader,
@@ -43,6 +48,11 @@ export interface CoordinationContext {
    * its time budget with work waiting). Passes still never overlap.
    */
   again?(): void;
+  /**
+   * This pass found work waiting or in progress: the next pass comes after `passIntervalMs`. A pass
+   * that does not say so was idle, and the interval grows (up to `idlePassIntervalMs`).
+   */
+  busy?(): void;
 }
 
 export type CoordinationPass = (ctx: CoordinationContext) => Promise<void>;
@@ -62,8 +72,13 @@ export interface RuntimeObserver {
 export interface CoordinatorRuntimeOptions {
   readonly elector: Omit<LeaseElectorOptions, 'callbacks'>;
   readonly pass: CoordinationPass;
-  /** While leading, run a pass this often even without ticks. < stallTimeoutMs. */
+  /** While leading, run a pass this often even without ticks, while passes find work. < stallTimeoutMs. */
   readonly passIntervalMs: number;
+  /**
+   * The longest interval between passes while they find no work (the interval doubles from
+   * passIntervalMs up to this). Default passIntervalMs (no back-off). >= passIntervalMs, < stallTimeoutMs.
+   */
+  readonly idlePassIntervalMs?: number;
   /** The watchdog: step down when the leader's work reported no progress for this long. */
   readonly stallTimeoutMs: number;
   readonly clock?: Clock;
@@ -91,6 +106,8 @@ export interface RuntimeState {
   /** This instance's epoch while it leads. */
   readonly epoch: number | undefined;
   readonly passes: number;
+  /** While leading: the wait before the next pass of the runtime's own (grows while passes are idle). */
+  readonly passIntervalMs: number;
   readonly lastPass: LastPass | undefined;
   readonly lastPassError: LastPassError | undefined;
   /** The leader this instance last observed (itself included). */
@@ -108,6 +125,10 @@ export class CoordinatorRuntime {
   readonly elector: LeaseElector;
   private readonly pass: CoordinationPass;
   private readonly passIntervalMs: number;
+  private readonly idlePassIntervalMs: number;
+  /** The wait before the next own pass: passIntervalMs after a busy pass or a nudge, growing while passes are idle. */
+  private currentIntervalMs: number;
+  private lastPassStartedAt = -Infinity;
   private readonly stallTimeoutMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -125,8 +146,15 @@ export class CoordinatorRuntime {
 
   constructor(options: CoordinatorRuntimeOptions) {
     checkLeaderTiming({ ...options.elector, passIntervalMs: options.passIntervalMs, stallTimeoutMs: options.stallTimeoutMs });
+    const idle = options.idlePassIntervalMs ?? options.passIntervalMs;
+    if (!(idle >= options.passIntervalMs && idle < options.stallTimeoutMs)) {
+      const bounds = `at least passIntervalMs (${options.passIntervalMs}) and less than stallTimeoutMs (${options.stallTimeoutMs})`;
+      throw new ElectorConfigError('idlePassIntervalMs', `${idle} must be ${bounds}.`);
+    }
     this.pass = options.pass;
     this.passIntervalMs = options.passIntervalMs;
+    this.idlePassIntervalMs = idle;
+    this.currentIntervalMs = options.passIntervalMs;
     this.stallTimeoutMs = options.stallTimeoutMs;
     this.clock = options.clock ?? options.elector.clock ?? systemClock;
     this.log = options.logger ?? options.elector.logger ?? createLogger('leader');
@@ -155,8 +183,9 @@ export class CoordinatorRuntime {
     const term = this.term;
     if (term !== undefined && !term.leadership.signal.aborted) {
       // A term that began in this very campaign already ran its first pass; wait for it, don't repeat it.
+      // A leader runs its own passes; a tick adds one only when the runtime's own is overdue.
       if (term !== before) await this.passInFlight;
-      else await this.runPass(term);
+      else if (this.clock.now() - this.lastPassStartedAt >= this.currentIntervalMs) await this.runPass(term);
     }
     return this.state();
   }
@@ -179,6 +208,7 @@ export class CoordinatorRuntime {
       holder: this.elector.holder,
       epoch: this.elector.epoch,
       passes: this.passes,
+      passIntervalMs: this.currentIntervalMs,
       lastPass: this.lastPass,
       lastPassError: this.lastPassError,
       observedLeader: this.observedLeader,
@@ -231,6 +261,7 @@ export class CoordinatorRuntime {
   nudge(): void {
     if (this.term === undefined) return;
     this.nudged = true;
+    this.currentIntervalMs = this.passIntervalMs;
     this.wake?.abort();
   }
 
@@ -240,6 +271,7 @@ export class CoordinatorRuntime {
   private async lead(leadership: Leadership): Promise<void> {
     const term = { leadership, startedAt: this.clock.now(), lastProgressAt: this.clock.now() };
     this.term = term;
+    this.currentIntervalMs = this.passIntervalMs;
     const watching = this.watchdog(term);
     try {
       while (!leadership.signal.aborted) {
@@ -250,7 +282,7 @@ export class CoordinatorRuntime {
         if (this.nudged || leadership.signal.aborted) continue;
         const wake = new AbortController();
         this.wake = wake;
-        await this.clock.sleep(this.passIntervalMs, AbortSignal.any([leadership.signal, wake.signal]));
+        await this.clock.sleep(this.currentIntervalMs, AbortSignal.any([leadership.signal, wake.signal]));
         this.wake = undefined;
       }
     } finally {
@@ -290,13 +322,19 @@ export class CoordinatorRuntime {
     };
     const run = async (): Promise<void> => {
       const startedAt = this.clock.now();
+      this.lastPassStartedAt = startedAt;
       progress();
+      let busy = false;
       try {
         const again = (): void => {
           this.nudged = true;
         };
-        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, progress, again });
+        const markBusy = (): void => {
+          busy = true;
+        };
+        await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, progress, again, busy: markBusy });
         progress();
+        this.currentIntervalMs = busy ? this.passIntervalMs : Math.min(this.idlePassIntervalMs, this.currentIntervalMs * 2);
         this.passes += 1;
         const durationMs = Math.round(this.clock.now() - startedAt);
         this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs };
@@ -356,6 +394,7 @@ export function createCoordinatorRuntime(
     },
     pass,
     passIntervalMs: leader.passIntervalMs,
+    idlePassIntervalMs: leader.idlePassIntervalMs,
     stallTimeoutMs: leader.stallTimeoutMs,
     observer: recorder,
   });

@@ -243,6 +243,11 @@ export class DurableDispatcher {
     this.#pollers.push(workPoller);
     loops.push(this.#workLoop(workPoller));
     this.#loops = loops;
+    // A message this process adds wakes its own poller of that queue (TaskHubQueue.AddMessageAsync
+    // resets the queue's BackoffPollingHelper). Every process here polls every control queue (no
+    // partition leases); on Azure only the partition's owner polls it, so only a send by the owner wakes it.
+    const pollers = this.#pollers;
+    queues.onSent((to) => (to.kind === 'work' ? workPoller : pollers[to.partition])?.reset());
   }
 
   /** Stops receiving; waits (bounded) for running work; whatever is left reappears on the queues for another host. */

@@ -2,9 +2,11 @@
  * How DurableTask.AzureStorage waits between polls of an empty queue (Azure/durabletask
  * src/DurableTask.AzureStorage/BackoffPollingHelper.cs, with the minimum of 50 ms from
  * Messaging/TaskHubQueue.cs): a randomized exponential backoff from the minimum up to
- * maxQueuePollingInterval; a poll that found messages makes the next wait end at once and restarts
- * the backoff from the minimum. Nothing else wakes a poller: a message sent by this very process
- * waits for the next poll, as on Azure.
+ * maxQueuePollingInterval. `reset()` is the helper's Reset (an AsyncAutoResetEvent set): it ends a
+ * wait in progress at once, or makes the next wait end at once, and restarts the backoff from the
+ * minimum. The provider calls it when a poll found messages and when this process adds a message to
+ * the queue (TaskHubQueue.AddMessageAsync: "Wake up the queue polling thread"), so a message sent by
+ * this very process is polled at once; one sent by another process waits for the next poll.
  */
 const RANDOMIZATION_FACTOR = 0.2;
 
@@ -26,9 +28,10 @@ export class QueuePoller {
     return this.#current;
   }
 
-  /** A poll found messages (BackoffPollingHelper.Reset). */
+  /** A poll found messages, or this process sent a message to the queue (BackoffPollingHelper.Reset). */
   reset(): void {
     this.#signaled = true;
+    if (this.#release !== undefined) this.interrupt();
   }
 
   /** Waits before polling an empty queue again; `interrupt()` ends the wait (a stop). */
@@ -45,6 +48,13 @@ export class QueuePoller {
     });
     this.#timer = undefined;
     this.#release = undefined;
+    if (this.#signaled) {
+      // Woken by reset() mid-wait: UpdateDelay(signaled: true).
+      this.#signaled = false;
+      this.#current = this.minimumMs;
+      this.#exponent = 1;
+      return;
+    }
     this.#grow();
   }
 

@@ -82,8 +82,12 @@ export function newMessageId(): string {
   return randomUUID().replace(/-/g, '').slice(0, 20);
 }
 
+/** Which of the hub's queues a message was added to: a control queue (by partition) or the work-item queue. */
+export type SentTo = { readonly kind: 'control'; readonly partition: number } | { readonly kind: 'work' };
+
 export class TaskHubQueues {
   readonly #control: QueueClient[];
+  #sentListener: ((to: SentTo) => void) | undefined;
   readonly #work: QueueClient;
   readonly #largeMessages: ContainerClient;
   #ready: Promise<void> | undefined;
@@ -123,13 +127,24 @@ export class TaskHubQueues {
     return queue;
   }
 
+  /**
+   * Called after each message this process adds to one of the hub's queues: the dispatcher wakes its
+   * poller of that queue, as TaskHubQueue.AddMessageAsync resets its BackoffPollingHelper.
+   */
+  onSent(listener: (to: SentTo) => void): void {
+    this.#sentListener = listener;
+  }
+
   /** Sends events to the instance's control queue, invisible for `delaySeconds` (timers). */
   async sendControl(message: ControlMessage, delaySeconds = 0): Promise<void> {
+    const partition = this.partitionFor(message.instanceId);
     await this.#send(this.controlQueueFor(message.instanceId), message, delaySeconds);
+    this.#sentListener?.({ kind: 'control', partition });
   }
 
   async sendWork(message: ActivityWorkMessage): Promise<void> {
     await this.#send(this.#work, message, 0);
+    this.#sentListener?.({ kind: 'work' });
   }
 
   get controlQueueCount(): number {

@@ -55,10 +55,21 @@ export function sumOf(items: readonly number[]): { count: number; sum: number; m
 export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-fence-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
-  // The shipped host.json, with a test's own `extensions.queues` settings (its batch size) over its own.
+  // The shipped host.json, with a test's own `extensions.queues` settings (its batch size) over its own,
+  // and fast polling: these scenarios pass messages between processes (a killed worker's chunk, a
+  // run whose control message another process sent), which no process's own send wakes; the shipped
+  // ceilings (chosen for an idle instance's cost, docs/deploy.md) would add up to 2 s and 10 s per hop.
   const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as { extensions?: Record<string, Record<string, unknown>> };
   const extensions = hostJson.extensions ?? {};
-  writeFileSync(join(dir, 'host.json'), JSON.stringify({ ...hostJson, extensions: { ...extensions, queues: { ...extensions.queues, ...queues } } }));
+  const durableTask = extensions.durableTask ?? {};
+  const storageProvider = { ...(durableTask.storageProvider as Record<string, unknown> | undefined), maxQueuePollingInterval: '00:00:00.250' };
+  writeFileSync(
+    join(dir, 'host.json'),
+    JSON.stringify({
+      ...hostJson,
+      extensions: { ...extensions, queues: { ...extensions.queues, maxPollingInterval: '00:00:00.500', ...queues }, durableTask: { ...durableTask, storageProvider } },
+    }),
+  );
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fence-e2e-app', main: 'app/functions/*.js' }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
@@ -94,6 +105,7 @@ export class Scenario {
       LEADER_LEASE_CONTAINER: this.names.lease,
       LEADER_TIMER_SCHEDULE: '*/2 * * * * *',
       LEADER_PASS_INTERVAL_SECONDS: '2',
+      LEADER_IDLE_PASS_INTERVAL_SECONDS: '2',
       COORDINATOR_INSTANCE_ID: '',
       COORDINATOR_LOG_LEVEL: 'info',
       DEVHOST_HOST_KEYS: KEY,

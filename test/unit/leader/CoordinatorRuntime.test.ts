@@ -29,7 +29,7 @@ function runtime(
   store: MemoryLeaseStore,
   pass: CoordinationPass,
   holder = 'r',
-  overrides: { passIntervalMs?: number; stallTimeoutMs?: number; leaseId?: string; observer?: RuntimeObserver; logger?: Logger } = {},
+  overrides: { passIntervalMs?: number; idlePassIntervalMs?: number; stallTimeoutMs?: number; leaseId?: string; observer?: RuntimeObserver; logger?: Logger } = {},
 ): CoordinatorRuntime {
   const logger = overrides.logger ?? debugMemoryLogger(holder);
   const leaseId = overrides.leaseId;
@@ -37,6 +37,7 @@ function runtime(
     elector: { ...TIMING, store, clock, holder, logger, random: () => 0, ...(leaseId === undefined ? {} : { leaseId }) },
     pass,
     passIntervalMs: overrides.passIntervalMs ?? 5_000,
+    ...(overrides.idlePassIntervalMs === undefined ? {} : { idlePassIntervalMs: overrides.idlePassIntervalMs }),
     stallTimeoutMs: overrides.stallTimeoutMs ?? STALL_TIMEOUT_MS,
     ...(overrides.observer === undefined ? {} : { observer: overrides.observer }),
   });
@@ -178,6 +179,62 @@ describe('CoordinatorRuntime', () => {
     await clock.advance(1);
     assert.deepEqual(times, [0, 5_000, 5_000, 5_000, 10_000]);
     await rt.stop();
+  });
+
+  it('backs off while passes find no work (2, 4, 8, then 10 s), and starts over from 1 s after a busy pass or a nudge; ticks add no pass while its own are on time', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const times: number[] = [];
+    const busyAt = 64_000;
+    const rt = runtime(
+      clock,
+      store,
+      (ctx) => {
+        times.push(clock.now());
+        if (clock.now() === busyAt) ctx.busy?.();
+        return Promise.resolve();
+      },
+      'r',
+      { passIntervalMs: 1_000, idlePassIntervalMs: 10_000 },
+    );
+    const ticked = tickWith(rt, 'a');
+    await clock.advance(0);
+    await ticked;
+    for (let i = 0; i < 40; i++) await clock.advance(1_000);
+    assert.deepEqual(times, [0, 2_000, 6_000, 14_000, 24_000, 34_000], 'idle: the interval doubles up to the idle ceiling');
+    assert.equal(rt.state().passIntervalMs, 10_000);
+    // Ticks every 5 s while the own passes are on time: no extra pass.
+    for (let i = 0; i < 3; i++) {
+      const t = tickWith(rt, 'tick');
+      await clock.advance(0);
+      await t;
+      await clock.advance(5_000);
+    }
+    assert.deepEqual(times.slice(6), [44_000, 54_000], 'only the own passes, 10 s apart');
+    // A pass that finds work (at 64 s): the next one after 1 s, then the back-off starts over.
+    await clock.advance(9_000);
+    await clock.advance(1_000);
+    await clock.advance(2_000);
+    assert.deepEqual(times.slice(-3), [64_000, 65_000, 67_000], 'busy: 1 s, then 2 s');
+    // A nudge (a submission by HTTP on this instance): a pass at once, and the back-off from the start.
+    await clock.advance(1_500);
+    rt.nudge();
+    await clock.advance(0);
+    assert.equal(times.at(-1), 68_500);
+    await clock.advance(2_000);
+    assert.equal(times.at(-1), 70_500, 'the pass after the nudged (idle) one comes after 2 s, not the 8 s it had reached');
+    await rt.stop();
+  });
+
+  it('refuses an idle pass interval below the pass interval or at the stall timeout', () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    for (const idlePassIntervalMs of [500, STALL_TIMEOUT_MS]) {
+      assert.throws(
+        () => runtime(clock, store, () => Promise.resolve(), 'r', { passIntervalMs: 1_000, idlePassIntervalMs }),
+        (err: unknown) => err instanceof ElectorConfigError && err.option === 'idlePassIntervalMs',
+      );
+    }
   });
 
   it('never runs two passes at once, however ticks and the interval coincide', async () => {

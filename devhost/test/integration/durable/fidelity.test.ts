@@ -310,3 +310,27 @@ describe('Durable fidelity: limits', () => {
     }
   });
 });
+
+describe('Durable fidelity: polling back-off (storage TaskHubQueue.AddMessageAsync, BackoffPollingHelper)', () => {
+  let host: DurableTestHost;
+  const ceilingMs = 15_000;
+  before(async () => {
+    host = await startDurableTestHost({ tuning: { maxPollIntervalMs: ceilingMs } });
+  });
+  after(async () => {
+    await host?.stop();
+  });
+
+  it('a message this process adds wakes its own poller of that queue: a start and each activity after an idle spell run at once, not at the next poll', async () => {
+    // Idle until every poller waits the full ceiling between polls (50 ms doubling reaches 15 s after ~26 s).
+    await new Promise((resolve) => setTimeout(resolve, 2 * ceilingMs + 5_000));
+    const started = Date.now();
+    const id = await host.client.startNew('HelloSequence');
+    const status = await waitForFinish(host.client, id, 60_000);
+    const tookMs = Date.now() - started;
+    assert.equal(status.runtimeStatus, 'Completed');
+    // Unwoken, the start's control message and the first activity's message would each wait for a
+    // poll up to 15 s apart (about 15 s together on average); woken, the whole run takes a moment.
+    assert.ok(tookMs < 5_000, `HelloSequence took ${tookMs} ms after idle with a ${ceilingMs} ms polling ceiling`);
+  });
+});

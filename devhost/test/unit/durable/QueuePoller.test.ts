@@ -26,6 +26,22 @@ describe('QueuePoller', () => {
     assert.equal(poller.currentIntervalMs, 50);
   });
 
+  it('ends a wait in progress when reset (a message this process sent: TaskHubQueue.AddMessageAsync), back to the minimum', async () => {
+    const poller = new QueuePoller(50, 30_000, () => 0.5);
+    for (let i = 0; i < 12; i += 1) {
+      const waited = poller.wait();
+      poller.interrupt();
+      await waited;
+    }
+    assert.equal(poller.currentIntervalMs, 30_000, 'backed off to the ceiling');
+    const started = Date.now();
+    const waiting = poller.wait();
+    setTimeout(() => poller.reset(), 20);
+    await waiting;
+    assert.ok(Date.now() - started < 1_000, `the 30 s wait ended when reset (${Date.now() - started} ms)`);
+    assert.equal(poller.currentIntervalMs, 50);
+  });
+
   it('keeps each step within the strategy\'s 20 % randomization', async () => {
     const low = new QueuePoller(50, 10_000, () => 0);
     const high = new QueuePoller(50, 10_000, () => 0.999_999);

@@ -54,6 +54,8 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
     // Where the tests put job inputs (uniqueName gives `<prefix>-<hex>`).
     JOB_INPUT_CONTAINERS: 'inputs,e2e-inputs-*,corpus-inputs-*',
     DEVHOST_MASTER_KEY: MASTER_KEY,
+    // Tests put submissions on the jobs queue themselves: the leader reads it every second, idle or not.
+    LEADER_IDLE_PASS_INTERVAL_SECONDS: extraEnv.LEADER_PASS_INTERVAL_SECONDS ?? '1',
     ...extraEnv,
   };
   Object.assign(process.env, env);
