@@ -15,7 +15,8 @@
  * Variants (`--variants`, comma-separated): `shipped` (host.json as it is), `defaults` (the
  * extension's and the host's default polling ceilings: Durable `maxQueuePollingInterval` 30 s,
  * queues `maxPollingInterval` 1 min; the baseline), `fast` (the ceilings shipped before issue 24:
- * Durable 0.25 s, queues 0.5 s).
+ * Durable 0.25 s, queues 0.5 s), `durable30` (Durable at its default 30 s, queues as shipped) and
+ * `queues5` (queues 5 s, Durable as shipped): the candidates for the shipped ceilings.
  *
  * Run: `npm run bench -- idle-cost [--idle-minutes 10] [--settle-seconds 90] [--after-idle 5] [--gap-seconds 120] [--burst 20] [--variants shipped,defaults]`;
  * a quick check: `--idle-minutes 1 --after-idle 2 --gap-seconds 60 --burst 5`.
@@ -40,6 +41,16 @@ const VARIANTS: readonly Variant[] = [
     label: 'default polling (Durable 30 s, queues 1 min): baseline',
     queues: { maxPollingInterval: '00:01:00' },
     durable: { maxQueuePollingInterval: '00:00:30' },
+  },
+  {
+    name: 'durable30',
+    label: 'Durable at its default 30 s, queues as shipped (2 s)',
+    durable: { maxQueuePollingInterval: '00:00:30' },
+  },
+  {
+    name: 'queues5',
+    label: 'Durable as shipped (10 s), queues 5 s',
+    queues: { maxPollingInterval: '00:00:05' },
   },
   {
     name: 'fast',
@@ -121,7 +132,7 @@ async function measureVariant(ctx: BenchContext, variant: Variant, o: { idleMinu
     const minutes = (performance.now() - from) / 60_000;
     const kinds = new Map(proxy.counter.byKind);
     const total = proxy.counter.total;
-    const appReported = (await cluster.call('GET', '/api/cluster')).json.transactions;
+    const appReported = (await cluster.call('GET', '/api/cluster')).json.storageRequests;
     const groups = new Map<string, number>();
     for (const [kind, n] of kinds) {
       const group = groupOf(kind);

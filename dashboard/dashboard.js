@@ -119,6 +119,13 @@
     return { what, when, limit };
   }
 
+  /** The answering instance's own storage requests per minute (the host's polling is not included). */
+  function storageLine(r) {
+    if (!r) return '—';
+    const per = r.windowSeconds >= 60 ? r.perMinute : Math.round((r.perMinute * 60) / r.windowSeconds);
+    return per + ' requests/min by this instance\'s app (blob ' + r.blob + ', queue ' + r.queue + ', table ' + r.table + (r.windowSeconds < 60 ? ', over ' + r.windowSeconds + ' s' : '') + '; the host\'s own polling not included)';
+  }
+
   function renderLeader(cluster) {
     const l = cluster.leadership;
     const leaseHolder = l.holder !== null && l.holder === cluster.holder;
@@ -131,6 +138,7 @@
       ['last heard', l.lastHeardAt ? time(l.lastHeardAt) + ' (' + ago(l.lastHeardAt) + ')' : '—'],
       ['lease', badge(cluster.leaseState)],
       ['answered by', cluster.instance.id + ' (' + cluster.instance.role + ', ' + cluster.instance.passes + ' passes)'],
+      ['storage', storageLine(cluster.storageRequests)],
     ];
     if (cluster.instance.lastPassError) rows.push(['last pass error', cluster.instance.lastPassError.code + ': ' + cluster.instance.lastPassError.message]);
     $('leader').replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)]));

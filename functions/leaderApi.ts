@@ -5,7 +5,8 @@
  * the blob read is shared for 2 s per instance, however many requests arrive.
  *
  * GET /api/cluster (function key): the lease record, this instance's role, passes, last pass error
- * and counters, the recent terms and the instances seen recently (shared/leader/clusterView.ts).
+ * and counters, the recent terms and the instances seen recently (shared/leader/clusterView.ts), and
+ * this instance's own storage requests per minute (shared/storage/requestCounter.ts).
  * Errors are JSON `{ code, message }` with no internals; the cause goes to the log.
  */
 import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
@@ -14,6 +15,7 @@ import { appRoot, LEADER_READ_TTL_MS } from '../shared/app/appRoot';
 import { toCoordinatorError } from '../shared/errors';
 import { clusterView } from '../shared/leader/clusterView';
 import { publicLeaderView, StorageUnavailableError } from '../shared/leader/leaderStatus';
+import { appStorageRequests } from '../shared/storage/requestCounter';
 
 const { status, clusterRecords, runtime } = appRoot().leader();
 
@@ -45,7 +47,9 @@ export async function getLeader(_request: HttpRequest, context: InvocationContex
 export async function getCluster(_request: HttpRequest, context: InvocationContext): Promise<HttpResponseInit> {
   try {
     const view = await clusterView(status, clusterRecords, runtime.elector.timing);
-    return { status: 200, headers: { 'Cache-Control': 'no-store' }, jsonBody: view };
+    // This instance's own storage requests in the last minute (the host's polling is not the app's to see).
+    const storageRequests = appStorageRequests.lastMinute();
+    return { status: 200, headers: { 'Cache-Control': 'no-store' }, jsonBody: { ...view, storageRequests } };
   } catch (err) {
     return failure(err, context);
   }

@@ -99,13 +99,16 @@ export function buildJobComponents(
   const workItemsQueue = queues.getQueueClient(settings.jobs.workItemsQueue);
   const poisonQueue = queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue));
   const ensureStorage = onceUntilSuccess((signal) =>
-    Promise.all([
-      jobsQueue.createIfNotExists({ abortSignal: signal }),
-      poisonQueue.createIfNotExists({ abortSignal: signal }),
-      workItemsQueue.createIfNotExists({ abortSignal: signal }),
-      store.ensureContainer(signal),
-      index.ensureTable(signal),
-    ]),
+    Promise.all(
+      [
+        () => jobsQueue.createIfNotExists({ abortSignal: signal }),
+        () => poisonQueue.createIfNotExists({ abortSignal: signal }),
+        () => workItemsQueue.createIfNotExists({ abortSignal: signal }),
+        () => store.ensureContainer(signal),
+        // Builds the table client first: a connection without a table endpoint throws here, and only this part fails.
+        () => index.ensureTable(signal),
+      ].map((create: () => Promise<unknown>) => Promise.resolve().then(create)),
+    ),
   );
   const inputs = new BlobInputStore(blobs, settings.jobs.resultsContainer);
   const dispatcher = new ChunkDispatcher({

@@ -7,7 +7,8 @@
 export function onceUntilSuccess(setUp: (signal?: AbortSignal) => Promise<unknown>): (signal?: AbortSignal) => Promise<void> {
   let attempt: Promise<void> | undefined;
   return (signal) => {
-    attempt ??= setUp(signal).then(
+    // A set-up that throws before its first await (a client that cannot be built) fails the attempt like a rejection.
+    attempt ??= Promise.resolve().then(() => setUp(signal)).then(
       () => undefined,
       (err: unknown) => {
         attempt = undefined;

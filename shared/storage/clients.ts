@@ -5,15 +5,21 @@
  * Clients are cached per connection, since they hold HTTP agents. The table client (the job
  * index) comes from the same connection: its `TableEndpoint` (or `__tableServiceUri`), else the
  * blob endpoint with `.blob.` read as `.table.`, as the identity settings derive it.
+ * Every request of these clients is counted (requestCounter.ts: the app's storage requests per minute).
  */
 import { type TokenCredential } from '@azure/core-auth';
 import { TableClient, type TableServiceClientOptions } from '@azure/data-tables';
 import { DefaultAzureCredential, ManagedIdentityCredential } from '@azure/identity';
-import { BlobServiceClient, type StoragePipelineOptions } from '@azure/storage-blob';
-import { QueueServiceClient, type StoragePipelineOptions as QueuePipelineOptions } from '@azure/storage-queue';
+import { BlobServiceClient, newPipeline as newBlobPipeline, type StoragePipelineOptions } from '@azure/storage-blob';
+import {
+  newPipeline as newQueuePipeline,
+  QueueServiceClient,
+  type StoragePipelineOptions as QueuePipelineOptions,
+} from '@azure/storage-queue';
 
 import { ConfigError } from '../config/ConfigError';
 import { type StorageConnection } from '../config/settings';
+import { countingHttpClient, countingPolicyFactory } from './requestCounter';
 
 /**
  * The SDK's default retries (4 tries, exponential back-off) keep an HTTP caller waiting about 16 s
@@ -58,7 +64,7 @@ const TABLE_RETRY_OPTIONS = { maxRetries: 2, retryDelayInMs: 250, maxRetryDelayI
 
 /** A client of one table of the app's storage (not cached: it is built once per process by the job components). */
 export function tableClient(conn: StorageConnection, tableName: string): TableClient {
-  const options: TableServiceClientOptions = { retryOptions: TABLE_RETRY_OPTIONS };
+  const options: TableServiceClientOptions = { retryOptions: TABLE_RETRY_OPTIONS, httpClient: countingHttpClient('table') };
   return namingTheSetting(conn, () => {
     if (conn.kind === 'identity') {
       const insecure = conn.tableServiceUri.startsWith('http:');
@@ -95,22 +101,32 @@ function createBlobServiceClient(
   conn: StorageConnection,
   options: StoragePipelineOptions = { retryOptions: APP_RETRY_OPTIONS },
 ): BlobServiceClient {
-  return namingTheSetting(conn, () =>
-    conn.kind === 'connectionString'
-      ? BlobServiceClient.fromConnectionString(conn.connectionString, options)
-      : new BlobServiceClient(conn.blobServiceUri, credentialFor(conn), options),
-  );
+  return namingTheSetting(conn, () => {
+    const plain =
+      conn.kind === 'connectionString'
+        ? BlobServiceClient.fromConnectionString(conn.connectionString, options)
+        : new BlobServiceClient(conn.blobServiceUri, credentialFor(conn), options);
+    // The same client with every request counted (the app's storage requests per minute).
+    const pipeline = newBlobPipeline(plain.credential, options);
+    pipeline.factories.push(countingPolicyFactory('blob'));
+    return new BlobServiceClient(plain.url, pipeline);
+  });
 }
 
 function createQueueServiceClient(
   conn: StorageConnection,
   options: QueuePipelineOptions = { retryOptions: APP_RETRY_OPTIONS },
 ): QueueServiceClient {
-  return namingTheSetting(conn, () =>
-    conn.kind === 'connectionString'
-      ? QueueServiceClient.fromConnectionString(conn.connectionString, options)
-      : new QueueServiceClient(conn.queueServiceUri, credentialFor(conn), options),
-  );
+  return namingTheSetting(conn, () => {
+    const plain =
+      conn.kind === 'connectionString'
+        ? QueueServiceClient.fromConnectionString(conn.connectionString, options)
+        : new QueueServiceClient(conn.queueServiceUri, credentialFor(conn), options);
+    // The queue client keeps its credential protected (the blob client's is public); bracket access reads the same field.
+    const pipeline = newQueuePipeline(plain['credential'], options);
+    pipeline.factories.push(countingPolicyFactory('queue'));
+    return new QueueServiceClient(plain.url, pipeline);
+  });
 }
 
 /** The SDK says only "Invalid BlobEndpoint": say which setting holds it (never its value: it may hold a key). */
