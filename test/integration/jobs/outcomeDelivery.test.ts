@@ -18,11 +18,12 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
+import { main } from '../../../cli/coordinator';
 import { type JobOutcome } from '../../../shared/jobs/delivery/JobOutcome';
 import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
-import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
+import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from './support/jobsHost';
 
 const SECRET = 'test-callback-secret-0123456789abcdef';
 const REPO_ROOT = join(__dirname, '..', '..', '..', '..');
@@ -186,6 +187,27 @@ describe('outcomes delivered: reply queues, the outcome stream, signed callbacks
     assert.equal(recorded.delivery, undefined);
     const peeked = await h.workItemsQueue.peekMessages({ numberOfMessages: 32 });
     assert.ok(!peeked.peekedMessageItems.some((m) => Buffer.from(m.messageText, 'base64').toString('utf8').includes('rq-bad-reply')));
+  });
+
+  it('the CLI submits with --reply-to and --wait, and prints the outcome read from the reply queue', async () => {
+    let stdout = '';
+    let stderr = '';
+    const io = {
+      stdout: { write: (t: string) => (stdout += t) },
+      stderr: { write: (t: string) => (stderr += t) },
+      env: {},
+      readStdin: () => Promise.resolve('[7, 8, 9]'),
+    };
+    const base = ['--url', h.baseUrl, '--key', MASTER_KEY];
+    const code = await main(['submit', '-', '--work-type', 'sum', '--reply-to', 'reply-other-cli', '--wait', '--timeout', '90', ...base], io);
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(JSON.parse(stdout), { count: 3, sum: 24, min: 7, max: 9 });
+    assert.match(stderr, /: completed \(correlationId cli-[0-9a-f]{16}\)/);
+    // Its own message was taken off the queue; a queue off the allow-list is refused before anything is submitted.
+    await assert.rejects(main(['submit', '-', '--work-type', 'sum', '--reply-to', 'not-allowed', '--wait', ...base], io), (err: unknown) => {
+      const e = err as { exitCode?: number; message?: string };
+      return e.exitCode === 2 && /not a reply queue of this app/.test(e.message ?? '');
+    });
   });
 
   it('HTTP refuses a replyTo or callbackUrl off the allow-lists with 400 and a code', async () => {
