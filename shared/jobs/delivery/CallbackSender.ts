@@ -34,8 +34,8 @@ export interface CallbackSenderOptions {
   readonly now?: () => number;
 }
 
-function failure(code: string, message: string, permanent = false): CallbackResult {
-  return { ok: false, permanent, error: { code, message } };
+function failure(error: JobErrorInfo, permanent = false): CallbackResult {
+  return { ok: false, permanent, error };
 }
 
 export function callbackSender(options: CallbackSenderOptions): SendCallback {
@@ -47,13 +47,13 @@ export function callbackSender(options: CallbackSenderOptions): SendCallback {
       const all = isIP(host) !== 0 ? [{ address: host, family: isIP(host) }] : await lookup(host, { all: true, verbatim: true });
       const refused = all.map((a) => refusedAddress(a.address, options.allowLoopback)).find((why) => why !== undefined);
       if (refused !== undefined) {
-        return failure('CALLBACK_ADDRESS_REFUSED', `${host} resolves to a ${refused} address.`);
+        return failure({ code: 'CALLBACK_ADDRESS_REFUSED', message: `${host} resolves to a ${refused} address.` });
       }
       const first = all[0];
       if (first === undefined) throw new Error(`${host} has no address`);
       address = first;
     } catch (err) {
-      return failure('CALLBACK_UNREACHABLE', `${host}: ${(err as Error).message}`);
+      return failure({ code: 'CALLBACK_UNREACHABLE', message: `${host}: ${(err as Error).message}` });
     }
     const timestamp = Math.floor((options.now?.() ?? Date.now()) / 1000);
     const pinned: LookupFunction = (_hostname, opts, callback) => {
@@ -81,11 +81,11 @@ export function callbackSender(options: CallbackSenderOptions): SendCallback {
           const status = res.statusCode ?? 0;
           if (status >= 200 && status < 300) resolve({ ok: true, status });
           // 410 Gone: the receiver says this callback will never be wanted.
-          else resolve(failure('CALLBACK_HTTP_ERROR', `${host} answered ${status}.`, status === 410));
+          else resolve(failure({ code: 'CALLBACK_HTTP_ERROR', message: `${host} answered ${status}.` }, status === 410));
         });
       });
       req.on('timeout', () => req.destroy(new Error(`no answer within ${CALLBACK_TIMEOUT_MS / 1000} s`)));
-      req.on('error', (err) => resolve(failure('CALLBACK_UNREACHABLE', `${host}: ${err.message}`)));
+      req.on('error', (err) => resolve(failure({ code: 'CALLBACK_UNREACHABLE', message: `${host}: ${err.message}` })));
       req.end(body);
     });
   };
