@@ -25,6 +25,6 @@ export interface JobRun {
   readonly startId?: string;
   /** Where the outcome goes when the job ends (the submission's `replyTo`, `correlationId`, `callbackUrl`). */
   readonly reply?: JobReply;
-  /** Set by the intake when the outcome is to be delivered (a reply, or the app's outcome stream): the run ends with the deliver activity. */
+  /** Set by the intake when the outcome is to be delivered (a reply, or the outcome stream): the run ends with the deliver activity. */
   readonly deliver?: true;
 }
