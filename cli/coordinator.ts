@@ -5,11 +5,13 @@
  * stderr, so `id=$(npx coordinator submit job.json)` and `npx coordinator watch $id > result.json`
  * work. The exit code says how it went (EXIT in CoordinatorClient.ts, and `--help`).
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 import { JOB_LIMITS } from '../shared/jobs/jobLimits';
 import { CliError, CoordinatorClient, EXIT } from './CoordinatorClient';
 import { uploadItems } from './itemsUpload';
+import { replyTarget, waitForReply } from './replyWait';
 
 const USAGE = `Usage: coordinator <command> [options]
 
@@ -36,9 +38,13 @@ Options:
   --job-id <id>          submit: the job's id (generated when absent)
   --chunk-size <n>, --attempts <n>, --deadline-seconds <n>   submit: job options
   --watch                submit, resubmit: watch the job after submitting it
+  --reply-to <queue>     submit: the job's outcome goes to this reply queue (JOB_REPLY_QUEUES)
+  --correlation-id <id>  submit: the correlationId the outcome carries (with --wait: generated)
+  --wait                 submit with --reply-to: read the reply queue until the outcome arrives
+                         (Azurite locally; on Azure as you, az login), print its result, exit as watch
   --status <status>      list: only jobs with this status
   --interval <seconds>   watch: how often to poll (default 1)
-  --timeout <seconds>    watch: give up after this long (exit 14)
+  --timeout <seconds>    watch, --wait: give up after this long (exit 14)
 
 Exit codes:
   0  done (watch: the job completed)      2  usage: bad arguments or input file
@@ -52,8 +58,10 @@ Exit codes:
 /** Inline items up to the app's limit, less room for the id the app adds when the job has none. */
 const INLINE_LIMIT_BYTES = JOB_LIMITS.maxMessageJsonBytes - 128;
 
-const BOOLEAN_FLAGS = new Set(['json', 'watch', 'help']);
-const VALUE_FLAGS = new Set(['url', 'key', 'file', 'work-type', 'job-id', 'chunk-size', 'attempts', 'deadline-seconds', 'status', 'interval', 'timeout']);
+const BOOLEAN_FLAGS = new Set(['json', 'watch', 'wait', 'help']);
+const VALUE_FLAGS = new Set([
+  'url', 'key', 'file', 'work-type', 'job-id', 'chunk-size', 'attempts', 'deadline-seconds', 'status', 'interval', 'timeout', 'reply-to', 'correlation-id',
+]);
 
 export interface Io {
   readonly stdout: { write(text: string): unknown };
@@ -235,7 +243,34 @@ async function buildSubmission(args: Args, io: Io): Promise<Record<string, unkno
     if (value !== undefined) options[key] = value;
   }
   if (Object.keys(options).length > 0) job.options = options;
+  const replyTo = flag(args, 'reply-to');
+  if (replyTo !== undefined) job.replyTo = replyTo;
+  const correlationId = flag(args, 'correlation-id') ?? (args.flags.has('wait') ? `cli-${randomBytes(8).toString('hex')}` : undefined);
+  if (correlationId !== undefined) job.correlationId = correlationId;
   return job;
+}
+
+/** `submit --reply-to <queue> --wait`: the outcome read from the reply queue, printed like `watch` prints it. */
+async function waitOnReply(client: CoordinatorClient, job: Record<string, unknown>, jobId: string, args: Args, io: Io): Promise<number> {
+  const queue = job.replyTo as string;
+  const timeoutSeconds = flag(args, 'timeout') === undefined ? 24 * 3600 : positiveNumber(args, 'timeout', 1);
+  io.stderr.write(`waiting for the outcome of ${jobId} on queue ${queue}...\n`);
+  const target = await replyTarget(client, queue);
+  const outcome = await waitForReply(target, queue, jobId, job.correlationId as string, timeoutSeconds * 1000, positiveNumber(args, 'interval', 1) * 1000);
+  if (outcome === undefined) {
+    io.stderr.write(`no outcome for ${jobId} on ${queue} after ${timeoutSeconds} s.\n`);
+    return EXIT.timedOut;
+  }
+  io.stderr.write(`${outcome.jobId}: ${outcome.status} (correlationId ${outcome.correlationId ?? 'none'})\n`);
+  if (outcome.error !== null) io.stderr.write(`error ${outcome.error.code}: ${outcome.error.message}\n`);
+  for (const e of outcome.errors ?? []) io.stderr.write(`  ${e.code}: ${e.message}\n`);
+  if (args.flags.has('json')) io.stdout.write(`${JSON.stringify(outcome, null, 2)}\n`);
+  else if (outcome.result !== undefined) io.stdout.write(`${JSON.stringify(outcome.result, null, 2)}\n`);
+  else if (outcome.resultUrl !== undefined) {
+    const full = await client.request<{ result?: unknown }>('GET', `/jobs/${encodeURIComponent(outcome.jobId)}/result`);
+    io.stdout.write(`${JSON.stringify(full?.result ?? full, null, 2)}\n`);
+  }
+  return FINAL_EXIT[outcome.status] ?? EXIT.internal;
 }
 
 async function watch(client: CoordinatorClient, jobId: string, args: Args, io: Io): Promise<number> {
@@ -318,8 +353,14 @@ export async function main(argv: readonly string[], io: Io): Promise<number> {
         const { items, ...rest } = job;
         job = { ...rest, itemsBlob: await uploadItems(client, items as unknown[], typeof job.jobId === 'string' ? job.jobId : undefined, io) };
       }
+      if (args.flags.has('wait')) {
+        if (typeof job.replyTo !== 'string') throw new CliError(EXIT.usage, '--wait needs --reply-to <queue> (or a replyTo in the job file).');
+        // Refused before anything is submitted when the queue is not one the app may write.
+        await replyTarget(client, job.replyTo);
+      }
       const accepted = await client.request<{ jobId: string; statusUrl: string; enqueued: boolean }>('POST', '/jobs', job);
       io.stderr.write(`accepted ${accepted.jobId}${accepted.enqueued ? '' : ' (already started earlier)'}: ${accepted.statusUrl}\n`);
+      if (args.flags.has('wait')) return waitOnReply(client, job, accepted.jobId, args, io);
       if (args.flags.has('watch')) return watch(client, accepted.jobId, args, io);
       if (json) print(accepted);
       else io.stdout.write(`${accepted.jobId}\n`);

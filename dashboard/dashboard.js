@@ -300,6 +300,9 @@
       ['created', time(view.createdAt)],
       ['updated', time(view.updatedAt) + ' (' + ago(view.updatedAt) + ')'],
     ];
+    // Where the outcome goes (docs/jobs.md, "Outcomes"): shown only for a job that asked for a reply.
+    if (view.correlationId !== undefined) facts.push(['correlation id', view.correlationId]);
+    if (view.delivery) facts.push(['delivery', deliveryText(view.delivery)]);
     const parts = [h('dl', { class: 'facts' }, facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-field': k }, v)])), h('div', { id: 'job-progress' }, progressBar(p, true))];
     if (view.error) parts.push(h('h3', {}, 'Error'), h('pre', { id: 'job-error' }, view.error.code + ': ' + view.error.message));
     if (view.errors && view.errors.length > 0) parts.push(h('h3', {}, 'Errors (first ' + view.errors.length + ')'), h('pre', {}, view.errors.map((e) => e.code + ': ' + e.message).join('\n')));
@@ -308,6 +311,21 @@
     $('job').replaceChildren(...parts);
     $('cancel').disabled = !(view.status === 'pending' || view.status === 'running');
     $('resubmit').disabled = view.workType === null;
+  }
+
+  /** One line per target: 'reply job-replies: sent 09:00:04', 'callback hooks.example.com: retrying (2 tries; next 09:01:00; CALLBACK_HTTP_ERROR)'. */
+  function deliveryText(delivery) {
+    const line = (what, d) => {
+      const notes = [];
+      if (d.attempts > 1) notes.push(d.attempts + ' tries');
+      if (d.nextAt) notes.push('next ' + time(d.nextAt));
+      if (d.lastError && d.state !== 'sent' && d.state !== 'delivered') notes.push(d.lastError.code);
+      return what + ': ' + d.state + (d.at && (d.state === 'sent' || d.state === 'delivered') ? ' ' + time(d.at) : '') + (notes.length > 0 ? ' (' + notes.join('; ') + ')' : '');
+    };
+    const lines = [];
+    if (delivery.replyTo) lines.push(line('reply ' + delivery.replyTo.queue, delivery.replyTo));
+    if (delivery.callback) lines.push(line('callback ' + delivery.callback.host, delivery.callback));
+    return lines.join('\n');
   }
 
   async function loadResult(jobId) {

@@ -6,7 +6,7 @@ import * as df from 'durable-functions';
 
 import { appRoot } from '../shared/app/appRoot';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
-import { type AggregateInput, type PlanInput } from '../shared/jobs/JobActivities';
+import { type AggregateInput, type DeliverInput, type PlanInput } from '../shared/jobs/JobActivities';
 import { JOB_ACTIVITIES } from '../shared/jobs/jobOrchestration';
 import { type JobSummary } from '../shared/jobs/JobSummary';
 
@@ -14,3 +14,4 @@ df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => appRoot().
 df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => appRoot().jobs.activities.step(input) });
 df.app.activity(JOB_ACTIVITIES.aggregate, { handler: (input: AggregateInput) => appRoot().jobs.activities.aggregate(input) });
 df.app.activity(JOB_ACTIVITIES.finish, { handler: (summary: JobSummary) => appRoot().jobs.activities.finish(summary) });
+df.app.activity(JOB_ACTIVITIES.deliver, { handler: (input: DeliverInput) => appRoot().jobs.activities.deliver(input) });

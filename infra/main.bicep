@@ -124,6 +124,19 @@ param jobDispatchWindow int = 128
 @maxValue(16)
 param jobChunksPerMessage int = 4
 
+@description('JOB_REPLY_QUEUES: the queues a submission\'s replyTo may name (its outcome goes there): comma-separated names or prefixes written like replies-*. Named ones are created.')
+param jobReplyQueues string = 'job-replies'
+
+@description('JOB_OUTCOMES_QUEUE: the app-wide outcome stream (every job\'s terminal outcome); empty: none.')
+param jobOutcomesQueue string = ''
+
+@description('JOB_CALLBACK_HOSTS: hosts a submission\'s callbackUrl may name (exact, or *.suffix), comma-separated; empty: callbacks are refused.')
+param jobCallbackHosts string = ''
+
+@description('JOB_CALLBACK_SECRET: the HMAC-SHA256 key callbacks are signed with (at least 32 characters when JOB_CALLBACK_HOSTS names hosts); better a Key Vault reference.')
+@secure()
+param jobCallbackSecret string = ''
+
 @description('COORDINATOR_LOG_LEVEL: lowest level of the app\'s structured log lines (debug, info, warn, error).')
 @allowed(['debug', 'info', 'warn', 'error'])
 param coordinatorLogLevel string = 'info'
@@ -288,7 +301,8 @@ module coordinatorStorage 'app/coordinatorStorage.bicep' = {
   scope: resourceGroup(sharesCoordinatorStorage && !empty(coordinatorStorageResourceGroupName) ? coordinatorStorageResourceGroupName : rg.name)
   params: {
     storageAccountName: coordinatorAccountName
-    queueNames: [jobsQueue, workItemsQueue]
+    // The reply queues named exactly, and the outcome stream, are created too (the app also creates them when missing).
+    queueNames: concat([jobsQueue, workItemsQueue], filter(map(split(jobReplyQueues, ','), q => trim(q)), q => !empty(q) && !endsWith(q, '*')), empty(jobOutcomesQueue) ? [] : [jobOutcomesQueue])
     // The input containers named exactly are created too; prefixes (inputs-*) are the user's to create.
     containerNames: concat([leaderLeaseContainer, jobResultsContainer], filter(map(split(jobInputContainers, ','), c => trim(c)), c => !empty(c) && !endsWith(c, '*')))
   }
@@ -333,8 +347,13 @@ var appSettings = {
   JOB_RETENTION_DAYS: string(jobRetentionDays)
   JOB_DISPATCH_WINDOW: string(jobDispatchWindow)
   JOB_CHUNKS_PER_MESSAGE: string(jobChunksPerMessage)
+  JOB_REPLY_QUEUES: jobReplyQueues
+  JOB_OUTCOMES_QUEUE: jobOutcomesQueue
+  JOB_CALLBACK_HOSTS: jobCallbackHosts
+  JOB_CALLBACK_SECRET: jobCallbackSecret
   COORDINATOR_LOG_LEVEL: coordinatorLogLevel
-  // Not set, on purpose: COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
+  // Not set, on purpose: JOB_CALLBACK_ALLOW_LOOPBACK (development host only; the app refuses it on
+  // Azure), COORDINATOR_INSTANCE_ID (all instances share app settings; each derives
   // its own id from WEBSITE_INSTANCE_ID) and FUNCTIONS_WORKER_RUNTIME (Flex Consumption takes the
   // runtime from functionAppConfig and rejects the setting).
 }

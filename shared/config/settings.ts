@@ -43,6 +43,11 @@ export const SETTING_NAMES = {
   retentionDays: 'JOB_RETENTION_DAYS',
   dispatchWindow: 'JOB_DISPATCH_WINDOW',
   chunksPerMessage: 'JOB_CHUNKS_PER_MESSAGE',
+  replyQueues: 'JOB_REPLY_QUEUES',
+  outcomesQueue: 'JOB_OUTCOMES_QUEUE',
+  callbackHosts: 'JOB_CALLBACK_HOSTS',
+  callbackSecret: 'JOB_CALLBACK_SECRET',
+  callbackAllowLoopback: 'JOB_CALLBACK_ALLOW_LOOPBACK',
   taskHubName: 'TASK_HUB_NAME',
 } as const;
 
@@ -96,6 +101,14 @@ export const DEFAULTS = {
   indexTable: 'jobindex',
   /** Containers jobs may read (itemsBlob, wordcount items): comma-separated names or `prefix-*`. */
   inputContainers: 'job-inputs',
+  /** Queues a submission's `replyTo` may name: comma-separated names or `prefix-*`. */
+  replyQueues: 'job-replies',
+  /** The app-wide outcome stream (every terminal outcome); empty: none. */
+  outcomesQueue: '',
+  /** Hosts a `callbackUrl` may name (exact, or `*.suffix`); empty: callbacks are refused (deny by default). */
+  callbackHosts: '',
+  /** The HMAC-SHA256 key callbacks are signed with; empty: callbacks are refused. */
+  callbackSecret: '',
   taskHubName: 'CoordinatorHub',
 } as const;
 
@@ -150,6 +163,23 @@ export interface JobSettings {
   /** Chunks to a work-items message at most. */
   readonly chunksPerMessage: number;
   readonly taskHubName: string;
+  /** Where a job's outcome may be delivered (shared/jobs/delivery). */
+  readonly delivery: DeliverySettings;
+}
+
+export interface DeliverySettings {
+  /** The allow-list of reply queues: names, or prefixes written `prefix-*`. */
+  readonly replyQueues: readonly string[];
+  /** The app-wide outcome stream, when set. */
+  readonly outcomesQueue?: string;
+  /** The allow-list of callback hosts: exact names, or `*.suffix`. Empty: no callbacks. */
+  readonly callbackHosts: readonly string[];
+  /** The signing key (never logged nor shown); empty when callbacks are off. */
+  readonly callbackSecret: string;
+  /** Plain `http:` callbacks are refused (set when the app runs on Azure: WEBSITE_INSTANCE_ID or WEBSITE_SITE_NAME). */
+  readonly httpsOnly: boolean;
+  /** Callbacks to loopback addresses (development host tests only; refused on Azure). */
+  readonly allowLoopback: boolean;
 }
 
 export interface Settings {
@@ -207,6 +237,8 @@ export function loadSettings(env: Env = process.env): Settings {
   const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
   const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
   const taskHubName = readName(env, SETTING_NAMES.taskHubName, DEFAULTS.taskHubName, TASK_HUB_NAME);
+  const jobsQueue = readName(env, SETTING_NAMES.jobsQueue, DEFAULTS.jobsQueue, QUEUE_NAME);
+  const workItemsQueue = readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME);
 
   return {
     storage,
@@ -220,8 +252,8 @@ export function loadSettings(env: Env = process.env): Settings {
       timerSchedule,
     },
     jobs: {
-      jobsQueue: readName(env, SETTING_NAMES.jobsQueue, DEFAULTS.jobsQueue, QUEUE_NAME),
-      workItemsQueue: readName(env, SETTING_NAMES.workItemsQueue, DEFAULTS.workItemsQueue, QUEUE_NAME),
+      jobsQueue,
+      workItemsQueue,
       resultsContainer,
       indexTable: readName(env, SETTING_NAMES.indexTable, DEFAULTS.indexTable, TABLE_NAME),
       inputContainers: readInputContainers(env, [resultsContainer, leaseContainer], [`${taskHubName.toLowerCase()}-`, 'azure-webjobs-']),
@@ -244,9 +276,85 @@ export function loadSettings(env: Env = process.env): Settings {
         hint: 'chunks to a work-items message',
       }),
       taskHubName,
+      delivery: readDelivery(env, { queues: [jobsQueue, `${jobsQueue}-poison`, workItemsQueue, `${workItemsQueue}-poison`], taskHubName }),
     },
   };
 }
+
+/** Set by the platform on Azure (App Service, Functions): the app runs there, not on a developer's machine. */
+function onAzure(env: Env): boolean {
+  return readRaw(env, 'WEBSITE_INSTANCE_ID') !== undefined || readRaw(env, 'WEBSITE_SITE_NAME') !== undefined;
+}
+
+/**
+ * Where outcomes may go. Reply queues: names or `prefix-*`, never the app's own queues (jobs,
+ * work items, their poison queues), the task hub's `<hub>-*` or the host's `azure-webjobs-*`.
+ * Callback hosts: exact host names or `*.suffix`. Loopback callbacks only off Azure.
+ */
+function readDelivery(env: Env, own: { readonly queues: readonly string[]; readonly taskHubName: string }): DeliverySettings {
+  const families = [`${own.taskHubName.toLowerCase()}-`, 'azure-webjobs-'];
+  const replyName = SETTING_NAMES.replyQueues;
+  const replyQueues = (readRaw(env, replyName) ?? DEFAULTS.replyQueues).split(',').map((e) => e.trim()).filter((e) => e !== '');
+  for (const entry of replyQueues) {
+    const prefix = entry.endsWith('*') ? entry.slice(0, -1) : undefined;
+    if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !QUEUE_NAME.pattern.test(entry)) {
+      throw new ConfigError(
+        replyName,
+        `"${entry}" is neither a queue name (${QUEUE_NAME.description}) nor a prefix written like "replies-*".`,
+      );
+    }
+    const reaches = (queue: string): boolean => (prefix === undefined ? queue === entry : queue.startsWith(prefix));
+    const ownHit = own.queues.find(reaches);
+    if (ownHit !== undefined) throw new ConfigError(replyName, `"${entry}" would let submissions write the app's own queue "${ownHit}".`);
+    const family = families.find((f) => (prefix === undefined ? entry.startsWith(f) : prefix.startsWith(f) || f.startsWith(prefix)));
+    if (family !== undefined) throw new ConfigError(replyName, `"${entry}" would let submissions write the reserved queues "${family}*".`);
+  }
+  const outcomesRaw = readRaw(env, SETTING_NAMES.outcomesQueue);
+  const outcomesQueue = outcomesRaw === undefined ? undefined : readName(env, SETTING_NAMES.outcomesQueue, '', QUEUE_NAME);
+  if (outcomesQueue !== undefined && (own.queues.includes(outcomesQueue) || families.some((f) => outcomesQueue.startsWith(f)))) {
+    throw new ConfigError(SETTING_NAMES.outcomesQueue, `"${outcomesQueue}" is one of the app's or the host's own queues.`);
+  }
+  const hostsName = SETTING_NAMES.callbackHosts;
+  const callbackHosts = (readRaw(env, hostsName) ?? DEFAULTS.callbackHosts)
+    .split(',')
+    .map((e) => e.trim().toLowerCase())
+    .filter((e) => e !== '');
+  for (const entry of callbackHosts) {
+    if (!CALLBACK_HOST.test(entry)) {
+      throw new ConfigError(
+        hostsName,
+        `"${entry}" is neither a host name nor a suffix written like "*.example.com" (no scheme, port or path).`,
+      );
+    }
+  }
+  const callbackSecret = readRaw(env, SETTING_NAMES.callbackSecret) ?? DEFAULTS.callbackSecret;
+  if (callbackHosts.length > 0 && callbackSecret.length < 32) {
+    // The value itself is never shown: it is a secret.
+    throw new ConfigError(
+      SETTING_NAMES.callbackSecret,
+      `must be set, at least 32 characters, when ${hostsName} names hosts (callbacks are signed with it).`,
+    );
+  }
+  const loopbackRaw = readRaw(env, SETTING_NAMES.callbackAllowLoopback);
+  if (loopbackRaw !== undefined && loopbackRaw !== 'true' && loopbackRaw !== 'false') {
+    throw new ConfigError(SETTING_NAMES.callbackAllowLoopback, `"${loopbackRaw}" is not true or false.`);
+  }
+  const azure = onAzure(env);
+  if (loopbackRaw === 'true' && azure) {
+    throw new ConfigError(SETTING_NAMES.callbackAllowLoopback, 'is for the development host only and is refused on Azure.');
+  }
+  return {
+    replyQueues,
+    ...(outcomesQueue === undefined ? {} : { outcomesQueue }),
+    callbackHosts,
+    callbackSecret,
+    httpsOnly: azure,
+    allowLoopback: loopbackRaw === 'true',
+  };
+}
+
+/** A host name (letters, digits, hyphens, dots), or `*.` and a suffix of at least two labels. */
+const CALLBACK_HOST = /^(\*\.)?(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$|^localhost$/;
 
 /** The app setting behind each leader timing option: timing errors name the setting and show seconds. */
 const TIMING_SETTING_NAMES: Readonly<Partial<Record<TimingKey, string>>> = {

@@ -25,6 +25,9 @@
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type CallClaims } from './CallClaims';
+import { type JobReply } from './delivery/DeliveryTargets';
+import { outcomeOfSummary } from './delivery/JobOutcome';
+import { type DeliveryView, type OutcomeDelivery } from './delivery/OutcomeDelivery';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
 import { type ChunkItemsSource } from './dispatch/PipelineStore';
@@ -67,6 +70,8 @@ export interface JobPipelineDeps {
    * results, so a small job needs no step of its own: two Durable hops fewer. Default STEP_WAIT.maxWaitMs.
    */
   readonly planWaitMs?: number;
+  /** Where outcomes are delivered (absent: the deliver activity does nothing). */
+  readonly delivery?: OutcomeDelivery;
 }
 
 export type PlanOutcome =
@@ -104,6 +109,13 @@ export interface AggregateInput {
   readonly cancelled: boolean;
   /** Set when the orchestration calls it again after a resume: see CallClaims. */
   readonly repeat?: number;
+}
+
+/** The deliver activity's input: the recorded summary and where its outcome goes. */
+export interface DeliverInput {
+  readonly summary: JobSummary;
+  readonly reply?: JobReply;
+  readonly createdAt: string;
 }
 
 /** The calls' names in the log (the activities' names in jobOrchestration.ts). */
@@ -360,6 +372,22 @@ export class JobActivities {
   /** Records the job's final summary once and answers the stored one (a run that finished first wins). */
   async finish(summary: JobSummary): Promise<JobSummary> {
     return this.deps.store.writeFinal(summary);
+  }
+
+  /**
+   * Delivers the job's recorded outcome (delivery/OutcomeDelivery.ts). The summary the orchestration
+   * holds is the recorded one; it is read again only when the job's id changed hands (never: the
+   * id is the job's). Throws when the delivery's record cannot be written (Durable retries).
+   */
+  async deliver(input: DeliverInput): Promise<DeliveryView | undefined> {
+    const delivery = this.deps.delivery;
+    if (delivery === undefined) return undefined;
+    try {
+      return await delivery.deliver(outcomeOfSummary(input.summary, input.reply, input.createdAt), input.reply);
+    } catch (err) {
+      this.deps.logger.warn('delivery.record_failed', { jobId: input.summary.jobId, error: err });
+      throw err;
+    }
   }
 
   /** Aggregates under the job's call lease (an aggregation of 10,000 chunks takes seconds). */

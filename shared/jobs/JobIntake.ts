@@ -54,6 +54,9 @@ import { type DequeuedMessageItem, type QueueClient } from '@azure/storage-queue
 
 import { type Logger } from '../observability/log';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type DeliveryTargets, type JobReply, replyOf } from './delivery/DeliveryTargets';
+import { outcomeOfRejection } from './delivery/JobOutcome';
+import { type OutcomeDelivery } from './delivery/OutcomeDelivery';
 import { type InputContainers } from './InputContainers';
 import { type StagedCounts } from './JobActivities';
 import { JobError, type JobErrorInfo } from './JobError';
@@ -89,6 +92,8 @@ export interface IntakeDeps {
   readonly now?: Now;
   /** The leader's own first window for small inputs (see the module comment); absent: the plan does it all. */
   readonly firstWindow?: FirstWindow;
+  /** Reply targets a submission may name, and the delivery of a rejection's outcome (absent: refused, nothing sent). */
+  readonly delivery?: { readonly targets: DeliveryTargets; readonly outcomes: OutcomeDelivery };
 }
 
 /** JobActivities' `prestage` and `sendFirstWindow`, as the intake uses them. */
@@ -105,11 +110,13 @@ interface Rejection {
   readonly submittedJobId?: string | undefined;
   /** The submission's fingerprint, when it was valid enough to have one. */
   readonly fingerprint?: string | undefined;
+  /** Where its outcome goes, when its reply fields were valid on their own. */
+  readonly reply?: JobReply | undefined;
 }
 
 /** What a valid submission asked for, for its rejection record. */
-function askedBy(job: AcceptedJob): Pick<Rejection, 'submittedJobId' | 'fingerprint'> {
-  return { submittedJobId: job.jobId, fingerprint: job.fingerprint };
+function askedBy(job: AcceptedJob): Pick<Rejection, 'submittedJobId' | 'fingerprint' | 'reply'> {
+  return { submittedJobId: job.jobId, fingerprint: job.fingerprint, reply: job.reply };
 }
 
 export type IntakeOutcome = 'started' | 'already_started' | 'rejected' | 'retry_later';
@@ -476,6 +483,7 @@ export class JobIntake {
         registry: this.deps.registry,
         generateJobId: () => `q-${message.messageId}`,
         inputContainers: this.deps.inputContainers,
+        delivery: this.deps.delivery?.targets,
       });
       if (job.source.kind === 'blob') {
         blobBytes = await store.externalSize(job.source, ctx.signal);
@@ -505,7 +513,13 @@ export class JobIntake {
         );
       }
       const asked = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? (parsed).jobId : undefined;
-      return this.reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined }, ctx, orchestrations);
+      // Its reply fields, when they are valid on their own: a submission refused for anything else still gets its outcome.
+      const replied =
+        parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
+          ? replyOf(parsed as Record<string, unknown>, this.deps.delivery?.targets)
+          : undefined;
+      const reply = replied !== undefined && 'reply' in replied ? replied.reply : undefined;
+      return this.reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined, reply }, ctx, orchestrations);
     }
 
     const t0 = performance.now();
@@ -571,6 +585,8 @@ export class JobIntake {
         submittedAt: record?.createdAt ?? message.insertedOn.toISOString(),
         via: record === undefined ? 'queue' : record.via,
         startId,
+        ...(job.reply === undefined ? {} : { reply: job.reply }),
+        ...(this.deps.delivery?.outcomes.wanted(job.reply) === true ? { deliver: true as const } : {}),
       };
       const start: StartRecord = {
         v: 1,
@@ -712,7 +728,7 @@ export class JobIntake {
    */
   private async reject(rejection: Rejection, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger } = this.deps;
-    const { message, error, submittedJobId, fingerprint } = rejection;
+    const { message, error, submittedJobId, fingerprint, reply } = rejection;
     let recordId = `m-${message.messageId}`;
     const mayUseJobId = submittedJobId !== undefined && error.code !== 'DUPLICATE_JOB_ID';
     if (mayUseJobId && !(await this.idTaken(submittedJobId, fingerprint, ctx, orchestrations))) recordId = submittedJobId;
@@ -728,9 +744,13 @@ export class JobIntake {
       via: 'queue',
       ...(fingerprint === undefined ? {} : { fingerprint }),
       ...(submittedJobId === undefined ? {} : { submittedJobId }),
+      ...(reply === undefined ? {} : { reply }),
     };
     let stored = await this.recordRejection(record, message, ctx);
     if (stored.value.poisonMessageId === undefined) stored = await this.copyToPoison(message, stored, ctx);
+    // The outcome goes out after the rejection is recorded and before the message is deleted: a leader
+    // killed in between leaves the message, whose next delivery finds the record and sends again.
+    if (!(await this.deliverRejection(stored.value, reply, message, ctx))) return 'retry_later';
     await this.deleteMessage(message, ctx);
     logger.warn('intake.rejected', {
       jobId: stored.value.jobId,
@@ -741,6 +761,31 @@ export class JobIntake {
       epoch: ctx.epoch,
     });
     return 'rejected';
+  }
+
+  /**
+   * Sends a rejection's outcome (its reply queue, the outcome stream, its callback). False when the
+   * delivery's record could not be written: the message stays for a later pass, until its last
+   * delivery (then the rejection stands without its reply, logged as `delivery.abandoned`).
+   */
+  private async deliverRejection(
+    record: JobRecord,
+    reply: JobReply | undefined,
+    message: DequeuedMessageItem,
+    ctx: IntakeContext,
+  ): Promise<boolean> {
+    const delivery = this.deps.delivery;
+    if (delivery === undefined || !delivery.outcomes.wanted(reply)) return true;
+    try {
+      await delivery.outcomes.deliver(outcomeOfRejection(record, reply), reply, ctx.signal);
+      return true;
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      const last = message.dequeueCount >= INTAKE.maxStartAttempts;
+      const fields = { jobId: record.jobId, messageId: message.messageId, error: err, epoch: ctx.epoch };
+      this.deps.logger.warn(last ? 'delivery.abandoned' : 'delivery.record_failed', fields);
+      return last;
+    }
   }
 
   /** Whether a job id belongs to something else already (an instance, or another submission's start record). */

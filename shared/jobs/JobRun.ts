@@ -3,6 +3,7 @@
  * and stamped with the leader's epoch and the start's id. Plain JSON. What a run reports is in
  * JobSummary.ts, its instance ids in jobIds.ts, the messages its chunks travel in in messageCodec.ts.
  */
+import { type JobReply } from './delivery/DeliveryTargets';
 import { type JobOptions } from './jobLimits';
 import { type ItemSource } from './JobSubmission';
 
@@ -22,4 +23,8 @@ export interface JobRun {
    * while the record names it. Absent in runs started before start records existed.
    */
   readonly startId?: string;
+  /** Where the outcome goes when the job ends (the submission's `replyTo`, `correlationId`, `callbackUrl`). */
+  readonly reply?: JobReply;
+  /** Set by the intake when the outcome is to be delivered (a reply, or the outcome stream): the run ends with the deliver activity. */
+  readonly deliver?: true;
 }

@@ -19,6 +19,8 @@ import { publicMessage } from '../errors';
 import { type Logger } from '../observability/log';
 import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { type DeliveryTargets, hasReply, type JobReply } from './delivery/DeliveryTargets';
+import { type DeliveryRecord, type DeliveryView, deliveryView, waitingView } from './delivery/OutcomeDelivery';
 import { type InputContainers } from './InputContainers';
 import { JobError, type JobErrorInfo } from './JobError';
 import { assertJobId, instanceIdFor, isValidJobId, parseInstanceId } from './jobIds';
@@ -51,6 +53,9 @@ export interface JobView {
   readonly epoch: number | null;
   /** For a rejection stored under a derived id: the id the submission asked for. */
   readonly submittedJobId?: string;
+  /** For a job with `replyTo` or `callbackUrl`: where its outcome went, or is waiting to go. */
+  readonly delivery?: DeliveryView;
+  readonly correlationId?: string;
 }
 
 export interface JobListEntry {
@@ -193,6 +198,8 @@ export interface JobServiceDeps {
   readonly registry: WorkTypeRegistry;
   readonly inputContainers: InputContainers;
   readonly logger: Logger;
+  /** The reply queues and callback hosts a submission may name (absent: `replyTo` and `callbackUrl` are refused). */
+  readonly delivery?: DeliveryTargets;
   /** Builds the status route for a job (Location header, resultUrl). */
   readonly statusPath: (jobId: string) => string;
   readonly now?: Now;
@@ -238,6 +245,7 @@ export class JobService {
       registry: this.deps.registry,
       generateJobId: () => `j-${randomUUID()}`,
       inputContainers: this.deps.inputContainers,
+      delivery: this.deps.delivery,
     });
     if (job.source.kind === 'blob' && !(await store.externalExists(job.source))) {
       throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
@@ -269,6 +277,7 @@ export class JobService {
       fingerprint: job.fingerprint,
       via: 'http',
       workType: job.workType,
+      ...(job.reply === undefined ? {} : { reply: job.reply }),
     };
     const created = (await store.createRecord(record)) === 'written';
     if (!created) {
@@ -299,9 +308,12 @@ export class JobService {
   async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
-    if (current.snapshot !== undefined) return this.fromSnapshot(jobId, await this.settled(jobId, current.snapshot));
-    if (current.start !== undefined) return fromStart(current.start);
-    if (current.record !== undefined) return fromRecord(current.record);
+    if (current.snapshot !== undefined) {
+      const snapshot = await this.settled(jobId, current.snapshot);
+      return this.withDelivery(this.fromSnapshot(jobId, snapshot), runOf(snapshot)?.reply);
+    }
+    if (current.start !== undefined) return this.withDelivery(fromStart(current.start), current.start.run.reply);
+    if (current.record !== undefined) return this.withDelivery(fromRecord(current.record), current.record.reply);
     if (current.stoodDown !== undefined) return this.fromSnapshot(jobId, current.stoodDown);
     const hint = 'A queue submission shows up here once the leader has read it (within a few seconds).';
     throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". ${hint}`);
@@ -331,6 +343,18 @@ export class JobService {
     }
     if (first !== undefined && !isSuperseded(first.output)) return { snapshot: first };
     return { ...(record === undefined ? {} : { record }), ...(first === undefined ? {} : { stoodDown: first }) };
+  }
+
+  /**
+   * A job that asked for a reply shows its delivery: what its record says once the outcome went out
+   * (one blob read, only for such jobs), else `waiting`. A read that fails shows `waiting` too.
+   */
+  private async withDelivery(view: JobView, reply: JobReply | undefined): Promise<JobView> {
+    const withCorrelation = reply?.correlationId === undefined ? view : { ...view, correlationId: reply.correlationId };
+    if (!hasReply(reply) || reply === undefined) return withCorrelation;
+    const ended = view.status !== 'pending' && view.status !== 'running';
+    const record = ended ? await this.deps.store.readDelivery<DeliveryRecord>(view.jobId).catch(() => undefined) : undefined;
+    return { ...withCorrelation, delivery: record === undefined ? waitingView(reply) : deliveryView(record) };
   }
 
   /**

@@ -41,6 +41,7 @@ import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/
 import { downloadWhole } from '../storage/blobText';
 import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
+import { type JobReply } from './delivery/DeliveryTargets';
 import { type ChunkObservation } from './dispatch/DispatchLedger';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type JobErrorInfo } from './JobError';
@@ -70,6 +71,8 @@ export interface JobRecord {
   readonly via: 'http' | 'queue';
   /** The submission's work type, when it named a known one (a pending submission shows it). */
   readonly workType?: string;
+  /** Where the submission asked its outcome to go (a pending one; a rejection's, when its reply fields were valid). */
+  readonly reply?: JobReply;
 }
 
 /**
@@ -160,6 +163,7 @@ export interface JobListing {
 const MAX_METADATA_PARTIAL = 6 * 1024;
 const CHUNK_DIGITS = 5;
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
+const DELIVERY_DUE_PREFIX = 'deliveries-due/';
 /** The dispatch passes read a job's cancel marker at most this often (`cancelledForDispatch`). */
 const CANCEL_RECHECK_MS = 1_000;
 
@@ -220,6 +224,13 @@ export class JobStore implements ChunkStore {
   }
   static unconfirmedBlob(jobId: string): string {
     return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
+  }
+  /** The job's outcome delivery (shared/jobs/delivery): what was sent where, and the callback's retries. */
+  static deliveryBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/delivery.json`;
+  }
+  static deliveryDueBlob(jobId: string): string {
+    return `${DELIVERY_DUE_PREFIX}${checkJobId(jobId)}`;
   }
 
   /** Creates the container once per store; a concurrent create (409) is success. */
@@ -457,7 +468,7 @@ export class JobStore implements ChunkStore {
     } catch (err) {
       if (!isStatus(err, 404)) throw err;
     }
-    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), claim);
+    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), JobStore.deliveryDueBlob(jobId), claim);
     let deleted = 0;
     for (const name of names) {
       if ((await this.container.getBlobClient(name).deleteIfExists({ abortSignal: signal })).succeeded) deleted += 1;
@@ -473,6 +484,39 @@ export class JobStore implements ChunkStore {
       for await (const blob of this.container.listBlobsFlat({ prefix: UNCONFIRMED_PREFIX, abortSignal: signal })) {
         const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
         if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.properties.lastModified.getTime() });
+      }
+    } catch (err) {
+      if (!isStatus(err, 404)) throw err;
+    }
+    return out;
+  }
+
+  // --- outcome delivery (shared/jobs/delivery/OutcomeDelivery.ts) ---
+
+  async readDelivery<T>(jobId: string, signal?: AbortSignal): Promise<T | undefined> {
+    return this.getJson<T>(JobStore.deliveryBlob(jobId), signal);
+  }
+
+  async writeDelivery(jobId: string, value: unknown, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.deliveryBlob(jobId), value, { signal });
+  }
+
+  /** Puts the job on the list of deliveries the leader's pass retries (a callback not delivered yet). */
+  async markDeliveryDue(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.putJson(JobStore.deliveryDueBlob(jobId), {}, { signal });
+  }
+
+  async clearDeliveryDue(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.container.getBlobClient(JobStore.deliveryDueBlob(jobId)).deleteIfExists({ abortSignal: signal });
+  }
+
+  /** Every job with a delivery still due (one listing per 5,000). */
+  async listDeliveriesDue(signal?: AbortSignal): Promise<string[]> {
+    const out: string[] = [];
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix: DELIVERY_DUE_PREFIX, abortSignal: signal })) {
+        const jobId = blob.name.slice(DELIVERY_DUE_PREFIX.length);
+        if (isValidJobId(jobId)) out.push(jobId);
       }
     } catch (err) {
       if (!isStatus(err, 404)) throw err;

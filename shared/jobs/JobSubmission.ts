@@ -17,6 +17,7 @@ import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type BlobRef, isBlobRef, parseBlobRef } from './BlobRef';
 import { canonicalJson, sha256Hex } from './canonicalJson';
+import { type DeliveryTargets, hasReply, type JobReply, replyOf } from './delivery/DeliveryTargets';
 import { type InputContainers } from './InputContainers';
 import { ItemRejections } from './ItemRejections';
 import { JobError } from './JobError';
@@ -30,6 +31,9 @@ export interface JobSubmission {
   items?: Json[];
   itemsBlob?: string;
   options?: Partial<JobOptions>;
+  replyTo?: string;
+  correlationId?: string;
+  callbackUrl?: string;
 }
 
 export type ItemSource = { readonly kind: 'inline'; readonly items: Json[] } | ({ readonly kind: 'blob' } & BlobRef);
@@ -41,6 +45,8 @@ export interface AcceptedJob {
   readonly options: JobOptions;
   /** sha256 of the canonical submission without its job id: equal submissions, equal fingerprints. */
   readonly fingerprint: string;
+  /** Where the outcome goes when the job ends (absent: nowhere but the status API and the outcome stream). */
+  readonly reply?: JobReply;
 }
 
 export interface ValidationContext {
@@ -49,6 +55,8 @@ export interface ValidationContext {
   readonly generateJobId: () => string;
   /** The containers an itemsBlob may name (the allow-list; the app's own are never on it). */
   readonly inputContainers: InputContainers;
+  /** The reply queues and callback hosts a submission may name (absent: `replyTo` and `callbackUrl` are refused). */
+  readonly delivery?: DeliveryTargets | undefined;
 }
 
 // strictRequired is off: the oneOf branches name properties defined at the top level, which is the point.
@@ -129,6 +137,10 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
     source = { kind: 'blob', container: ref.container, blob: ref.blob };
   }
 
+  const replied = replyOf(value, ctx.delivery);
+  if ('refused' in replied) throw replied.refused;
+  const reply = { ...replied.reply, ...(submission.correlationId === undefined ? {} : { correlationId: submission.correlationId }) };
+
   const { jobId: _ignored, ...content } = submission;
   return {
     jobId: submission.jobId ?? ctx.generateJobId(),
@@ -136,6 +148,7 @@ export function validateSubmission(value: unknown, ctx: ValidationContext): Acce
     source,
     options,
     fingerprint: sha256Hex(canonicalJson({ ...content, options })),
+    ...(hasReply(reply) || reply.correlationId !== undefined ? { reply } : {}),
   };
 }
 
@@ -167,6 +180,12 @@ function schemaError(errors: readonly ErrorObject[], value: Record<string, unkno
   if (find(at('/itemsBlob')) !== undefined) {
     const ref = parseBlobRef(value.itemsBlob);
     return new JobError('INVALID_ITEMS_BLOB', `itemsBlob: ${isBlobRef(ref) ? 'must be at most 1088 characters' : ref.reason}.`);
+  }
+  if (find(at('/replyTo')) !== undefined) {
+    return new JobError('INVALID_REPLY_TO', `replyTo must be a queue name (3-63 lowercase letters, digits and single hyphens).`);
+  }
+  if (find(at('/callbackUrl')) !== undefined) {
+    return new JobError('INVALID_CALLBACK_URL', `callbackUrl must be an http(s) URL of at most 2048 characters.`);
   }
   const workType = find(at('/workType'));
   if (workType !== undefined) {

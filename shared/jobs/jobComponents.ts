@@ -10,6 +10,9 @@ import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient, tableClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
 import { BlobCallClaimStore, CallClaims } from './CallClaims';
+import { callbackSender } from './delivery/CallbackSender';
+import { DeliveryTargets } from './delivery/DeliveryTargets';
+import { OutcomeDelivery } from './delivery/OutcomeDelivery';
 import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
 import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from './input/ChunkItemsReader';
@@ -43,6 +46,8 @@ export interface JobComponents {
   readonly ensureStorage: (signal?: AbortSignal) => Promise<void>;
   /** Where a client puts a job's items as a blob (GET /api/job-inputs; `coordinator submit` above the inline limit). */
   readonly inputTarget: InputTarget;
+  /** Outcome delivery: reply queues, the outcome stream, callbacks (shared/jobs/delivery). */
+  readonly delivery: OutcomeDelivery;
 }
 
 /** The answer of GET /api/job-inputs: an endpoint and names, never a credential. */
@@ -55,6 +60,10 @@ export interface InputTarget {
   readonly maxBytes: number;
   /** The most JSON a submission with inline items may hold, in bytes. */
   readonly inlineMaxBytes: number;
+  /** The queue service of the app's storage account (without any query), where reply queues are read. */
+  readonly queueServiceUrl: string;
+  /** JOB_REPLY_QUEUES as set: the queues a submission's `replyTo` may name (exact names, or prefixes written `name-*`). */
+  readonly replyQueues: readonly string[];
 }
 
 /** The blob service URL without its query string or trailing slash. */
@@ -120,6 +129,14 @@ export function buildJobComponents(
     instanceId: settings.instanceId,
     chunksPerMessage: settings.jobs.chunksPerMessage,
   });
+  const delivery = new OutcomeDelivery({
+    queues,
+    store,
+    outcomesQueue: settings.jobs.delivery.outcomesQueue,
+    sendCallback: callbackSender({ secret: settings.jobs.delivery.callbackSecret, allowLoopback: settings.jobs.delivery.allowLoopback }),
+    logger: logger.child('delivery'),
+  });
+  const targets = new DeliveryTargets(settings.jobs.delivery);
   const calls = new CallClaims({ store: new BlobCallClaimStore(store.container), logger: logger.child('calls') });
   const activities = new JobActivities({
     store,
@@ -130,6 +147,7 @@ export function buildJobComponents(
     registry,
     logger: logger.child('activities'),
     leaseEpoch,
+    delivery,
   });
   return {
     settings,
@@ -138,6 +156,7 @@ export function buildJobComponents(
     ensureStorage,
     activities,
     calls,
+    delivery,
     worker: new WorkItemProcessor({
       store,
       inputs: inputBlobs(blobs, inputContainers),
@@ -156,13 +175,24 @@ export function buildJobComponents(
         prestage: (run, signal) => activities.prestage(run, signal),
         send: (run, staged, signal) => activities.sendFirstWindow(run, staged, signal),
       },
+      delivery: { targets, outcomes: delivery },
     }),
-    service: new JobService({ jobsQueue, store, registry, inputContainers, logger: logger.child('api'), statusPath: jobStatusPath }),
+    service: new JobService({
+      jobsQueue,
+      store,
+      registry,
+      inputContainers,
+      delivery: targets,
+      logger: logger.child('api'),
+      statusPath: jobStatusPath,
+    }),
     inputTarget: {
       blobServiceUrl: publicServiceUrl(blobs.url),
       containers: settings.jobs.inputContainers,
       maxBytes: JOB_LIMITS.maxItemsBlobBytes,
       inlineMaxBytes: JOB_LIMITS.maxMessageJsonBytes,
+      queueServiceUrl: publicServiceUrl(queues.url),
+      replyQueues: settings.jobs.delivery.replyQueues,
     },
   };
 }

@@ -28,6 +28,7 @@
 import { type DurableClient } from 'durable-functions';
 
 import { type CoordinationContext } from '../leader/CoordinatorRuntime';
+import { DELIVERY_SWEEP } from './delivery/OutcomeDelivery';
 import { type JobComponents } from './jobComponents';
 import { type IntakeReport } from './JobIntake';
 import { INDEX_UPKEEP } from './JobService';
@@ -39,12 +40,13 @@ export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
 export function jobCoordinationPass(
-  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings' | 'calls'>,
+  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings' | 'calls'> & Partial<Pick<JobComponents, 'delivery'>>,
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
   clock: () => number = Date.now,
 ): JobCoordinationPass {
   let lastSweep = 0;
+  let lastDeliverySweep = -Infinity;
   const upkeep = indexUpkeep(components, clock);
   let upkeepAt = clock();
   const stalls = new StalledJobs({ logger: components.logger, callHeld: (jobId) => components.calls.held(jobId) });
@@ -79,6 +81,18 @@ export function jobCoordinationPass(
     if (!ctx.signal.aborted && !busy) {
       upkeepAt = clock();
       await upkeep(orchestrations, ctx);
+      ctx.progress();
+    }
+    // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
+    const delivery = components.delivery;
+    if (delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs) {
+      lastDeliverySweep = clock();
+      try {
+        const tried = await delivery.sweep(ctx.signal);
+        if (tried > 0) components.logger.info('delivery.swept', { tried, epoch: ctx.epoch });
+      } catch (err) {
+        components.logger.warn('delivery.sweep_failed', { epoch: ctx.epoch, error: err });
+      }
       ctx.progress();
     }
     const retentionDays = components.settings.jobs.retentionDays;

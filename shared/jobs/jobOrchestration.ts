@@ -37,7 +37,14 @@ import { type OrchestrationContext, type OrchestrationHandler, type Task } from 
 import { publicMessage } from '../errors';
 import { type StepInput } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, isLedgerDone } from './dispatch/DispatchLedger';
-import { type AggregateInput, dispatchJobOf, type JobStepOutcome, type PlanInput, type PlanOutcome } from './JobActivities';
+import {
+  type AggregateInput,
+  type DeliverInput,
+  dispatchJobOf,
+  type JobStepOutcome,
+  type PlanInput,
+  type PlanOutcome,
+} from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type JobRun } from './JobRun';
 import { type FinalStatus, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
@@ -48,6 +55,7 @@ export const JOB_ACTIVITIES = {
   step: 'jobStep',
   aggregate: 'jobAggregate',
   finish: 'jobFinish',
+  deliver: 'jobDeliver',
 } as const;
 export const CANCEL_EVENT = 'cancel';
 /** Asks the run to call its current activity again; the leader raises it for a run that stopped moving (StalledJobs.ts). */
@@ -85,9 +93,32 @@ export function initialState(run: JobRun, stepsPerGeneration?: number): Orchestr
 
 const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
 
+/**
+ * The job's run, then the delivery of its outcome (the deliver activity: reply queue, outcome stream,
+ * callback; see delivery/OutcomeDelivery.ts) when the run asks for it (`run.deliver`). The outcome is
+ * delivered only once it is recorded (`final.json`): a run that ended without recording it (storage
+ * failing too) delivers nothing, and a superseded run never does. Durable runs the activity again if
+ * its worker dies, so a kill between the record and the send still sends; a delivery that keeps
+ * failing leaves the job's outcome as it is (the leader's pass retries what was recorded as due).
+ */
 export const jobOrchestration: OrchestrationHandler = function* (
   context: OrchestrationContext,
 ): Generator<Task, JobSummary | undefined, unknown> {
+  const outcome = { recorded: true };
+  const summary = yield* runJob(context, outcome);
+  const { run } = context.df.getInput<OrchestrationState>();
+  if (summary === undefined || !outcome.recorded || isSuperseded(summary) || run.deliver !== true) return summary;
+  const input: DeliverInput = { summary, createdAt: run.submittedAt, ...(run.reply === undefined ? {} : { reply: run.reply }) };
+  try {
+    const retry = new df.RetryOptions(ACTIVITY_RETRY.firstRetryMs, ACTIVITY_RETRY.attempts);
+    yield context.df.callActivityWithRetry(JOB_ACTIVITIES.deliver, retry, input);
+  } catch {
+    // The outcome stands; the activity logged why its delivery could not be recorded.
+  }
+  return summary;
+};
+
+function* runJob(context: OrchestrationContext, outcome: { recorded: boolean }): Generator<Task, JobSummary | undefined, unknown> {
   let state = context.df.getInput<OrchestrationState>();
   const { run } = state;
   const steps = state.stepsPerGeneration ?? STEPS_PER_GENERATION;
@@ -185,6 +216,7 @@ export const jobOrchestration: OrchestrationHandler = function* (
     } catch {
       // Storage fails too: the job still ends visibly, without its summary recorded.
       publish('done');
+      outcome.recorded = false;
       return failed;
     }
   }
@@ -242,4 +274,4 @@ export const jobOrchestration: OrchestrationHandler = function* (
     publish('done');
     return stored;
   }
-};
+}

@@ -141,6 +141,15 @@ export interface JobOutcome {
   readonly durableStatus?: unknown;
   /** For a finished, accepted job: the start its start record names, and what that start's instance shows. */
   readonly workingRun?: WorkingRun;
+  /** The outcome messages its reply queue got (every job is submitted with `replyTo` and its label as `correlationId`). */
+  readonly replies?: readonly ReplySeen[];
+}
+
+/** One message of the run's reply queue, as far as the checker needs it. */
+export interface ReplySeen {
+  readonly jobId: string;
+  readonly status: string;
+  readonly correlationId: string | null;
 }
 
 /** The instance a finished job's start record names, as Durable shows it at the end of the run. */

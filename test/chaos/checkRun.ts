@@ -37,6 +37,7 @@ export type ViolationKind =
   | 'stale-epoch-act'
   | 'job-started-twice'
   | 'history-replaced'
+  | 'missing-reply'
   | 'decreasing-epoch'
   | 'duplicate-epoch'
   | 'two-leaders'
@@ -210,6 +211,16 @@ function checkJobs(record: ChaosRecord, timeline: EpochTimeline): Violation[] {
         at: job.finishedAt ?? record.endedAt,
         summary: `job ${job.jobId}: ${replaced}`,
         evidence: [`start record and its instance: ${JSON.stringify(job.workingRun)}`, ...jobLogLines(record, job.jobId)],
+      });
+    }
+    // Every job names a reply queue: its outcome, whatever it is, must have arrived there (at least once).
+    const replies = job.replies ?? [];
+    if (!replies.some((r) => r.status === job.final?.status && r.jobId === job.final?.jobId)) {
+      violations.push({
+        kind: 'missing-reply',
+        at: job.finishedAt ?? record.endedAt,
+        summary: `job ${job.jobId} (${job.via}, ${job.source}) ended ${job.final.status} but its reply queue never got that outcome`,
+        evidence: [`replies seen with correlationId ${job.label}: ${JSON.stringify(replies)}`, ...jobLogLines(record, job.jobId)],
       });
     }
     const stale = staleAct(record, job, writes, timeline);

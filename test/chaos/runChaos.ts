@@ -24,6 +24,7 @@ import {
   type PlannedFault,
   type ProcessExit,
   type ProcessRef,
+  type ReplySeen,
   type WorkingRun,
 } from './ChaosRecord';
 import { checkRun, type Failover, failovers, type Violation } from './checkRun';
@@ -59,6 +60,8 @@ const TERMINAL = new Set(['completed', 'completed_with_errors', 'failed', 'cance
 const LEASE_CONTAINER = 'leader-election';
 const LEASE_BLOB = 'coordinator';
 const JOBS_QUEUE = 'jobs';
+/** Every job names it as its `replyTo` (with its label as `correlationId`): the checker wants one reply per finished job. */
+const REPLY_QUEUE = 'chaos-replies';
 const RESULTS_CONTAINER = 'job-results';
 /** Where items blobs go: a container of the harness, not one of the app's own. */
 const INPUT_CONTAINER = 'chaos-inputs';
@@ -97,7 +100,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     separateApps: options.separateApps,
     runDir,
     // The jobs' itemsBlob inputs live here: the app reads only the containers this setting allows.
-    settings: { JOB_INPUT_CONTAINERS: INPUT_CONTAINER },
+    settings: { JOB_INPUT_CONTAINERS: INPUT_CONTAINER, JOB_REPLY_QUEUES: REPLY_QUEUE },
     onLog: (entry) => {
       logs.push(entry);
       const epoch = typeof entry.fields.epoch === 'number' ? entry.fields.epoch : undefined;
@@ -237,7 +240,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // ---- submissions and status --------------------------------------------------------------
     const submit = async (job: JobPlan, faultId?: string): Promise<void> => {
       const submittedAt = Date.now();
-      const body: Record<string, unknown> = { ...(job.jobId === undefined ? {} : { jobId: job.jobId }), workType: 'sum', options: { chunkSize: job.chunkSize, ...JOB_OPTIONS } };
+      const body: Record<string, unknown> = {
+        ...(job.jobId === undefined ? {} : { jobId: job.jobId }),
+        workType: 'sum',
+        options: { chunkSize: job.chunkSize, ...JOB_OPTIONS },
+        replyTo: REPLY_QUEUE,
+        correlationId: job.label,
+      };
       if (job.source === 'blob') {
         const name = `${job.label}.json`;
         const text = JSON.stringify(job.items);
@@ -470,6 +479,33 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         jobs.set(job.jobId, { ...still, durableStatus: { error: err instanceof Error ? err.message : String(err) } });
       }
     }
+    // Every finished job's outcome on its reply queue: sent after the outcome was recorded, so it may
+    // follow the status by a Durable hop, or by a redelivery of the deliver activity (10 s) after a kill.
+    const replies = new Map<string, ReplySeen[]>();
+    const replyQueue = queues.getQueueClient(REPLY_QUEUE);
+    const drainReplies = async (): Promise<void> => {
+      if (!(await replyQueue.exists())) return;
+      for (;;) {
+        const got = await replyQueue.receiveMessages({ numberOfMessages: 32 });
+        if (got.receivedMessageItems.length === 0) return;
+        for (const m of got.receivedMessageItems) {
+          const outcome = JSON.parse(Buffer.from(m.messageText, 'base64').toString('utf8')) as ReplySeen;
+          const seen: ReplySeen = { jobId: outcome.jobId, status: outcome.status, correlationId: outcome.correlationId };
+          replies.set(seen.correlationId ?? '', [...(replies.get(seen.correlationId ?? '') ?? []), seen]);
+          await replyQueue.deleteMessage(m.messageId, m.popReceipt);
+        }
+      }
+    };
+    const replied = (j: JobOutcome): boolean => (replies.get(j.label) ?? []).some((r) => r.status === j.final?.status);
+    for (const deadline = Date.now() + 60_000; ; await sleep(500)) {
+      await drainReplies().catch((err: unknown) => say(`reading ${REPLY_QUEUE} failed: ${String(err)}`));
+      if ([...jobs.values()].every((j) => j.final === undefined || replied(j))) break;
+      if (Date.now() > deadline) {
+        say("gave up waiting for every finished job's reply");
+        break;
+      }
+    }
+    for (const job of jobs.values()) jobs.set(job.jobId, { ...job, replies: replies.get(job.label) ?? [] });
     // Every finished job's history must be the run that did its work: the start its record names.
     for (const job of [...jobs.values()].filter((j) => j.final !== undefined && j.final.status !== 'rejected')) {
       const workingRun = await readWorkingRun(job.jobId);

@@ -21,7 +21,9 @@ const items = [1, 2, 3, '90071992547409930'];
 
 function job(overrides: Partial<JobOutcome> = {}): JobOutcome {
   const result = exactSum(items);
+  const status = overrides.final?.status ?? 'completed';
   return {
+    replies: [{ jobId: overrides.final?.jobId ?? 'j1', status, correlationId: overrides.label ?? 'j1' }],
     label: 'j1',
     jobId: 'j1',
     via: 'queue',
@@ -214,5 +216,12 @@ describe('chaos checker', () => {
         [2, 3, 'released', 400],
       ],
     );
+  });
+  it('flags a finished job whose reply queue never got its outcome (missing, or another status)', () => {
+    assert.deepEqual(kinds(record({ jobs: [job({ replies: [] })] })), ['missing-reply']);
+    assert.deepEqual(kinds(record({ jobs: [job({ replies: [{ jobId: 'j1', status: 'failed', correlationId: 'j1' }] })] })), ['missing-reply']);
+    // Twice is fine: delivery is at least once.
+    const twice = [{ jobId: 'j1', status: 'completed', correlationId: 'j1' }, { jobId: 'j1', status: 'completed', correlationId: 'j1' }];
+    assert.deepEqual(kinds(record({ jobs: [job({ replies: twice })] })), []);
   });
 });

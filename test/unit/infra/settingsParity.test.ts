@@ -26,6 +26,7 @@ const HOST_SETTINGS: Readonly<Record<string, string>> = {
 /** Settings the app reads that the Bicep must NOT set, and why. */
 const NOT_PROVISIONED: Readonly<Record<string, string>> = {
   [SETTING_NAMES.instanceId]: 'app settings are shared by all instances; each derives its own id from WEBSITE_INSTANCE_ID',
+  [SETTING_NAMES.callbackAllowLoopback]: 'development host only: the app refuses it on Azure',
 };
 
 /**
@@ -37,13 +38,14 @@ const READ_ELSEWHERE: Readonly<Record<string, { readonly file: string; readonly 
 };
 
 /** Set by the platform or the OS, never by us. */
-const PLATFORM_PROVIDED = new Set(['WEBSITE_INSTANCE_ID', 'HOSTNAME', 'COMPUTERNAME']);
+const PLATFORM_PROVIDED = new Set(['WEBSITE_INSTANCE_ID', 'WEBSITE_SITE_NAME', 'HOSTNAME', 'COMPUTERNAME']);
 
 /** SETTING_NAMES entries without a DEFAULTS entry, and what stands in for one (checked below). */
 const DEFAULT_BY_DERIVATION: Readonly<Record<string, string>> = {
   storageConnection: `falls back to ${SETTING_NAMES.hostStorageConnection}`,
   hostStorageConnection: `not needed by the app when ${SETTING_NAMES.storageConnection} is set (the host itself requires it)`,
   instanceId: 'derived from WEBSITE_INSTANCE_ID or the host name and process id',
+  callbackAllowLoopback: 'false unless set to true, and refused on Azure',
 };
 
 const CONNECTION_SETTINGS: readonly string[] = [SETTING_NAMES.storageConnection, SETTING_NAMES.hostStorageConnection];
