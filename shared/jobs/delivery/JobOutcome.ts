@@ -22,7 +22,7 @@ export interface JobOutcome {
   readonly workType: string | null;
   /** The work type's result, when it is inline in the job's status (at most 4 KiB of JSON). */
   readonly result?: Json;
-  /** Otherwise where the full result is: `/api/jobs/<jobId>/result`, relative to the app's base URL. */
+  /** Otherwise where the full result is: its absolute URL (`resultPath`), or the path when the host name is unknown. */
   readonly resultUrl?: string;
   readonly error: JobErrorInfo | null;
   readonly errors?: readonly JobErrorInfo[];
@@ -75,8 +75,16 @@ export function outcomeOfRejection(record: JobRecord, reply: JobReply | undefine
   });
 }
 
-export function resultPath(jobId: string): string {
-  return `/api/jobs/${jobId}/result`;
+/**
+ * Where the full result is: an absolute URL when the app knows its public host name
+ * (`WEBSITE_HOSTNAME`: App Service sets it on Azure, the development host to localhost:<port>),
+ * otherwise the path, relative to the app's base URL.
+ */
+export function resultPath(jobId: string, host: string | undefined = process.env.WEBSITE_HOSTNAME): string {
+  const path = `/api/jobs/${jobId}/result`;
+  if (host === undefined || host.trim() === '') return path;
+  const local = /^(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/i.test(host.trim());
+  return `${local ? 'http' : 'https'}://${host.trim()}${path}`;
 }
 
 export function outcomeJson(outcome: JobOutcome): string {
