@@ -23,10 +23,11 @@
  * summary once, whichever run finishes first.
  */
 import { type Logger } from '../observability/log';
+import { type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { type CallClaims } from './CallClaims';
 import { type JobReply } from './delivery/DeliveryTargets';
-import { outcomeOfSummary } from './delivery/JobOutcome';
+import { OUTCOME_RESULT_INLINE_MAX_BYTES, outcomeOfSummary } from './delivery/JobOutcome';
 import { type DeliveryView, type OutcomeDelivery } from './delivery/OutcomeDelivery';
 import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from './dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from './dispatch/DispatchLedger';
@@ -383,11 +384,25 @@ export class JobActivities {
     const delivery = this.deps.delivery;
     if (delivery === undefined) return undefined;
     try {
-      return await delivery.deliver(outcomeOfSummary(input.summary, input.reply, input.createdAt), input.reply);
+      const summary = delivery.wanted(input.reply) ? await this.withResultInline(input.summary) : input.summary;
+      return await delivery.deliver(outcomeOfSummary(summary, input.reply, input.createdAt), input.reply);
     } catch (err) {
       this.deps.logger.warn('delivery.record_failed', { jobId: input.summary.jobId, error: err });
       throw err;
     }
+  }
+
+  /**
+   * A result kept out of the status (over 4 KiB) goes into the outcome message itself when it fits one
+   * (OUTCOME_RESULT_INLINE_MAX_BYTES): one read of the result blob; a bigger one stays a URL.
+   */
+  private async withResultInline(summary: JobSummary): Promise<JobSummary> {
+    if (summary.result !== undefined || summary.resultBlob === undefined) return summary;
+    const text = await this.deps.store.readJobResultText(summary.jobId);
+    if (text === undefined || Buffer.byteLength(text, 'utf8') > OUTCOME_RESULT_INLINE_MAX_BYTES) return summary;
+    // The blob is the job's result document ({ jobId, status, result, ... }, what GET .../result serves).
+    const document = JSON.parse(text) as { result?: Json };
+    return document.result === undefined ? summary : { ...summary, result: document.result };
   }
 
   /** Aggregates under the job's call lease (an aggregation of 10,000 chunks takes seconds). */

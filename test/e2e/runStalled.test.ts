@@ -31,7 +31,15 @@ describe('a job run whose control message an instance took to its death (shipped
     // The victim's commit of an episode of the run, once the run is past its plan.
     const episodeCommit = (s: Scenario, r: ProxiedRequest): boolean =>
       r.method === 'PUT' && r.path === s.instancePath(jobId) && r.body.toString('utf8').includes('\\"phase\\":\\"running\\"');
-    const { s, leader, victim, killedAt, after } = await killWorkerAt(() => scenarios.start(), jobId, episodeCommit, {
+    // Every development-host process polls every control queue, and a process's own send wakes its poller
+    // first, so a run would stay on the process that started it; on Azure the victim would own some
+    // partitions outright. Without the wake, the two processes compete for the run's messages.
+    const started = async (): Promise<Awaited<ReturnType<typeof scenarios.start>>> => {
+      const run = await scenarios.start();
+      run.s.extraEnv.DEVHOST_DURABLE_WAKE_ON_SEND = 'false';
+      return run;
+    };
+    const { s, leader, victim, killedAt, after } = await killWorkerAt(started, jobId, episodeCommit, {
       notAChunk: true,
       chunks: 6_000,
       chunkSize: 1,

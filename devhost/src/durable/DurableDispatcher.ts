@@ -63,6 +63,13 @@ export interface DispatcherTuning {
   readonly appliedMessageIdsKept: number;
   /** Graceful stop waits this long for running work, then leaves it to the queues. */
   readonly drainTimeoutMs: number;
+  /**
+   * A message this process adds wakes its own poller of that queue (true, as TaskHubQueue.AddMessageAsync
+   * does). `DEVHOST_DURABLE_WAKE_ON_SEND=false` turns it off: every process here polls every control
+   * queue (no partition leases), so with it on the sender always wins its own messages and a run stays
+   * on one process; a scenario that needs another process to take a run's message turns it off.
+   */
+  readonly wakeOnSend?: boolean;
 }
 
 export const DEFAULT_TUNING: DispatcherTuning = {
@@ -247,7 +254,7 @@ export class DurableDispatcher {
     // resets the queue's BackoffPollingHelper). Every process here polls every control queue (no
     // partition leases); on Azure only the partition's owner polls it, so only a send by the owner wakes it.
     const pollers = this.#pollers;
-    queues.onSent((to) => (to.kind === 'work' ? workPoller : pollers[to.partition])?.reset());
+    if (tuning.wakeOnSend !== false) queues.onSent((to) => (to.kind === 'work' ? workPoller : pollers[to.partition])?.reset());
   }
 
   /** Stops receiving; waits (bounded) for running work; whatever is left reappears on the queues for another host. */

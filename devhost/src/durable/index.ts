@@ -33,7 +33,8 @@ export function createDurableBackend(options: DurableBackendOptions, extras: Dur
   for (const warning of durableTask.warnings) logger.warn('durable.config.adjusted', { message: warning });
   const store = new InstanceStore(options.storage, names);
   const queues = new TaskHubQueues(options.storage, names, logger, extras.maxTimerMessageDelaySeconds);
-  const tuning: DispatcherTuning = { ...tuningFrom(durableTask), ...extras.tuning };
+  const wakeOnSend = process.env.DEVHOST_DURABLE_WAKE_ON_SEND?.trim().toLowerCase() !== 'false';
+  const tuning: DispatcherTuning = { ...tuningFrom(durableTask), wakeOnSend, ...extras.tuning };
   const dispatcher = new DurableDispatcher({ invoker: options.invoker, store, queues, logger, tuning });
   const api = new DurableHttpApi({
     taskHub: options.taskHub,

@@ -20,7 +20,7 @@ export interface JobOutcome {
   readonly correlationId: string | null;
   readonly status: OutcomeStatus;
   readonly workType: string | null;
-  /** The work type's result, when it is inline in the job's status (at most 4 KiB of JSON). */
+  /** The work type's result, when its JSON is at most 40 KiB (read from the result blob above the status's 4 KiB). */
   readonly result?: Json;
   /** Otherwise where the full result is: its absolute URL (`resultPath`), or the path when the host name is unknown. */
   readonly resultUrl?: string;
@@ -37,6 +37,8 @@ export interface JobOutcome {
 
 /** The most JSON an outcome message may hold (a queue message holds 64 KiB, base64 takes a third more). */
 export const OUTCOME_MAX_JSON_BYTES = 48 * 1024;
+/** A result this big or smaller goes inline in the outcome (the rest of the message fits in what is left). */
+export const OUTCOME_RESULT_INLINE_MAX_BYTES = 40 * 1024;
 
 export function outcomeOfSummary(summary: JobSummary, reply: JobReply | undefined, createdAt: string | null): JobOutcome {
   return fitted({

@@ -22,6 +22,7 @@ import { main } from '../../../cli/coordinator';
 import { type JobOutcome } from '../../../shared/jobs/delivery/JobOutcome';
 import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
+import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from './support/jobsHost';
 
@@ -132,6 +133,31 @@ describe('outcomes delivered: reply queues, the outcome stream, signed callbacks
     assert.equal(status.delivery?.replyTo?.state, 'sent', JSON.stringify(status));
     assert.equal(status.delivery?.replyTo?.queue, replyQueue);
     assert.deepEqual(await stream.outcomeOf('rq-done'), reply);
+  });
+
+  it('a result over the status\'s 4 KiB goes inline in the outcome when it fits a message, a bigger one as its URL', async () => {
+    const padded = (name: string, bytes: number): void => {
+      workTypes.register({
+        name,
+        description: 'a result of a given size',
+        validateItem: () => undefined,
+        process: (item) => ({ n: Number(item) }),
+        empty: () => ({ n: 0 }),
+        combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+        finish: (total) => ({ n: total.n, padding: 'x'.repeat(bytes) }),
+      });
+    };
+    padded('reply-result-10k', 10_000);
+    padded('reply-result-60k', 60_000);
+    await submitByQueue({ jobId: 'rq-10k', workType: 'reply-result-10k', items: [1, 2], replyTo: replyQueue, correlationId: 'c-10k' });
+    await submitByQueue({ jobId: 'rq-60k', workType: 'reply-result-60k', items: [1, 2], replyTo: replyQueue, correlationId: 'c-60k' });
+    const inline = await replies.outcomeOf('rq-10k');
+    assert.deepEqual(inline.result, { n: 3, padding: 'x'.repeat(10_000) });
+    assert.equal(inline.resultUrl, undefined);
+    assert.equal((await view('rq-10k')).result, undefined, 'the status itself keeps it out (over 4 KiB)');
+    const pointer = await replies.outcomeOf('rq-60k');
+    assert.equal(pointer.result, undefined);
+    assert.match(pointer.resultUrl ?? '', /\/api\/jobs\/rq-60k\/result$/);
   });
 
   it('completed_with_errors, failed and cancelled are replied too', async () => {
