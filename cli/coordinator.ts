@@ -55,6 +55,9 @@ Exit codes:
   14 watch: --timeout passed while the job still ran
 `;
 
+/** How long `watch` keeps asking while the app cannot be reached or answers 503. */
+const WATCH_PATIENCE_MS = 60_000;
+
 /** Inline items up to the app's limit, less room for the id the app adds when the job has none. */
 const INLINE_LIMIT_BYTES = JOB_LIMITS.maxMessageJsonBytes - 128;
 
@@ -279,8 +282,22 @@ async function watch(client: CoordinatorClient, jobId: string, args: Args, io: I
   const deadline = timeoutSeconds === undefined ? Infinity : Date.now() + timeoutSeconds * 1000;
   const tty = io.stderr.isTTY === true;
   let lastLine = '';
+  let unreachableSince: number | undefined;
   for (;;) {
-    const view = await client.request<JobView>('GET', `/jobs/${encodeURIComponent(jobId)}`);
+    let view: JobView;
+    try {
+      view = await client.request<JobView>('GET', `/jobs/${encodeURIComponent(jobId)}`);
+      unreachableSince = undefined;
+    } catch (err) {
+      // A dropped connection or a 503 while watching (an instance restarting, storage busy) is asked
+      // again for up to WATCH_PATIENCE_MS; a refusal (404, 401) ends the watch at once.
+      if (!(err instanceof CliError && err.exitCode === EXIT.unavailable)) throw err;
+      unreachableSince ??= Date.now();
+      if (Date.now() - unreachableSince > WATCH_PATIENCE_MS || Date.now() + intervalMs > deadline) throw err;
+      io.stderr.write(`${tty ? '\r\x1b[K' : ''}${err.message} Asking again.\n`);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(intervalMs, 1_000)));
+      continue;
+    }
     const line = progressLine(view);
     if (tty) io.stderr.write(`\r${line}\x1b[K`);
     else if (line !== lastLine) io.stderr.write(`${line}\n`);

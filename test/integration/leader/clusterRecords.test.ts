@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
+import { eventually } from 'devhost/testing';
 
 import { ClusterRecords } from '../../../shared/leader/ClusterRecords';
 import { type HeartbeatState, InstanceHeartbeats, listInstances } from '../../../shared/leader/InstanceHeartbeats';
@@ -68,8 +69,11 @@ describe('instance heartbeats beside the lease (Azurite)', () => {
     await sleep(300);
     aState = { role: 'leader', epoch: 4, passes: 7 };
     a.beatSoon();
-    await sleep(300);
-    const seen = await listInstances(c, 'lease.instances/', { intervalMs: 200 });
+    // The beat is a blob write: on a loaded machine it may take longer than a fixed sleep.
+    const seen = await eventually(async () => {
+      const listed = await listInstances(c, 'lease.instances/', { intervalMs: 200 });
+      return listed.find((i) => i.id === 'inst-a')?.role === 'leader' ? listed : undefined;
+    }, 10_000, "inst-a's leader beat");
     assert.deepEqual(
       seen.map((i) => [i.id, i.role, i.epoch, i.passes, i.state]),
       [

@@ -89,6 +89,10 @@ describe('the command line against a running app (development host, Azurite)', (
     const unreachable = await run(['list', '--url', nowhere]);
     assert.equal(unreachable.code, EXIT.unavailable);
     assert.match(unreachable.stderr, /Cannot reach http:\/\/127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+    // watch asks again while the app cannot be reached (an instance restarting), within its --timeout.
+    const watching = await run(['watch', 'some-job', '--url', nowhere, '--timeout', '3', '--interval', '0.5']);
+    assert.equal(watching.code, EXIT.unavailable);
+    assert.ok((watching.stderr.match(/Asking again\./g) ?? []).length >= 2, watching.stderr);
     const wrongKey = await run(['list', '--key', 'not-the-key']);
     assert.equal(wrongKey.code, EXIT.unauthorized);
     assert.match(wrongKey.stderr, /needs a function key/);
@@ -171,6 +175,8 @@ describe('the command line against a running app (development host, Azurite)', (
         CoordinatorStorage__blobServiceUri: other,
         CoordinatorStorage__queueServiceUri: other.replace('otheraccount', 'otherqueue'),
         JOB_INPUT_CONTAINERS: 'uploads',
+        // A fresh clone has no local.settings.json to fill these in (the jobs API binds a Durable client).
+        TASK_HUB_NAME: 'CliIdentityHub',
       },
       extraArgs: ['--main', `${basename(outDir)}/functions/jobsApi.js`],
       timeoutMs: 30_000,
