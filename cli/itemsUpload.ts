@@ -8,10 +8,10 @@
  */
 import { randomBytes } from 'node:crypto';
 
-import { type TokenCredential } from '@azure/core-auth';
-import { type BlobServiceClient, type StorageSharedKeyCredential } from '@azure/storage-blob';
+import { type BlobServiceClient } from '@azure/storage-blob';
 
 import { CliError, type CoordinatorClient, EXIT } from './CoordinatorClient';
+import { isLocalAzurite, storageCredential } from './storageAccess';
 
 /** What GET /api/job-inputs answers (schemas/openapi.json JobInputs). */
 export interface InputTarget {
@@ -19,17 +19,6 @@ export interface InputTarget {
   readonly containers: readonly string[];
   readonly maxBytes: number;
   readonly inlineMaxBytes: number;
-}
-
-/** Azurite's development account: its name and key are published by Microsoft and the same everywhere. */
-const AZURITE_ACCOUNT = 'devstoreaccount1';
-const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
-const BLOCK_BYTES = 4 * 1024 * 1024;
-
-/** True for Azurite's account on this machine (the only place a key is used). */
-export function isLocalAzurite(blobServiceUrl: string): boolean {
-  const url = new URL(blobServiceUrl);
-  return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname) && url.pathname.replace(/^\/+/, '').split('/')[0] === AZURITE_ACCOUNT;
 }
 
 /** The container to upload to: the first exact name, else the first prefix (`inputs-*`) made whole with `cli`. */
@@ -41,6 +30,8 @@ export function uploadContainer(containers: readonly string[]): string {
   return `${prefix.slice(0, -1)}cli`;
 }
 
+const BLOCK_BYTES = 4 * 1024 * 1024;
+
 /** `cli/<UTC date>/<job id or random>.json`: names that sort by day and never collide across submitters. */
 export function uploadBlobName(jobId: string | undefined, now: Date = new Date()): string {
   return `cli/${now.toISOString().slice(0, 10)}/${jobId ?? `items-${randomBytes(6).toString('hex')}`}-${now.getTime().toString(36)}.json`;
@@ -48,10 +39,7 @@ export function uploadBlobName(jobId: string | undefined, now: Date = new Date()
 
 async function serviceClient(blobServiceUrl: string): Promise<BlobServiceClient> {
   const blob = await import('@azure/storage-blob');
-  let credential: StorageSharedKeyCredential | TokenCredential;
-  if (isLocalAzurite(blobServiceUrl)) credential = new blob.StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_KEY);
-  else credential = new (await import('@azure/identity')).DefaultAzureCredential();
-  return new blob.BlobServiceClient(blobServiceUrl, credential);
+  return new blob.BlobServiceClient(blobServiceUrl, await storageCredential(blobServiceUrl, 'blob'));
 }
 
 function megabytes(bytes: number): string {

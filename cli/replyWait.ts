@@ -8,10 +8,10 @@
  * deployment grants to `deployerPrincipalId`). Other consumers' messages it receives are made
  * visible again at once; its own is deleted.
  */
-import { type TokenCredential } from '@azure/core-auth';
-import { type QueueServiceClient, type StorageSharedKeyCredential } from '@azure/storage-queue';
+import { type QueueServiceClient } from '@azure/storage-queue';
 
 import { CliError, type CoordinatorClient, EXIT } from './CoordinatorClient';
+import { storageCredential } from './storageAccess';
 
 /** What the outcome message carries that the command shows (schemas/job-outcome.schema.json). */
 export interface ReplyOutcome {
@@ -29,20 +29,9 @@ interface ReplyTarget {
   readonly replyQueues: readonly string[];
 }
 
-const AZURITE_ACCOUNT = 'devstoreaccount1';
-const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
-
-function isLocalAzurite(serviceUrl: string): boolean {
-  const url = new URL(serviceUrl);
-  return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname) && url.pathname.replace(/^\/+/, '').split('/')[0] === AZURITE_ACCOUNT;
-}
-
 async function queueService(serviceUrl: string): Promise<QueueServiceClient> {
   const queue = await import('@azure/storage-queue');
-  let credential: StorageSharedKeyCredential | TokenCredential;
-  if (isLocalAzurite(serviceUrl)) credential = new queue.StorageSharedKeyCredential(AZURITE_ACCOUNT, AZURITE_KEY);
-  else credential = new (await import('@azure/identity')).DefaultAzureCredential();
-  return new queue.QueueServiceClient(serviceUrl, credential);
+  return new queue.QueueServiceClient(serviceUrl, await storageCredential(serviceUrl, 'queue'));
 }
 
 /** Checks the queue against the app's allow-list before anything is submitted. */

@@ -38,7 +38,7 @@ const READ_ELSEWHERE: Readonly<Record<string, { readonly file: string; readonly 
 };
 
 /** Set by the platform or the OS, never by us. */
-const PLATFORM_PROVIDED = new Set(['WEBSITE_INSTANCE_ID', 'WEBSITE_SITE_NAME', 'HOSTNAME', 'COMPUTERNAME']);
+const PLATFORM_PROVIDED = new Set(['WEBSITE_INSTANCE_ID', 'WEBSITE_SITE_NAME', 'WEBSITE_HOSTNAME', 'HOSTNAME', 'COMPUTERNAME']);
 
 /** SETTING_NAMES entries without a DEFAULTS entry, and what stands in for one (checked below). */
 const DEFAULT_BY_DERIVATION: Readonly<Record<string, string>> = {

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { CliError } from '../../../cli/CoordinatorClient';
-import { isLocalAzurite, uploadBlobName, uploadContainer, uploadLine } from '../../../cli/itemsUpload';
+import { uploadBlobName, uploadContainer, uploadLine } from '../../../cli/itemsUpload';
+import { isLocalAzurite } from '../../../cli/storageAccess';
 import { parseBlobRef } from '../../../shared/jobs/BlobRef';
 
 describe('uploading a job\'s items', () => {
