@@ -10,19 +10,13 @@
  */
 import { type QueueServiceClient } from '@azure/storage-queue';
 
+import { allowListed } from '../shared/config/settings';
+import { type JobOutcome } from '../shared/jobs/delivery/JobOutcome';
 import { CliError, type CoordinatorClient, EXIT } from './CoordinatorClient';
 import { storageCredential } from './storageAccess';
 
 /** What the outcome message carries that the command shows (schemas/job-outcome.schema.json). */
-export interface ReplyOutcome {
-  readonly jobId: string;
-  readonly correlationId: string | null;
-  readonly status: string;
-  readonly result?: unknown;
-  readonly resultUrl?: string;
-  readonly error: { readonly code: string; readonly message: string } | null;
-  readonly errors?: ReadonlyArray<{ readonly code: string; readonly message: string }>;
-}
+export type ReplyOutcome = Pick<JobOutcome, 'jobId' | 'correlationId' | 'status' | 'result' | 'resultUrl' | 'error' | 'errors'>;
 
 interface ReplyTarget {
   readonly queueServiceUrl: string;
@@ -37,8 +31,7 @@ async function queueService(serviceUrl: string): Promise<QueueServiceClient> {
 /** Checks the queue against the app's allow-list before anything is submitted. */
 export async function replyTarget(client: CoordinatorClient, queue: string): Promise<ReplyTarget> {
   const target = await client.request<ReplyTarget>('GET', '/job-inputs');
-  const allowed = target.replyQueues.some((e) => (e.endsWith('*') ? queue.startsWith(e.slice(0, -1)) : queue === e));
-  if (!allowed) {
+  if (!allowListed(target.replyQueues, queue)) {
     throw new CliError(EXIT.usage, `--reply-to ${queue}: not a reply queue of this app; allowed: ${target.replyQueues.join(', ')} (JOB_REPLY_QUEUES).`);
   }
   return target;

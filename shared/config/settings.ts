@@ -293,22 +293,16 @@ function onAzure(env: Env): boolean {
  */
 function readDelivery(env: Env, own: { readonly queues: readonly string[]; readonly taskHubName: string }): DeliverySettings {
   const families = [`${own.taskHubName.toLowerCase()}-`, 'azure-webjobs-'];
-  const replyName = SETTING_NAMES.replyQueues;
-  const replyQueues = (readRaw(env, replyName) ?? DEFAULTS.replyQueues).split(',').map((e) => e.trim()).filter((e) => e !== '');
-  for (const entry of replyQueues) {
-    const prefix = entry.endsWith('*') ? entry.slice(0, -1) : undefined;
-    if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !QUEUE_NAME.pattern.test(entry)) {
-      throw new ConfigError(
-        replyName,
-        `"${entry}" is neither a queue name (${QUEUE_NAME.description}) nor a prefix written like "replies-*".`,
-      );
-    }
-    const reaches = (queue: string): boolean => (prefix === undefined ? queue === entry : queue.startsWith(prefix));
-    const ownHit = own.queues.find(reaches);
-    if (ownHit !== undefined) throw new ConfigError(replyName, `"${entry}" would let submissions write the app's own queue "${ownHit}".`);
-    const family = families.find((f) => (prefix === undefined ? entry.startsWith(f) : prefix.startsWith(f) || f.startsWith(prefix)));
-    if (family !== undefined) throw new ConfigError(replyName, `"${entry}" would let submissions write the reserved queues "${family}*".`);
-  }
+  const replyQueues = readNameList(env, {
+    name: SETTING_NAMES.replyQueues,
+    fallback: DEFAULTS.replyQueues,
+    rule: QUEUE_NAME,
+    kind: 'queue',
+    example: 'replies-*',
+    access: 'let submissions write',
+    own: own.queues,
+    families,
+  });
   const outcomesRaw = readRaw(env, SETTING_NAMES.outcomesQueue);
   const outcomesQueue = outcomesRaw === undefined ? undefined : readName(env, SETTING_NAMES.outcomesQueue, '', QUEUE_NAME);
   if (outcomesQueue !== undefined && (own.queues.includes(outcomesQueue) || families.some((f) => outcomesQueue.startsWith(f)))) {
@@ -418,25 +412,61 @@ function readRaw(env: Env, name: string): string | undefined {
  */
 function readInputContainers(env: Env, own: readonly string[], families: readonly string[]): string[] {
   const name = SETTING_NAMES.inputContainers;
-  const entries = (readRaw(env, name) ?? DEFAULTS.inputContainers).split(',').map((e) => e.trim()).filter((e) => e !== '');
+  const entries = readNameList(env, {
+    name,
+    fallback: DEFAULTS.inputContainers,
+    rule: CONTAINER_NAME,
+    kind: 'container',
+    example: 'inputs-*',
+    access: 'let jobs read',
+    own,
+    families,
+  });
   if (entries.length === 0) {
     throw new ConfigError(name, `is empty: name at least one container jobs may read (default "${DEFAULTS.inputContainers}").`);
   }
+  return entries;
+}
+
+/**
+ * An allow-list setting of storage names (input containers, reply queues): comma-separated names, or
+ * `prefix-*` for every name that starts with `prefix-`. An entry that could reach one of the app's
+ * own names or a reserved family is refused at start rather than silently ignored.
+ */
+function readNameList(
+  env: Env,
+  list: {
+    readonly name: string;
+    readonly fallback: string;
+    readonly rule: NameRule;
+    /** What the names are, in messages: `container`, `queue`. */
+    readonly kind: string;
+    readonly example: string;
+    /** What an entry grants, in messages: `let jobs read`. */
+    readonly access: string;
+    readonly own: readonly string[];
+    readonly families: readonly string[];
+  },
+): string[] {
+  const { name, kind } = list;
+  const entries = (readRaw(env, name) ?? list.fallback).split(',').map((e) => e.trim()).filter((e) => e !== '');
   for (const entry of entries) {
     const prefix = entry.endsWith('*') ? entry.slice(0, -1) : undefined;
-    if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !CONTAINER_NAME.pattern.test(entry)) {
-      throw new ConfigError(
-        name,
-        `"${entry}" is neither a container name (${CONTAINER_NAME.description}) nor a prefix written like "inputs-*".`,
-      );
+    if (prefix !== undefined ? !/^[a-z0-9]+(-[a-z0-9]+)*-$/.test(prefix) || prefix.length > 62 : !list.rule.pattern.test(entry)) {
+      const rule = `a ${kind} name (${list.rule.description})`;
+      throw new ConfigError(name, `"${entry}" is neither ${rule} nor a prefix written like "${list.example}".`);
     }
-    const reaches = (container: string): boolean => (prefix === undefined ? container === entry : container.startsWith(prefix));
-    const ownHit = own.find(reaches);
-    if (ownHit !== undefined) throw new ConfigError(name, `"${entry}" would let jobs read the app's own container "${ownHit}".`);
-    const family = families.find((f) => (prefix === undefined ? entry.startsWith(f) : prefix.startsWith(f) || f.startsWith(prefix)));
-    if (family !== undefined) throw new ConfigError(name, `"${entry}" would let jobs read the reserved containers "${family}*".`);
+    const ownHit = list.own.find((own) => allowListed([entry], own));
+    if (ownHit !== undefined) throw new ConfigError(name, `"${entry}" would ${list.access} the app's own ${kind} "${ownHit}".`);
+    const family = list.families.find((f) => (prefix === undefined ? entry.startsWith(f) : prefix.startsWith(f) || f.startsWith(prefix)));
+    if (family !== undefined) throw new ConfigError(name, `"${entry}" would ${list.access} the reserved ${kind}s "${family}*".`);
   }
   return entries;
+}
+
+/** Whether `name` is on an allow-list of names and `prefix-*` entries (JOB_INPUT_CONTAINERS, JOB_REPLY_QUEUES). */
+export function allowListed(entries: readonly string[], name: string): boolean {
+  return entries.some((entry) => (entry.endsWith('*') ? name.startsWith(entry.slice(0, -1)) : name === entry));
 }
 
 function readName(env: Env, name: string, fallback: string, rule: NameRule): string {

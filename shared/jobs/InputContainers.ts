@@ -8,6 +8,7 @@
  */
 import { type BlobClient, type BlobServiceClient } from '@azure/storage-blob';
 
+import { allowListed } from '../config/settings';
 import { ItemError } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
 
@@ -30,7 +31,7 @@ export class InputContainers {
 
   allows(container: string): boolean {
     if (this.reserved.some((pattern) => matches(pattern, container))) return false;
-    return this.allowed.some((entry) => (entry.endsWith('*') ? container.startsWith(entry.slice(0, -1)) : container === entry));
+    return allowListed(this.allowed, container);
   }
 
   /** For refusals: what is allowed, and where that is set. */

@@ -10,7 +10,7 @@
  */
 import { isIP } from 'node:net';
 
-import { type DeliverySettings } from '../../config/settings';
+import { allowListed, type DeliverySettings } from '../../config/settings';
 import { JobError, type JobErrorInfo } from '../JobError';
 
 /** What a submission asked for its outcome: all optional. */
@@ -27,7 +27,7 @@ export class DeliveryTargets {
   constructor(readonly settings: DeliverySettings) {}
 
   replyAllowed(queue: string): boolean {
-    return this.settings.replyQueues.some((entry) => (entry.endsWith('*') ? queue.startsWith(entry.slice(0, -1)) : queue === entry));
+    return allowListed(this.settings.replyQueues, queue);
   }
 
   /** The queue a submission names, or `INVALID_REPLY_TO`. */
