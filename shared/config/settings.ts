@@ -218,21 +218,14 @@ export function loadSettings(env: Env = process.env): Settings {
     drainTimeoutMs: Math.round(drainTimeoutSeconds * 1000),
     passIntervalMs: Math.round(passIntervalSeconds * 1000),
   };
-  // The same check the elector and the runtime make at construction, in the settings' names and units.
-  checkLeaderTiming(timing, TIMING_SETTINGS);
   const idleDefault = Math.max(passIntervalSeconds, Math.min(DEFAULTS.idlePassIntervalSeconds, stallTimeoutSeconds / 2));
   const idlePassIntervalSeconds = readNumber(env, SETTING_NAMES.idlePassIntervalSeconds, idleDefault, {
     min: passIntervalSeconds,
     max: 3600,
     hint: `at least ${SETTING_NAMES.passIntervalSeconds}`,
   });
-  if (idlePassIntervalSeconds >= stallTimeoutSeconds) {
-    const why = 'the watchdog would take an idle leader for a stalled one';
-    throw new ConfigError(
-      SETTING_NAMES.idlePassIntervalSeconds,
-      `${idlePassIntervalSeconds} must be less than ${SETTING_NAMES.stallTimeoutSeconds} (${stallTimeoutSeconds}): ${why}.`,
-    );
-  }
+  // The same check the elector and the runtime make at construction, in the settings' names and units.
+  checkLeaderTiming({ ...timing, idlePassIntervalMs: Math.round(idlePassIntervalSeconds * 1000) }, TIMING_SETTINGS);
   const timerSchedule = readSchedule(env);
   const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
   const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
@@ -359,6 +352,7 @@ const TIMING_SETTING_NAMES: Readonly<Partial<Record<TimingKey, string>>> = {
   stallTimeoutMs: SETTING_NAMES.stallTimeoutSeconds,
   drainTimeoutMs: SETTING_NAMES.drainTimeoutSeconds,
   passIntervalMs: SETTING_NAMES.passIntervalSeconds,
+  idlePassIntervalMs: SETTING_NAMES.idlePassIntervalSeconds,
 };
 
 const TIMING_SETTINGS: TimingNames = {

@@ -25,7 +25,6 @@ import { createLogger, type Logger } from '../observability/log';
 import { BlobLeaseStore } from './BlobLeaseStore';
 import { type Clock, systemClock } from './Clock';
 import { ClusterRecords } from './ClusterRecords';
-import { ElectorConfigError } from './errors';
 import { checkLeaderTiming } from './leaderTiming';
 import {
   type CurrentLeader,
@@ -145,12 +144,9 @@ export class CoordinatorRuntime {
   private signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
 
   constructor(options: CoordinatorRuntimeOptions) {
-    checkLeaderTiming({ ...options.elector, passIntervalMs: options.passIntervalMs, stallTimeoutMs: options.stallTimeoutMs });
     const idle = options.idlePassIntervalMs ?? options.passIntervalMs;
-    if (!(idle >= options.passIntervalMs && idle < options.stallTimeoutMs)) {
-      const bounds = `at least passIntervalMs (${options.passIntervalMs}) and less than stallTimeoutMs (${options.stallTimeoutMs})`;
-      throw new ElectorConfigError('idlePassIntervalMs', `${idle} must be ${bounds}.`);
-    }
+    const { passIntervalMs, stallTimeoutMs } = options;
+    checkLeaderTiming({ ...options.elector, passIntervalMs, idlePassIntervalMs: idle, stallTimeoutMs });
     this.pass = options.pass;
     this.passIntervalMs = options.passIntervalMs;
     this.idlePassIntervalMs = idle;

@@ -39,6 +39,8 @@ export interface RuntimeTimingOptions {
   readonly stallTimeoutMs: number;
   /** A leader runs a pass this often; < stallTimeoutMs, or the watchdog fires between passes. */
   readonly passIntervalMs: number;
+  /** While passes find no work the interval grows up to this; >= passIntervalMs and < stallTimeoutMs. */
+  readonly idlePassIntervalMs?: number;
 }
 
 export type TimingKey = keyof ElectorTimingOptions | keyof RuntimeTimingOptions;
@@ -101,6 +103,14 @@ export function checkLeaderTiming(
   if (stall !== undefined && pass !== undefined && pass >= stall) {
     const why = 'or the watchdog steps a healthy leader down between passes';
     fail('passIntervalMs', pass, `must be less than ${than('stallTimeoutMs', stall)}, ${why}.`);
+  }
+  if (options.idlePassIntervalMs !== undefined) {
+    const idle = positive('idlePassIntervalMs', options.idlePassIntervalMs);
+    if (pass !== undefined && idle < pass) fail('idlePassIntervalMs', idle, `must be at least ${than('passIntervalMs', pass)}.`);
+    if (stall !== undefined && idle >= stall) {
+      const why = 'or the watchdog takes an idle leader for a stalled one';
+      fail('idlePassIntervalMs', idle, `must be less than ${than('stallTimeoutMs', stall)}, ${why}.`);
+    }
   }
   return {
     leaseSeconds: L,

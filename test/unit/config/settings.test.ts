@@ -96,6 +96,8 @@ describe('settings', () => {
     ['a renew deadline not below a longer lease', { ...DEV, LEADER_LEASE_SECONDS: '20', LEADER_RENEW_DEADLINE_SECONDS: '20.5' }, 'LEADER_RENEW_DEADLINE_SECONDS', /20.5 must be less than LEADER_LEASE_SECONDS \(20\)/],
     ['a pass interval the watchdog would mistake for a stall', { ...DEV, LEADER_PASS_INTERVAL_SECONDS: '200' }, 'LEADER_PASS_INTERVAL_SECONDS', /200 must be less than LEADER_STALL_TIMEOUT_SECONDS \(120\)/],
     ['a stall timeout shorter than the pass interval', { ...DEV, LEADER_PASS_INTERVAL_SECONDS: '5', LEADER_STALL_TIMEOUT_SECONDS: '3' }, 'LEADER_PASS_INTERVAL_SECONDS', /5 must be less than LEADER_STALL_TIMEOUT_SECONDS \(3\)/],
+    ['an idle pass interval the watchdog would mistake for a stall', { ...DEV, LEADER_IDLE_PASS_INTERVAL_SECONDS: '120' }, 'LEADER_IDLE_PASS_INTERVAL_SECONDS', /120 must be less than LEADER_STALL_TIMEOUT_SECONDS \(120\)/],
+    ['an idle pass interval below the pass interval', { ...DEV, LEADER_PASS_INTERVAL_SECONDS: '5', LEADER_IDLE_PASS_INTERVAL_SECONDS: '2' }, 'LEADER_IDLE_PASS_INTERVAL_SECONDS', /at least LEADER_PASS_INTERVAL_SECONDS/],
     ['a zero stall timeout', { ...DEV, LEADER_STALL_TIMEOUT_SECONDS: '0' }, 'LEADER_STALL_TIMEOUT_SECONDS', /out of range/],
     ['a five-field cron', { ...DEV, LEADER_TIMER_SCHEDULE: '*/5 * * * *' }, 'LEADER_TIMER_SCHEDULE', /six-field/],
     ['an uppercase container', { ...DEV, LEADER_LEASE_CONTAINER: 'Leases' }, 'LEADER_LEASE_CONTAINER', /not a valid name/],
