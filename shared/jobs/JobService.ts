@@ -657,7 +657,9 @@ export class JobService {
   /**
    * The submission a started job ran, without its job id: what to POST again to run it anew
    * (resubmit). Rebuilt from the orchestration's input (items inline, or the itemsBlob reference,
-   * and the options with their defaults filled in). A job that never started has none.
+   * the options with their defaults filled in, and its `replyTo` and `correlationId`, so the new
+   * job's outcome goes where the first one's went). Never its `callbackUrl`, which may carry a token
+   * and is never shown: a resubmit that wants the callback names it again. A job that never started has none.
    */
   async submission(jobId: string, orchestrations: OrchestrationClient): Promise<Record<string, Json>> {
     assertJobId(jobId);
@@ -671,7 +673,14 @@ export class JobService {
     }
     const items: Record<string, Json> =
       run.source.kind === 'inline' ? { items: run.source.items } : { itemsBlob: `${run.source.container}/${run.source.blob}` };
-    return { workType: run.workType, ...items, options: { ...run.options } };
+    const reply = run.reply;
+    return {
+      workType: run.workType,
+      ...items,
+      options: { ...run.options },
+      ...(reply?.replyTo === undefined ? {} : { replyTo: reply.replyTo }),
+      ...(reply?.correlationId === undefined ? {} : { correlationId: reply.correlationId }),
+    };
   }
 
   async resultText(jobId: string): Promise<string> {

@@ -282,6 +282,14 @@ describe('outcomes delivered: reply queues, the outcome stream, signed callbacks
     // The body is the outcome the reply queue got, byte for byte the JSON that was signed.
     assert.deepEqual(JSON.parse(second.body.toString('utf8')), reply);
     assert.equal(second.headers['x-coordinator-job-id'], 'rq-callback');
+    // A resubmit sends the outcome where the first run's went; the callback URL (its token) is not handed out.
+    const submission = await h.request('GET', '/api/jobs/rq-callback/submission');
+    assert.equal(submission.status, 200, submission.text);
+    assert.deepEqual(
+      { replyTo: (submission.json as Record<string, unknown>).replyTo, correlationId: (submission.json as Record<string, unknown>).correlationId },
+      { replyTo: replyQueue, correlationId: 'c-7' },
+    );
+    assert.ok(!submission.text.includes('token=abc') && !('callbackUrl' in (submission.json as object)), submission.text);
 
     const docs = readFileSync(join(REPO_ROOT, 'docs', 'jobs.md'), 'utf8');
     const snippet = /<!-- callback-verification-snippet -->\n```js\n([\s\S]*?)```/.exec(docs)?.[1];
