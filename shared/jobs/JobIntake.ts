@@ -127,6 +127,9 @@ export interface IntakeReport {
   readonly alreadyStarted: number;
   readonly rejected: number;
   readonly retryLater: number;
+  /** Milliseconds this pass spent checking the unconfirmed starts, and taking submissions. */
+  readonly checksMs?: number;
+  readonly takingMs?: number;
   /** Unconfirmed starts checked this pass, confirmed (their mark removed), and started again. */
   readonly checked: number;
   readonly confirmed: number;
@@ -304,6 +307,7 @@ export class JobIntake {
   private async intakePass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
+    const checking = performance.now();
     await this.checkStarts(ctx, orchestrations, counts);
     const began = performance.now();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
@@ -336,12 +340,13 @@ export class JobIntake {
         }
       });
     }
+    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
-      this.deps.logger.info('intake.pass', { ...counts, epoch: ctx.epoch });
+      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
     }
     // The last batch was full: more submissions are likely waiting (a burst), so no pause before the next pass.
     if (full && !ctx.signal.aborted) ctx.again?.();
-    return counts;
+    return timed;
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */

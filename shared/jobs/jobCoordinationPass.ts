@@ -36,6 +36,8 @@ import { durableOrchestrationClient, type OrchestrationClient } from './Orchestr
 import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
+/** A pass this long logs `leader.pass_slow` with the time of each of its parts. */
+export const SLOW_PASS_MS = 5_000;
 
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
@@ -60,7 +62,16 @@ export function jobCoordinationPass(
       return undefined;
     }
     const orchestrations = durableOrchestrationClient(client);
+    const began = performance.now();
+    const ms: Record<string, number> = {};
+    let lap = began;
+    const timed = (phase: string): void => {
+      const now = performance.now();
+      ms[phase] = Math.round(now - lap);
+      lap = now;
+    };
     const report = await components.intake.runPass(ctx, orchestrations);
+    timed('intake');
     if (!ctx.signal.aborted) {
       try {
         await stalls.check(orchestrations, ctx.epoch, ctx.signal);
@@ -69,6 +80,7 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
+    timed('stallCheck');
     // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
     // retry, or job runs are Running. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
@@ -83,6 +95,7 @@ export function jobCoordinationPass(
       await upkeep(orchestrations, ctx);
       ctx.progress();
     }
+    timed('indexUpkeep');
     // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
     const delivery = components.delivery;
     if (delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs) {
@@ -95,12 +108,25 @@ export function jobCoordinationPass(
       }
       ctx.progress();
     }
+    timed('deliverySweep');
     const retentionDays = components.settings.jobs.retentionDays;
     if (retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
       lastSweep = clock();
       const purged = await components.service.purgeExpired(orchestrations, retentionDays);
       if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
       ctx.progress();
+    }
+    timed('retention');
+    const totalMs = Math.round(performance.now() - began);
+    // Where a long pass's time went (the stall check and the upkeep wait behind the intake).
+    if (totalMs >= SLOW_PASS_MS) {
+      components.logger.warn('leader.pass_slow', {
+        totalMs,
+        ms: { ...ms, startChecks: report?.checksMs, takingSubmissions: report?.takingMs },
+        received: report?.received,
+        checked: report?.checked,
+        epoch: ctx.epoch,
+      });
     }
     return report;
   };

@@ -30,7 +30,7 @@ import { type FunctionInvoker } from '../contracts';
 import { type Logger } from '../log';
 import { type OverridableStates } from './DurableTaskOptions';
 import { fromJsonText, historyEvent, isRuntimeStatus, isTerminal, type RuntimeStatus } from './HistoryEvent';
-import { type InstanceFilter, type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
+import { type InstanceFilter, type InstanceStore, newInstanceState } from './InstanceStore';
 import { unknownFunctionMessage } from './replayActions';
 import { durableFunctions } from './runEpisode';
 import { taskHubNames, validateInstanceId } from './taskHubNames';
@@ -374,7 +374,7 @@ export class DurableHttpApi {
     }
     const showInput = parseBoolean(url.searchParams.get('showInput')) ?? true;
     const page = await this.#deps.store.list(this.#filterFrom(url), pageSize, token);
-    const body = page.items.map((state: InstanceState) => toStatusPayload(state, { showInput }));
+    const body = page.items.map((state) => toStatusPayload(state, { showInput }));
     const headers: Record<string, string> = page.continuationToken === undefined ? {} : { 'x-ms-continuation-token': Buffer.from(page.continuationToken).toString('base64url') };
     return { status: 200, body, headers };
   }

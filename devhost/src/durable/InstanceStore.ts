@@ -7,8 +7,14 @@
  * etag that was read; save: the etag that was read), so two host processes never overwrite each
  * other's progress: the loser gets `conflict` and redoes its work from a fresh read. Reads return
  * the etag to write back with.
- * Not guaranteed: listing is a scan of the container (filtered on metadata, then each match read),
- * fine for a development host, not for millions of instances.
+ * Listing costs what the extension's Instances table query costs, a request per page: each blob's
+ * metadata carries the instance's status summary (what a list answers: status, times, input,
+ * output, custom status) when it fits in `SUMMARY_METADATA_MAX` characters, written with the blob in
+ * the same request, so a page is served from the listing alone; an instance whose summary does not
+ * fit (a large input or output) is read. (Before, every match was read: the leader's stall check,
+ * every 5 s, read each Running instance again, a cost per job that grew with the time it ran.)
+ * Not guaranteed: listing is a scan of the container, fine for a development host, not for millions
+ * of instances.
  */
 import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/storage-blob';
 
@@ -59,7 +65,7 @@ export interface InstanceFilter {
 }
 
 export interface InstancePage {
-  readonly items: InstanceState[];
+  readonly items: InstanceSummary[];
   readonly continuationToken?: string;
 }
 
@@ -76,12 +82,40 @@ async function readAll(stream: NodeJS.ReadableStream | undefined): Promise<Buffe
   return Buffer.concat(chunks);
 }
 
+/** What a list of instances answers for each (the Durable HTTP API's status payload without history). */
+export type InstanceSummary = Pick<
+  InstanceState,
+  'instanceId' | 'name' | 'runtimeStatus' | 'input' | 'output' | 'customStatus' | 'createdTime' | 'lastUpdatedTime'
+>;
+
+/** The longest summary (base64url of its JSON) kept in metadata: Azure allows 8 KiB of metadata per blob. */
+export const SUMMARY_METADATA_MAX = 6_000;
+
+function summaryOf(state: InstanceSummary): InstanceSummary {
+  const { instanceId, name, runtimeStatus, input, output, customStatus, createdTime, lastUpdatedTime } = state;
+  return { instanceId, name, runtimeStatus, input, output, customStatus, createdTime, lastUpdatedTime };
+}
+
 function metadataFor(state: InstanceState): Record<string, string> {
+  const summary = Buffer.from(JSON.stringify(summaryOf(state)), 'utf8').toString('base64url');
   return {
     runtimestatus: state.runtimeStatus,
     createdtime: state.createdTime,
     name: encodeURIComponent(state.name),
+    ...(summary.length <= SUMMARY_METADATA_MAX ? { summary } : {}),
   };
+}
+
+/** The summary a listing carries, when its blob's metadata has one that parses. */
+function summaryFrom(metadata: Record<string, string> | undefined): InstanceSummary | undefined {
+  const encoded = metadata?.summary;
+  if (encoded === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8')) as Partial<InstanceSummary>;
+    return typeof parsed.instanceId === 'string' && typeof parsed.runtimeStatus === 'string' ? (parsed as InstanceSummary) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function matchesMetadata(metadata: Record<string, string> | undefined, filter: InstanceFilter): boolean {
@@ -176,19 +210,27 @@ export class InstanceStore {
     const first = await pages.next();
     if (first.done === true) return { items: [] };
     const page = first.value;
-    const names = page.segment.blobItems.filter((item) => matchesMetadata(item.metadata, filter)).map((item) => item.name);
-    const items: InstanceState[] = [];
-    for (let i = 0; i < names.length; i += READ_CONCURRENCY) {
-      const batch = await Promise.all(names.slice(i, i + READ_CONCURRENCY).map((name) => this.read(instanceIdFromBlobName(name))));
-      for (const stored of batch) if (stored !== undefined && matchesMetadata(metadataFor(stored.state), filter)) items.push(stored.state);
+    const matching = page.segment.blobItems.filter((item) => matchesMetadata(item.metadata, filter));
+    // In listing order: a summary from the metadata, or (too large for it) the blob read.
+    const items: (InstanceSummary | undefined)[] = matching.map((item) => summaryFrom(item.metadata));
+    const unread = matching.flatMap((item, i) => (items[i] === undefined ? [{ i, name: item.name }] : []));
+    for (let k = 0; k < unread.length; k += READ_CONCURRENCY) {
+      const batch = unread.slice(k, k + READ_CONCURRENCY);
+      const read = await Promise.all(batch.map(({ name }) => this.read(instanceIdFromBlobName(name))));
+      batch.forEach(({ i }, j) => {
+        const stored = read[j];
+        // Gone since the listing, or changed so that it no longer matches: left out.
+        items[i] = stored !== undefined && matchesMetadata(metadataFor(stored.state), filter) ? summaryOf(stored.state) : undefined;
+      });
     }
+    const found = items.filter((item): item is InstanceSummary => item !== undefined);
     const next = page.continuationToken;
-    return next === undefined || next === '' ? { items } : { items, continuationToken: next };
+    return next === undefined || next === '' ? { items: found } : { items: found, continuationToken: next };
   }
 
   /** Every instance matching `filter` (all pages). */
-  async listAll(filter: InstanceFilter): Promise<InstanceState[]> {
-    const all: InstanceState[] = [];
+  async listAll(filter: InstanceFilter): Promise<InstanceSummary[]> {
+    const all: InstanceSummary[] = [];
     let token: string | undefined;
     do {
       const page = await this.list(filter, 100, token);

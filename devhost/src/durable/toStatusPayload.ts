@@ -6,7 +6,7 @@
  * as names, results only with `showHistoryOutput=true` (parsed as JSON), no EventId/IsPlayed.
  */
 import { eventTypeName, fromJsonText, type HistoryEvent, ORCHESTRATION_STATUS_NUMBER, type RuntimeStatus } from './HistoryEvent';
-import { type InstanceState } from './InstanceStore';
+import { type InstanceState, type InstanceSummary } from './InstanceStore';
 
 export interface StatusPayload {
   readonly name: string;
@@ -99,7 +99,8 @@ export function summarizeHistory(history: readonly HistoryEvent[], showHistoryOu
   return items.filter((_, i) => !drop.has(i)).map(withoutNulls);
 }
 
-export function toStatusPayload(state: InstanceState, options: StatusOptions = {}): StatusPayload {
+/** A list's items are summaries (no history); a single instance's status may show its history. */
+export function toStatusPayload(state: InstanceSummary & Partial<Pick<InstanceState, 'history'>>, options: StatusOptions = {}): StatusPayload {
   const showInput = options.showInput ?? true;
   const payload: StatusPayload = {
     name: state.name,
@@ -111,7 +112,7 @@ export function toStatusPayload(state: InstanceState, options: StatusOptions = {
     createdTime: toSecondsIso(state.createdTime),
     lastUpdatedTime: toSecondsIso(state.lastUpdatedTime),
   };
-  if (options.showHistory === true && state.runtimeStatus !== 'Pending') {
+  if (options.showHistory === true && state.runtimeStatus !== 'Pending' && state.history !== undefined) {
     return { ...payload, historyEvents: summarizeHistory(state.history, options.showHistoryOutput === true, showInput) };
   }
   return payload;
