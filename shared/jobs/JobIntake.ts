@@ -177,11 +177,21 @@ export const INTAKE = {
    */
   messageConcurrency: 16,
   /**
-   * A pass reads no further batch of submissions once it has run this long: the rest of a burst
-   * waits for the next pass (within a second), so the stall check, the watchdog's progress and the
-   * next renewal never wait behind a long intake.
+   * A pass takes no further submission once it has run this long (from its start, the start checks
+   * included): the submissions of the batch in hand that no lane has begun are kept for the next
+   * pass, which follows at once and takes them first (`#carried`), and the rest of a burst waits on
+   * the queue. So a pass lasts this plus the starts already under way (a start is about a second
+   * under a burst's load), and the stall check and the index upkeep never wait behind a whole batch.
    */
   passBudgetMs: 2_500,
+  /**
+   * Submissions kept from a pass are taken by the next only while their receipt is this fresh: they
+   * stay invisible for `visibilityTimeoutSeconds` after the receive, and a start must not outlive it
+   * (another leader's pass would receive the message again). Older ones are left to reappear.
+   */
+  carriedForMs: 40_000,
+  /** The start checks begin no further check once they have run this long; the rest are due next pass. */
+  checkBudgetMs: 1_000,
   /**
    * An items blob up to this size is staged by the leader at intake, which then sends the first
    * window itself (a 100,000-number array is ~0.6 MB, staged in ~60 ms); a bigger one is staged by
@@ -272,6 +282,12 @@ export class JobIntake {
   /** Time this pass has spent staging inputs at intake (`INTAKE.firstWindowBudgetMs`). */
   #prestagingMs = 0;
 
+  /**
+   * Submissions received by a pass whose budget ran out before it began them, by job id, for the
+   * next pass of the same term (`INTAKE.passBudgetMs`, `carriedForMs`).
+   */
+  #carried: { readonly epoch: number; readonly receivedAt: number; readonly groups: DequeuedMessageItem[][] } | undefined;
+
   constructor(private readonly deps: IntakeDeps) {
     this.now = nowOf(deps);
     this.readability = new QueueReadability({
@@ -308,25 +324,64 @@ export class JobIntake {
     const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     const checking = performance.now();
+    const withinBudget = (): boolean => performance.now() - checking < INTAKE.passBudgetMs;
     await this.checkStarts(ctx, orchestrations, counts);
     const began = performance.now();
-    const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
+    // What the last pass of this term received and did not begin, while its receipt holds.
+    const carried = this.#carried;
+    this.#carried = undefined;
+    let receivedAt = carried?.receivedAt ?? 0;
+    const fresh = carried !== undefined && carried.epoch === ctx.epoch && performance.now() - carried.receivedAt < INTAKE.carriedForMs;
+    let pending = fresh ? carried.groups : [];
     let full = false;
-    for (let batch = 0; batch < INTAKE.maxBatchesPerPass && !ctx.signal.aborted && withinBudget(); batch++) {
-      const received = await this.deps.jobsQueue.receiveMessages({
-        numberOfMessages: INTAKE.batchSize,
-        visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
-        abortSignal: ctx.signal,
-      });
-      ctx.progress();
-      full = received.receivedMessageItems.length === INTAKE.batchSize;
-      if (received.receivedMessageItems.length === 0) {
-        if (batch === 0) await this.readability.afterEmptyReceive(ctx.signal);
-        break;
+    let batches = 0;
+    while (!ctx.signal.aborted && withinBudget()) {
+      if (pending.length === 0) {
+        if (batches >= INTAKE.maxBatchesPerPass) break;
+        const received = await this.deps.jobsQueue.receiveMessages({
+          numberOfMessages: INTAKE.batchSize,
+          visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
+          abortSignal: ctx.signal,
+        });
+        receivedAt = performance.now();
+        ctx.progress();
+        full = received.receivedMessageItems.length === INTAKE.batchSize;
+        if (received.receivedMessageItems.length === 0) {
+          if (batches === 0) await this.readability.afterEmptyReceive(ctx.signal);
+          break;
+        }
+        batches += 1;
+        this.readability.sawMessages();
+        pending = byJobId(received.receivedMessageItems);
       }
-      this.readability.sawMessages();
       // Several submissions at once; the messages of one job id in order, so a duplicate finds its twin's start.
-      await mapLimit(byJobId(received.receivedMessageItems), INTAKE.messageConcurrency, async (messages) => {
+      pending = await this.takeWhile(pending, withinBudget, ctx, orchestrations, counts);
+    }
+    if (pending.length > 0 && !ctx.signal.aborted) this.#carried = { epoch: ctx.epoch, receivedAt, groups: pending };
+    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
+    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
+      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
+    }
+    // Submissions kept for the next pass, or a full last batch (a burst): no pause before the next pass.
+    if ((full || this.#carried !== undefined) && !ctx.signal.aborted) ctx.again?.();
+    return timed;
+  }
+
+  /**
+   * Handles the groups `INTAKE.messageConcurrency` at a time while `withinBudget()`; answers the
+   * groups no lane began (a lane finishes the group it holds).
+   */
+  private async takeWhile(
+    groups: readonly DequeuedMessageItem[][],
+    withinBudget: () => boolean,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
+  ): Promise<DequeuedMessageItem[][]> {
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < groups.length && withinBudget() && !ctx.signal.aborted) {
+        const messages = groups[next++] as DequeuedMessageItem[];
         for (const message of messages) {
           // Stop between messages: an unhandled one simply becomes visible again for the next leader.
           if (ctx.signal.aborted) return;
@@ -338,15 +393,10 @@ export class JobIntake {
           else counts.retryLater += 1;
           ctx.progress();
         }
-      });
-    }
-    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
-    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
-      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
-    }
-    // The last batch was full: more submissions are likely waiting (a burst), so no pause before the next pass.
-    if (full && !ctx.signal.aborted) ctx.again?.();
-    return timed;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(INTAKE.messageConcurrency, groups.length) }, lane));
+    return groups.slice(next);
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
@@ -367,8 +417,10 @@ export class JobIntake {
     const due = marked
       .filter((m) => now - m.markedAt >= INTAKE.checkAfterMs && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
       .slice(0, INTAKE.maxChecksPerPass);
+    const checking = performance.now();
     await mapLimit(due, INTAKE.checkConcurrency, async ({ jobId }) => {
-      if (ctx.signal.aborted) return;
+      // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
+      if (ctx.signal.aborted || performance.now() - checking >= INTAKE.checkBudgetMs) return;
       counts.checked += 1;
       try {
         const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations);

@@ -213,6 +213,53 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
   });
 
+  it('stops taking submissions at the pass budget: the ones no lane began go to the next pass, which takes them first', async () => {
+    const fresh = await freshQueue('carry');
+    const n = INTAKE.messageConcurrency * 2;
+    for (let i = 0; i < n; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `carry-${i}`, workType: 'noop', items: [i] }));
+    let receives = 0;
+    const counted = new Proxy(fresh, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (key !== 'receiveMessages' || typeof value !== 'function') return value;
+        return (...args: unknown[]): unknown => {
+          receives += 1;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    // Each start outlasts the whole budget (a loaded backend): one round of lanes spends it.
+    const slowMs = INTAKE.passBudgetMs + 500;
+    const slow: OrchestrationClient = {
+      ...orchestrations,
+      start: async (instanceId, input) => {
+        await new Promise((r) => setTimeout(r, slowMs));
+        return orchestrations.start(instanceId, input);
+      },
+    };
+    const pass = intake({ jobsQueue: counted });
+    let again = 0;
+    const passCtx = { ...ctx(), again: () => void (again += 1) };
+    const t0 = performance.now();
+    const first = await pass.runPass(passCtx, slow);
+    const firstMs = performance.now() - t0;
+    assert.equal(first.received, INTAKE.messageConcurrency, 'one round of lanes, then the budget was spent');
+    assert.equal(receives, 1);
+    assert.equal(again, 1, 'the next pass is asked for at once');
+    // The budget and the round of starts under way, not the whole batch (two rounds).
+    assert.ok(firstMs < INTAKE.passBudgetMs + slowMs + 1_500, `the pass took ${Math.round(firstMs)} ms`);
+    const second = await pass.runPass(passCtx, slow);
+    assert.equal(second.received, n - INTAKE.messageConcurrency, 'the kept submissions, taken first');
+    assert.equal(receives, 1, 'without receiving them again (they are still invisible: their receipts hold)');
+    assert.equal(first.started + second.started, n);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+    const started = await Promise.all(Array.from({ length: n }, (_, i) => orchestrations.getStatus(instanceIdFor(`carry-${i}`))));
+    assert.equal(started.filter((s) => s !== undefined).length, n, 'every job started once');
+    // A third pass finds nothing kept and an empty queue.
+    assert.equal((await pass.runPass(passCtx, orchestrations)).received, 0);
+    await fresh.delete();
+  });
+
   it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans', async () => {
     const c = appRoot().jobs;
     const fresh = await freshQueue('budget');
