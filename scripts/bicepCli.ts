@@ -71,6 +71,8 @@ export function ensureBicepCli(repoRoot: string, log: (line: string) => void = (
     log(`restoring Bicep CLI ${version} (Azure.Bicep.CommandLine.${runtimeId}) from NuGet: dotnet restore ${TOOL_PROJECT} (.NET SDK ${dotnet.stdout.trim()})`);
     const restore = spawnSync('dotnet', ['restore', TOOL_PROJECT, `-p:BicepCliRuntime=${runtimeId}`, '--nologo', '-v', 'quiet'], {
       cwd: repoRoot,
+      // No first-run banner on a fresh machine: only a failure's output is shown.
+      env: { ...process.env, DOTNET_NOLOGO: '1', DOTNET_SKIP_FIRST_TIME_EXPERIENCE: '1' },
       encoding: 'utf8',
       maxBuffer: 16 * 1024 * 1024,
     });
