@@ -139,7 +139,7 @@ function main(): number {
   for (const line of result.passed) console.log(`  ok  ${line}`);
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
   if (result.problems.length > 0) {
-    console.error(`infra:check failed (${result.problems.length} problems, ${seconds} s):`);
+    console.error(`infra:check failed (${result.problems.length} problem${result.problems.length === 1 ? '' : 's'}, ${seconds} s):`);
     for (const problem of result.problems) console.error(`  ${problem}`);
     return 1;
   }
