@@ -165,7 +165,9 @@ resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
   tags: tags
 }
 
-module identity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1' = {
+// Every resource is declared in infra/ (app/*.bicep): no module comes from a registry, so the
+// template builds offline and a deployment depends on nothing but Azure (npm run infra:check).
+module identity 'app/identity.bicep' = {
   name: 'identity'
   scope: rg
   params: {
@@ -175,60 +177,42 @@ module identity 'br/public:avm/res/managed-identity/user-assigned-identity:0.4.1
   }
 }
 
-module plan 'br/public:avm/res/web/serverfarm:0.1.1' = {
+module plan 'app/flexConsumptionPlan.bicep' = {
   name: 'plan'
   scope: rg
   params: {
     name: 'plan-${resourceToken}'
-    sku: {
-      name: 'FC1'
-      tier: 'FlexConsumption'
-    }
-    reserved: true // Linux: Flex Consumption runs on Linux only
     location: location
     tags: tags
   }
 }
 
-module storage 'br/public:avm/res/storage/storage-account:0.8.3' = {
+// Shared-key access disabled, public blob access off, TLS 1.2 (app/storageAccount.bicep).
+module storage 'app/storageAccount.bicep' = {
   name: 'storage'
   scope: rg
   params: {
     name: 'st${resourceToken}'
     location: location
     tags: tags
-    // Locally redundant: the account holds working state (queues, leases, Durable history) whose
-    // cost is per transaction; choose a zone- or geo-redundant SKU if jobs must survive a zone loss.
     skuName: storageSkuName
-    // Entra ID only: no account key works, so none can leak. The host, Durable, the deployment
-    // and the app all authenticate with the managed identity.
-    allowSharedKeyAccess: false
-    allowBlobPublicAccess: false
-    minimumTlsVersion: 'TLS1_2'
-    dnsEndpointType: 'Standard'
-    publicNetworkAccess: 'Enabled'
-    networkAcls: {
-      defaultAction: 'Allow'
-      bypass: 'AzureServices'
-    }
-    blobServices: {
-      containers: [{ name: deploymentContainerName }]
-    }
+    deploymentContainerName: deploymentContainerName
   }
 }
 
-module logAnalytics 'br/public:avm/res/operational-insights/workspace:0.11.1' = {
+module logAnalytics 'app/logAnalytics.bicep' = {
   name: 'logAnalytics'
   scope: rg
   params: {
     name: 'log-${resourceToken}'
     location: location
     tags: tags
-    dataRetention: 30
+    retentionInDays: 30
   }
 }
 
-module monitoring 'br/public:avm/res/insights/component:0.6.0' = {
+// Telemetry is accepted only with an Entra ID token (app/applicationInsights.bicep, monitoringAccess.bicep).
+module monitoring 'app/applicationInsights.bicep' = {
   name: 'monitoring'
   scope: rg
   params: {
@@ -236,8 +220,6 @@ module monitoring 'br/public:avm/res/insights/component:0.6.0' = {
     location: location
     tags: tags
     workspaceResourceId: logAnalytics.outputs.resourceId
-    // Telemetry is accepted only with an Entra ID token (see monitoringAccess.bicep).
-    disableLocalAuth: true
   }
 }
 

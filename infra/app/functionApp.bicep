@@ -34,22 +34,40 @@ param instanceMemoryMB int = 2048
 @maxValue(1000)
 param maximumInstanceCount int = 100
 
-@description('App settings (name -> value); see main.bicep for what each one is.')
+@description('App settings (name -> value); see main.bicep for what each one is. Secure: JOB_CALLBACK_SECRET may be among them, and a secure parameter stays out of the deployment\'s recorded inputs.')
+@secure()
 param appSettings object
 
-module site 'br/public:avm/res/web/site:0.15.1' = {
-  name: '${name}-flex-consumption'
-  params: {
-    kind: 'functionapp,linux'
-    name: name
-    location: location
-    // azd finds the app to deploy the `api` service to by this tag.
-    tags: union(tags, { 'azd-service-name': 'api' })
-    serverFarmResourceId: appServicePlanId
-    managedIdentities: {
-      systemAssigned: false
-      userAssignedResourceIds: [identityId]
+// Plain resources, no registry module: the properties avm/res/web/site 0.15.1 sent with the
+// parameters this file gave it, its defaults included (HTTPS only, client affinity on, public
+// network access), so an app it created is updated in place with the same values.
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  kind: 'functionapp,linux'
+  // azd finds the app to deploy the `api` service to by this tag.
+  tags: union(tags, { 'azd-service-name': 'api' })
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
     }
+  }
+  properties: {
+    serverFarmId: appServicePlanId
+    httpsOnly: true
+    clientAffinityEnabled: true
+    clientCertEnabled: false
+    clientCertMode: 'Optional'
+    enabled: true
+    hyperV: false
+    redundancyMode: 'None'
+    publicNetworkAccess: 'Enabled'
+    storageAccountRequired: false
+    scmSiteAlsoStopped: false
+    vnetContentShareEnabled: false
+    vnetImagePullEnabled: false
+    vnetRouteAllEnabled: false
     functionAppConfig: {
       deployment: {
         storage: {
@@ -75,15 +93,40 @@ module site 'br/public:avm/res/web/site:0.15.1' = {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
     }
-    // No publishing user name and password: azd and Core Tools deploy with an Entra ID token, so
-    // basic authentication on the FTP and SCM (deployment) endpoints only adds a secret that can leak.
-    basicPublishingCredentialsPolicies: [
-      { name: 'ftp', allow: false }
-      { name: 'scm', allow: false }
-    ]
-    appSettingsKeyValuePairs: appSettings
   }
 }
 
-output name string = site.outputs.name
-output defaultHostname string = site.outputs.defaultHostname
+// No publishing user name and password: azd and Core Tools deploy with an Entra ID token, so
+// basic authentication on the FTP and SCM (deployment) endpoints only adds a secret that can leak.
+resource ftpBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: site
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+// The app settings are merged, not replaced: the module writes the app's current settings (read
+// here, once the site exists) with these on top, as the registry module did. See docs/deploy.md.
+module settings 'siteAppSettings.bicep' = {
+  name: '${take(name, 50)}-appsettings'
+  params: {
+    appName: site.name
+    appSettings: appSettings
+    currentAppSettings: list('${site.id}/config/appsettings', '2024-04-01').properties
+  }
+}
+
+@description('Function App name.')
+output name string = site.name
+
+@description('Default host name, e.g. <name>.azurewebsites.net.')
+output defaultHostname string = site.properties.defaultHostName

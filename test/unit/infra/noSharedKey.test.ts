@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import type { Node } from 'web-tree-sitter';
+
 import { BicepFile, plain } from './BicepFile';
 import { readRepoFile, repoFilesUnder, repoPath } from './repoFiles';
 
@@ -9,16 +11,34 @@ const SHARED_KEY_MARKERS = [/listKeys\s*\(/i, /listAccountSas\s*\(/i, /listServi
 
 const DEPLOYED_FILES = (): string[] => [...repoFilesUnder('infra', '.bicep'), ...repoFilesUnder('infra', '.json'), 'azure.yaml', 'host.json'];
 
+/** Every value given to a property of this name in infra/ (ARM property names are case-insensitive: so is this). */
 async function propertyValues(name: string): Promise<{ file: string; value: string }[]> {
   const values = [];
   for (const file of repoFilesUnder('infra', '.bicep')) {
     const bicep = await BicepFile.parse(repoPath(file));
     for (const property of bicep.nodesOfType('object_property')) {
       const [key, value] = [property.namedChild(0), property.namedChildren.at(-1)];
-      if (key?.text === name && value !== null && value !== undefined) values.push({ file, value: plain(bicep.evaluate(value)) ?? '' });
+      if (key?.text.toLowerCase() === name.toLowerCase() && value !== null && value !== undefined) values.push({ file, value: plain(bicep.evaluate(value)) ?? '' });
     }
   }
   return values;
+}
+
+/** The resources of one type (`Microsoft.Web/sites/basicPublishingCredentialsPolicies`), any API version, in infra/. */
+async function resourcesOfType(type: string): Promise<{ file: string; bicep: BicepFile; node: Node }[]> {
+  const found = [];
+  for (const file of repoFilesUnder('infra', '.bicep')) {
+    const bicep = await BicepFile.parse(repoPath(file));
+    for (const node of bicep.nodesOfType('resource_declaration')) {
+      if (node.text.includes(`'${type}@`)) found.push({ file, bicep, node });
+    }
+  }
+  return found;
+}
+
+function propertyOf(node: Node, key: string): Node | undefined {
+  const property = node.descendantsOfType('object_property').find((p) => p?.namedChild(0)?.text === key);
+  return property?.namedChildren.at(-1) ?? undefined;
 }
 
 describe('nothing deployed needs a shared key', () => {
@@ -36,9 +56,12 @@ describe('nothing deployed needs a shared key', () => {
     for (const { file, value } of await propertyValues('allowBlobPublicAccess')) assert.equal(value, 'false', `${file}: allowBlobPublicAccess`);
   });
 
-  it('Application Insights accepts Entra ID authentication only', async () => {
+  it('Application Insights (and its Log Analytics workspace) accept Entra ID authentication only', async () => {
     const localAuth = await propertyValues('disableLocalAuth');
-    assert.ok(localAuth.length > 0, 'disableLocalAuth must be set on the Application Insights component');
+    assert.ok(
+      localAuth.some((v) => v.file === 'infra/app/applicationInsights.bicep'),
+      'DisableLocalAuth must be set on the Application Insights component (infra/app/applicationInsights.bicep)',
+    );
     for (const { file, value } of localAuth) assert.equal(value, 'true', `${file}: disableLocalAuth`);
   });
 
@@ -49,10 +72,14 @@ describe('nothing deployed needs a shared key', () => {
   });
 
   it('the Function App has no working publishing user name and password (FTP and SCM basic auth off)', async () => {
-    const policies = await propertyValues('basicPublishingCredentialsPolicies');
-    assert.equal(policies.length, 1, 'functionApp.bicep must pass basicPublishingCredentialsPolicies to the site module');
-    const byName = new Map((JSON.parse(policies[0]?.value ?? '[]') as { name: string; allow: boolean }[]).map((p) => [p.name, p.allow]));
-    assert.equal(byName.get('ftp'), false, 'FTP basic authentication must be disabled');
-    assert.equal(byName.get('scm'), false, 'SCM (deployment) basic authentication must be disabled');
+    const policies = await resourcesOfType('Microsoft.Web/sites/basicPublishingCredentialsPolicies');
+    const byName = new Map<string, string | undefined>();
+    for (const { file, bicep, node } of policies) {
+      const [name, allow] = [propertyOf(node, 'name'), propertyOf(node, 'allow')];
+      assert.ok(name !== undefined && allow !== undefined, `${file}: a basicPublishingCredentialsPolicies resource must set its name and properties.allow`);
+      byName.set(plain(bicep.evaluate(name)) ?? '', plain(bicep.evaluate(allow)));
+    }
+    assert.equal(byName.get('ftp'), 'false', 'FTP basic authentication must be disabled');
+    assert.equal(byName.get('scm'), 'false', 'SCM (deployment) basic authentication must be disabled');
   });
 });
