@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { parseArgs as parseNodeArgs, type ParseArgsConfig } from 'node:util';
 
 import { JOB_LIMITS } from '../shared/jobs/jobLimits';
 import { CliError, CoordinatorClient, EXIT } from './CoordinatorClient';
@@ -79,30 +80,37 @@ interface Args {
   readonly flags: ReadonlyMap<string, string | true>;
 }
 
+/** node:util's parser, strict: the options above, positionals allowed (`-` for stdin), `--` ends the options. */
+const PARSE_OPTIONS: ParseArgsConfig['options'] = {
+  ...Object.fromEntries([...BOOLEAN_FLAGS].map((name) => [name, { type: 'boolean' as const }])),
+  ...Object.fromEntries([...VALUE_FLAGS].map((name) => [name, { type: 'string' as const }])),
+  help: { type: 'boolean', short: 'h' },
+};
+
 export function parseArgs(argv: readonly string[]): Args {
-  const positional: string[] = [];
+  let parsed: { values: Record<string, string | boolean | undefined>; positionals: string[] };
+  try {
+    parsed = parseNodeArgs({ args: [...argv], options: PARSE_OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    // Its errors carry a code and name the option; the messages here are the command line's own.
+    const code = (err as { code?: unknown }).code;
+    const option = /'(--?[^' ]+)/.exec(err instanceof Error ? err.message : '')?.[1] ?? '';
+    const name = option.replace(/^-+/, '');
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new CliError(EXIT.usage, `Unknown option ${option}. See --help.`);
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      throw new CliError(EXIT.usage, BOOLEAN_FLAGS.has(name) ? `--${name} takes no value.` : `--${name} needs a value.`);
+    }
+    throw err;
+  }
   const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i] as string;
-    if (arg === '-h') {
-      flags.set('help', true);
-    } else if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=');
-      const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
-      if (BOOLEAN_FLAGS.has(name)) {
-        if (eq > 0) throw new CliError(EXIT.usage, `--${name} takes no value.`);
-        flags.set(name, true);
-      } else if (VALUE_FLAGS.has(name)) {
-        const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
-        if (value === undefined || value === '') throw new CliError(EXIT.usage, `--${name} needs a value.`);
-        flags.set(name, value);
-      } else {
-        throw new CliError(EXIT.usage, `Unknown option --${name}. See --help.`);
-      }
-    } else {
-      positional.push(arg);
+  for (const [name, value] of Object.entries(parsed.values)) {
+    if (value === true) flags.set(name, true);
+    else if (typeof value === 'string') {
+      if (value === '') throw new CliError(EXIT.usage, `--${name} needs a value.`);
+      flags.set(name, value);
     }
   }
+  const positional = parsed.positionals;
   return { command: positional[0], positional: positional.slice(1), flags };
 }
 
