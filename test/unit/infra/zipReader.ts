@@ -6,8 +6,6 @@
 import { readFileSync } from 'node:fs';
 import zlib from 'node:zlib';
 
-import { crc32 } from '../../../scripts/zipWriter';
-
 export interface ZipEntry {
   readonly name: string;
   readonly data: Buffer;
@@ -52,7 +50,7 @@ export function readZip(path: string): ZipEntry[] {
     if (method !== 0 && method !== 8) throw new Error(`${name}: compression method ${method} is not supported`);
     const data = method === 8 ? zlib.inflateRawSync(stored) : Buffer.from(stored);
     if (data.length !== size) throw new Error(`${name}: ${data.length} bytes, the directory says ${size}`);
-    if (crc32(data) !== crc) throw new Error(`${name}: CRC-32 mismatch`);
+    if (zlib.crc32(data) !== crc) throw new Error(`${name}: CRC-32 mismatch`);
     entries.push({ name, data, mode: madeBy === 3 ? (external >>> 16) & 0o7777 : 0 });
   }
   return entries;
