@@ -5,7 +5,7 @@
  * index is a table there (JOB_INDEX_TABLE), kept by the store (JobStore) and read by the service.
  */
 import { type Settings } from '../config/settings';
-import { parseRecord } from '../leader/LeaseStore';
+import { BlobLeaseStore } from '../leader/BlobLeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient, tableClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
@@ -24,7 +24,7 @@ import { JobIndex } from './JobIndex';
 import { JobIntake } from './JobIntake';
 import { JOB_LIMITS } from './jobLimits';
 import { JobService } from './JobService';
-import { isStatus, JobStore } from './JobStore';
+import { JobStore } from './JobStore';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { WorkItemProcessor } from './WorkItemProcessor';
 
@@ -77,6 +77,9 @@ export function jobStatusPath(jobId: string): string {
   return `/api/jobs/${jobId}`;
 }
 
+/** The fence's read of the lease blob gives up after this (the app's client retries within it). */
+export const FENCE_READ_TIMEOUT_MS = 10_000;
+
 export function poisonQueueName(queue: string): string {
   return `${queue}-poison`;
 }
@@ -95,16 +98,12 @@ export function buildJobComponents(
     reservedContainers(settings.jobs.resultsContainer, settings.leader.container, settings.jobs.taskHubName),
   );
   const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
-  // The lease blob's epoch, read without a lease (anyone may): the plan step's fence against runs of older epochs.
-  const leaseBlob = blobs.getContainerClient(settings.leader.container).getBlobClient(settings.leader.blob);
-  const leaseEpoch = async (): Promise<number | undefined> => {
-    try {
-      return parseRecord((await leaseBlob.getProperties()).metadata).record?.epoch;
-    } catch (err) {
-      if (isStatus(err, 404)) return undefined;
-      throw err;
-    }
-  };
+  // The lease blob's epoch, read without a lease (anyone may) through the elector's own store: the
+  // plan step's fence against runs of older epochs. Bounded like the elector's reads: a read that
+  // hangs fails the call (Durable calls it again) instead of holding the plan.
+  const leaseStore = new BlobLeaseStore(blobs, settings.leader.container, settings.leader.blob);
+  const leaseEpoch = async (): Promise<number | undefined> =>
+    (await leaseStore.read(AbortSignal.timeout(FENCE_READ_TIMEOUT_MS))).record?.epoch;
   const workItemsQueue = queues.getQueueClient(settings.jobs.workItemsQueue);
   const poisonQueue = queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue));
   const ensureStorage = onceUntilSuccess((signal) =>
