@@ -15,6 +15,10 @@
  * Depth is judged on the text: a deep value under an object key that a later duplicate key replaces
  * is too deep here, though `JSON.parse` would drop it (stricter than a parse-then-check).
  * Not guaranteed: a bound on one element's size (an element is held whole until it completes).
+ * Why not @streamparser/json (0.0.22): it hands out parsed values, not their source text, so a
+ * number beyond 2^53 would come back changed (the `sum` work type reads such items exactly), and it
+ * was 5-7x slower on a 29 MB array of 2,000,000 elements (4.2-5.8 s against 0.77-0.86 s here,
+ * 64 KiB pieces, Node 22).
  */
 
 export type JsonSplitErrorKind = 'not-json' | 'not-array' | 'too-deep';
