@@ -430,7 +430,7 @@ export class JobIntake {
           const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
           const checkedAt = this.now().getTime();
           // Never past the moment a Pending instance counts as stuck: its repair is what recovers a
-          // start message taken by an instance that died (the back-off once added 12 s to that).
+          // start message taken by an instance that died (a back-off past it would delay that by up to 15 s).
           const nextAt = stuckAt !== undefined && stuckAt > checkedAt ? Math.min(checkedAt + waitMs, stuckAt) : checkedAt + waitMs;
           this.#checkBackoff.set(jobId, { nextAt, waitMs });
         } else {

@@ -701,7 +701,7 @@ export class JobService {
   private async settled(jobId: string, s: OrchestrationSnapshot): Promise<OrchestrationSnapshot> {
     if (s.runtimeStatus !== 'Running' && s.runtimeStatus !== 'ContinuedAsNew') return s;
     const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
-    // Unreadable now (a storage fault): Durable's own view stands, as it did before this read existed.
+    // Unreadable now (a storage fault): Durable's own view stands; the outcome shows on a later read.
     const final = await this.deps.store.readFinal(jobId).catch(() => undefined);
     if (final === undefined || isSuperseded(final)) return s;
     // Its last change is when the outcome was recorded (the run's last update may be older).

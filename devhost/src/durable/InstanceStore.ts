@@ -11,8 +11,8 @@
  * metadata carries the instance's status summary (what a list answers: status, times, input,
  * output, custom status) when it fits in `SUMMARY_METADATA_MAX` characters, written with the blob in
  * the same request, so a page is served from the listing alone; an instance whose summary does not
- * fit (a large input or output) is read. (Before, every match was read: the leader's stall check,
- * every 5 s, read each Running instance again, a cost per job that grew with the time it ran.)
+ * fit (a large input or output) is read. A read per match would make an app that lists its Running
+ * instances every few seconds (the coordinator's stall check) pay per instance and per second.
  * Not guaranteed: listing is a scan of the container, fine for a development host, not for millions
  * of instances.
  */
