@@ -754,10 +754,21 @@ export class JobIntake {
     const { store } = this.deps;
     const found = await store.readStart(job.jobId, ctx.signal);
     if (found !== undefined && found.value.state === 'active' && found.value.fingerprint === job.fingerprint) {
+      // A newer leader's start (it took the record over): not this one's to give up. Left for that leader.
+      if (found.value.epoch > ctx.epoch) {
+        this.deps.logger.warn('intake.start_failed', {
+          jobId: job.jobId,
+          messageId: message.messageId,
+          dequeueCount: message.dequeueCount,
+          error: cause,
+          epoch: ctx.epoch,
+          hint: `the start record belongs to epoch ${found.value.epoch}; left to that leader`,
+        });
+        return 'retry_later';
+      }
       const instance = await orchestrations.getStatus(instanceIdFor(job.jobId, found.value.generation));
       if (instance !== undefined && runOf(instance)?.startId === found.value.startId) return this.alreadyAccepted(message, job, ctx);
-      const epoch = Math.max(found.value.epoch, ctx.epoch);
-      const given: StartRecord = { ...found.value, state: 'rejected', epoch, holder: ctx.holder, at: this.now().toISOString() };
+      const given: StartRecord = { ...found.value, state: 'rejected', epoch: ctx.epoch, holder: ctx.holder, at: this.now().toISOString() };
       const retired = await store.replaceStart(given, found.etag, ctx.signal);
       if (retired === 'conflict') throw new Error(`The start record of job ${job.jobId} changed while its start was being given up.`);
       await store.clearUnconfirmed(job.jobId, ctx.signal);

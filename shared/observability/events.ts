@@ -50,6 +50,12 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     fields: { epoch: 'number', code: 'string' },
     optional: { error: 'object' },
   },
+  'leader.pass_slow': {
+    level: 'warn',
+    what: 'a coordination pass took 5 s or more (SLOW_PASS_MS), with the time of each of its parts',
+    fields: { totalMs: 'number', ms: 'object', epoch: 'number' },
+    optional: { received: 'number', checked: 'number' },
+  },
   'job.submitted': { level: 'info', what: 'an HTTP submission was queued', fields: { jobId: 'string', workType: 'string', via: 'string' } },
   'intake.started': {
     level: 'info',

@@ -384,6 +384,36 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.ok(poison.peekedMessageItems.some((m) => m.messageText === text));
   });
 
+  it('on a tenth delivery, a stale leader leaves a start recorded by a newer leader alone instead of giving it up', async () => {
+    const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
+    // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
+    const first = await freshQueue('giveup-newer');
+    await first.sendMessage(text);
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    assert.equal((await intake({ jobsQueue: first }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
+    const c = appRoot().jobs;
+    assert.equal((await c.store.readStart('newer-start'))?.value.epoch, 12);
+    // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
+    const stale = await freshQueue('giveup-stale');
+    await stale.sendMessage(text);
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    let reads = 0;
+    const flaky: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
+    };
+    const report = await intake({ jobsQueue: stale }).runPass(ctx(), flaky);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 1 });
+    const kept = await c.store.readStart('newer-start');
+    assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
+    assert.equal(kept?.value.epoch, 12);
+    await Promise.all([first.delete(), stale.delete()]);
+  });
+
   it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {
     const fresh = await freshQueue('boom');
     const registry = builtInWorkTypes().register({
