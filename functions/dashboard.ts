@@ -2,6 +2,7 @@
  * GET /api/dashboard (function key): the live page, built once per process from dashboard/ by
  * shared/observability/dashboardPage.ts (which says what the page holds and what its
  * Content-Security-Policy allows), served with that policy and `no-referrer`.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 8.
  */
 import { app, type HttpResponseInit } from '@azure/functions';
 

@@ -1,6 +1,7 @@
 /**
  * Registers the job orchestration's activities; the logic and its guarantees are in
  * shared/jobs/JobActivities.ts. Inputs arrive as the JSON the orchestration passed.
+ * Route: docs/architecture.md, "A submission from POST to result blob", steps 5, 7 and 8.
  */
 import * as df from 'durable-functions';
 

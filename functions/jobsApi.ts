@@ -10,6 +10,7 @@
  * (they go to the log). The logic is in shared/jobs/JobService.ts.
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
+ * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
  */
 import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext, output } from '@azure/functions';
 import * as df from 'durable-functions';

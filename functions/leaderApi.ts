@@ -8,6 +8,7 @@
  * and counters, the recent terms and the instances seen recently (shared/leader/clusterView.ts), and
  * this instance's own storage requests per minute (shared/storage/requestCounter.ts).
  * Errors are JSON `{ code, message }` with no internals; the cause goes to the log.
+ * Route: docs/architecture.md, "The lease epoch from the elector to the fence", step 2.
  */
 import { app, type HttpRequest, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 

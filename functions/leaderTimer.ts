@@ -4,6 +4,7 @@
  * invocation's Durable client. The logic is in shared/leader/CoordinatorRuntime.ts, the wiring in
  * shared/app/appRoot.ts. On host shutdown the runtime stops gracefully: the pass drains, the lease
  * is released.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 2; "The lease epoch from the elector to the fence", step 1.
  */
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 import * as df from 'durable-functions';

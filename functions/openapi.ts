@@ -2,6 +2,7 @@
  * GET /api/openapi.json (anonymous): the OpenAPI 3.1 description of every route, the repository's
  * schemas/openapi.json (the build carries it, as it carries the job schema it embeds). It holds no
  * data and no secret; tools that import an API (API Management, client generators) read it keyless.
+ * Route: on neither route of docs/architecture.md: it describes their HTTP side (see its "The folders").
  */
 import { app, type HttpResponseInit } from '@azure/functions';
 

@@ -3,6 +3,7 @@
  * and their poison queues (shared/jobs/QueueDepths.ts; read at most every 5 s per instance), for
  * the live page. Errors are JSON `{ code, message }`: 503 SERVICE_UNAVAILABLE while storage cannot
  * be reached, 500 INTERNAL otherwise; the cause goes to the log.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 8.
  */
 import { app, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 

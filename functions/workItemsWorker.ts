@@ -5,6 +5,7 @@
  * the delivery count in `triggerMetadata.dequeueCount`; the worker records a chunk as failed on
  * its job's last attempt so the message never needs the poison queue. Logic: WorkItemProcessor.
  * Its Durable client input is there for leader election, not for the work: see AppRoot.offer.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 6.
  */
 import { app, type InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';

@@ -21,6 +21,7 @@
  * plans (a retried plan whose start already staged its input goes on: the leader that started it
  * may be the instance that died); the run then stands down. `finish` records the job's final
  * summary once, whichever run finishes first.
+ * Route: docs/architecture.md, "A submission from POST to result blob", steps 5, 7; "The lease epoch from the elector to the fence", step 6
  */
 import { type Logger } from '../observability/log';
 import { type Json } from '../worktypes/WorkType';

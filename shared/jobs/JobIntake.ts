@@ -47,6 +47,7 @@
  * `stuckPendingSeconds` (both work, results stay exact); a single poison copy when a leader dies
  * between sending it and recording it; retrying a start interrupted before its record was written
  * sooner than the message's visibility timeout (60 s).
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
  */
 import { randomUUID } from 'node:crypto';
 

@@ -10,6 +10,7 @@
  * stuck start was repaired), else from its start record (accepted, starting: pending) or its
  * record (pending or rejected). A run that stood down is never shown as the job's outcome. Job ids
  * are validated before they touch storage.
+ * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
  */
 import { randomUUID } from 'node:crypto';
 

@@ -17,6 +17,7 @@
  * parts); the cancel marker is read once a second per job.
  * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the first
  * delivery of a first-round chunk sent twice, by a retried activity or as unclaimed; one result is kept).
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 6.
  */
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';

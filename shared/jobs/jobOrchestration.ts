@@ -30,6 +30,7 @@
  *
  * Deterministic, as Durable replay requires: time comes from `currentUtcDateTime`, all I/O is in
  * activities, and the state carried across continue-as-new is plain JSON.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 4.
  */
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';

@@ -11,6 +11,7 @@
  * Error mapping (where it happens, as the service documents it): on lease and write operations a
  * 409 or 412 means "this id does not hold the lease" or "the blob changed under us" -> LeaseLostError.
  * On acquire a 409 means another id holds it -> false. A 404 on acquire creates the blob.
+ * Route: docs/architecture.md, "The lease epoch from the elector to the fence", steps 1, 2 and 6 (the fence reads the epoch here).
  */
 import { type BlobServiceClient, type BlockBlobClient, type ContainerClient, isRestError } from '@azure/storage-blob';
 

@@ -18,6 +18,7 @@
  * lease is released) and sits out one lease period, so a healthy instance takes over.
  * Not guaranteed: that a pass finishes (it is aborted on step-down), or that a pass never runs
  * twice for one epoch (passes must be idempotent; the epoch is their fencing token).
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 2; "The lease epoch from the elector to the fence", step 4.
  */
 import { type Settings } from '../config/settings';
 import { toCoordinatorError } from '../errors';

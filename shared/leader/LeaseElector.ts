@@ -22,6 +22,7 @@
  *   service rejects once the lease is someone else's (or has expired).
  * - Liveness depends on the blob service: while it is unreachable nobody leads.
  * - It trusts no remote timestamp; `acquiredAt` is for people, not for decisions.
+ * Route: docs/architecture.md, "The lease epoch from the elector to the fence", steps 1 to 3.
  */
 import { randomUUID } from 'node:crypto';
 

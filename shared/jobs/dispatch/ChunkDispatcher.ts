@@ -20,6 +20,7 @@
  * sent again once unclaimed). Costs per pass: one listing of results per 100-chunk
  * group in flight (and one of claims, only once a chunk has been in flight long enough for a claim to
  * matter: `claimsMatter`), one cancel check, and one message per `CHUNKS_PER_MESSAGE` chunks sent.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 5.
  */
 import { DEFAULTS } from '../../config/settings';
 import { type Logger } from '../../observability/log';
