@@ -1,6 +1,7 @@
 /**
  * Registers the job orchestration (see shared/jobs/jobOrchestration.ts for what it guarantees).
- * One instance per job, id `job-<jobId>`, started by the leader's coordination pass.
+ * One instance per start of a job, id `job-<jobId>` (`job-<jobId>.<n>` when a start is made again),
+ * started by the leader's coordination pass.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 4.
  */
 import * as df from 'durable-functions';

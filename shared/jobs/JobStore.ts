@@ -3,6 +3,8 @@
  *
  *   records/<jobId>.json              a submission that has no orchestration: pending (accepted by
  *                                     HTTP, not yet started) or rejected (with its error)
+ *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
+ *                                     (a different one under it is refused: DUPLICATE_JOB_ID)
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
  *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
  *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
@@ -18,6 +20,8 @@
  *                                     it; any later run of the job returns it instead of running
  *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step; the leader's
  *                                     pass checks each and completes or repairs it
+ *   jobs/<jobId>/delivery.json        where the job's outcome went (replyTo, callback), for its status
+ *   deliveries-due/<jobId>            an outcome delivery that failed, for the leader's pass to retry
  *
  * Guarantees: a chunk result is written at most once, whoever writes first (a worker, a
  * redelivered copy, or the orchestration expiring the chunk) wins, and every reader sees that one.

@@ -1,5 +1,6 @@
 /**
- * The job orchestration (one Durable instance per job, id `job-<jobId>`): plan -> steps -> aggregate.
+ * The job orchestration (one Durable instance per start of a job, id `job-<jobId>`, `job-<jobId>.<n>`
+ * for a start made again: JobIntake): plan -> steps -> aggregate.
  *
  * Flow control: the plan activity stages the items and sends the first window of chunks; then each
  * step activity (a long poll of a few seconds, see dispatch/ChunkDispatcher.ts) counts the results
@@ -16,9 +17,11 @@
  * steps (4 history events each) before continuing as new with its state. No durable timer: a timer
  * message is held by whichever instance received it, and comes back only a minute after that
  * instance dies (the control queue's visibility), where a step's activity message comes back in
- * 20 s (host.json). The custom status carries phase, progress and the leader's epoch. The output is a small
- * `JobSummary`; the full result is in a blob. Every ending goes through the finish activity, which
- * records the summary once (`final.json`) and answers the recorded one. A plan step that stands down
+ * `workItemQueueVisibilityTimeout` (10 s, host.json). The custom status carries phase, progress and the
+ * leader's epoch. The output is a small `JobSummary`; the full result is in a blob. The summary is
+ * recorded once (`final.json`): by the activity that aggregates the job, or, for a job that fails
+ * before it aggregates (its plan refused it, an activity kept failing), by the finish activity; each
+ * answers the recorded one. A plan step that stands down
  * (the job already finished, or this run is not the job's current start: see JobIntake) ends the run
  * at once with the recorded summary, or a superseded marker, having done nothing.
  *
