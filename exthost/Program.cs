@@ -1,6 +1,12 @@
 using System.Text.Json;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
 using Microsoft.Azure.WebJobs;
 using Microsoft.Azure.WebJobs.Extensions.DurableTask;
+using Microsoft.Azure.WebJobs.Extensions.Timers;
+using Microsoft.Azure.WebJobs.Host;
+using Microsoft.Azure.WebJobs.Host.Config;
+using Microsoft.Azure.WebJobs.Host.Executors;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
@@ -8,51 +14,147 @@ using Microsoft.Extensions.Logging;
 
 namespace ExtHost;
 
+/// <summary>
+/// `dotnet ExtHost.dll [--app-root DIR] [--port 7071] [--host-id ID] [--worker JS] [--node EXE] [--smoke]`:
+/// the app's functions on the real WebJobs extensions (Durable over Azure Storage, queues, timers),
+/// run by a Node.js worker (devhost's loader). See exthost/README.md.
+/// </summary>
 public static class Program
 {
+    public const string ReadyPrefix = "Extensions host listening on ";
+
     public static async Task<int> Main(string[] args)
+    {
+        try
+        {
+            return await Run(args);
+        }
+        catch (Exception e)
+        {
+            Console.Error.WriteLine($"exthost: {e.GetType().Name}: {e.Message}");
+            Console.Error.WriteLine(e);
+            return 1;
+        }
+    }
+
+    static async Task<int> Run(string[] args)
     {
         bool smoke = args.Contains("--smoke");
         string appRoot = Path.GetFullPath(ArgValue(args, "--app-root") ?? Directory.GetCurrentDirectory());
-        var hostJson = HostJson.Flatten(Path.Combine(appRoot, "host.json"));
+        int port = int.Parse(ArgValue(args, "--port") ?? "7071");
+        string hostId = ArgValue(args, "--host-id") ?? "leader-coordinator";
+        string instanceId = ArgValue(args, "--instance-id") ?? $"{Environment.MachineName}:{port}";
+        string workerJs = Path.GetFullPath(ArgValue(args, "--worker") ?? Path.Combine(appRoot, "devhost", "dist", "src", "worker", "workerMain.js"));
+        string node = ArgValue(args, "--node") ?? "node";
 
+        // Like `func start`: local.settings.json Values fill the environment, never overriding it.
+        LocalSettings.Load(Path.Combine(appRoot, "local.settings.json"));
+        // The Durable extension picks its out-of-proc protocol from this (OrchestratorShim for node).
+        Environment.SetEnvironmentVariable("FUNCTIONS_WORKER_RUNTIME", Environment.GetEnvironmentVariable("FUNCTIONS_WORKER_RUNTIME") ?? "node");
+        var hostJson = HostJson.Flatten(Path.Combine(appRoot, "host.json"));
+        // Not an App Service / Linux Consumption container, whatever this machine's environment says:
+        // the extension would otherwise switch to Consumption defaults and its Linux event log lines.
+        var notAzure = new Dictionary<string, string?> { ["CONTAINER_NAME"] = "", ["WEBSITE_INSTANCE_ID"] = "", ["WEBSITE_SKU"] = "" };
+
+        NodeWorker? worker = null;
+        Type functionsType = typeof(SmokeFunctions);
+        List<WorkerFunction> httpFunctions = [];
+        if (!smoke)
+        {
+            if (!File.Exists(workerJs)) throw new FileNotFoundException($"the Node.js worker {workerJs} is missing: build first (npm run build)");
+            var workerEnv = new Dictionary<string, string?>
+            {
+                ["WEBSITE_INSTANCE_ID"] = Environment.GetEnvironmentVariable("WEBSITE_INSTANCE_ID") ?? instanceId,
+                ["AzureFunctionsWebHost__hostid"] = Environment.GetEnvironmentVariable("AzureFunctionsWebHost__hostid") ?? hostId,
+                ["WEBSITE_HOSTNAME"] = Environment.GetEnvironmentVariable("WEBSITE_HOSTNAME") ?? $"127.0.0.1:{port}",
+            };
+            worker = await NodeWorker.StartAsync(node, workerJs, appRoot, workerEnv, CancellationToken.None);
+            var functions = await worker.ListAsync();
+            Bridge.Initialize(worker, functions);
+            var emitted = FunctionEmitter.Emit(functions);
+            functionsType = emitted.Type;
+            httpFunctions = functions.Where(f => emitted.Http.Contains(f.Name)).ToList();
+        }
+
+        string routePrefix = hostJson.GetValueOrDefault("AzureWebJobs:extensions:http:routePrefix") ?? "api";
+        var baseUrl = new Uri($"http://127.0.0.1:{port}");
         var builder = new HostBuilder()
+            .UseConsoleLifetime(o => o.SuppressStatusMessages = true)
             .ConfigureAppConfiguration(c =>
             {
                 c.AddInMemoryCollection(hostJson);
                 c.AddEnvironmentVariables();
+                c.AddInMemoryCollection(notAzure);
             })
-            .ConfigureLogging(l =>
+            .ConfigureLogging((ctx, l) =>
             {
                 l.AddSimpleConsole(o => { o.SingleLine = true; o.TimestampFormat = "HH:mm:ss.fff "; });
                 l.SetMinimumLevel(LogLevel.Information);
                 l.AddFilter("Azure.Core", LogLevel.Warning);
-                l.AddFilter("Host.Triggers.DurableTask", LogLevel.Information);
+                l.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
+                l.AddFilter("Microsoft.Azure.WebJobs.Hosting.OptionsLoggingService", LogLevel.Warning);
+                l.AddFilter("Host.Triggers.DurableTask", LogLevel.Warning);
                 l.AddFilter("DurableTask.AzureStorage", LogLevel.Warning);
                 l.AddFilter("DurableTask.Core", LogLevel.Warning);
+                l.AddFilter("Function", LogLevel.Warning);
+                l.AddFilter("Host.Results", LogLevel.Warning);
+                l.AddFilter("Host.Executor", LogLevel.Warning);
             })
             .ConfigureWebJobs(b =>
             {
                 b.AddAzureStorageCoreServices();
                 b.AddAzureStorageQueues();
+                b.AddTimers();
                 b.AddDurableTask();
             })
             .ConfigureServices(s =>
             {
-                s.AddSingleton<ITypeLocator>(new ExplicitTypeLocator(typeof(SmokeFunctions)));
+                s.AddSingleton<ITypeLocator>(new ExplicitTypeLocator(functionsType));
+                s.AddSingleton<IWebHookProvider>(new LocalWebHookProvider(() => baseUrl));
+                s.AddSingleton<IHostIdProvider>(new FixedHostIdProvider(hostId));
+                s.AddSingleton<ScheduleMonitor>(new BlobScheduleMonitor(Environment.GetEnvironmentVariable("AzureWebJobsStorage") ?? "UseDevelopmentStorage=true", hostId));
+                if (hostJson.GetValueOrDefault("AzureWebJobs:functionTimeout") is string timeout && TimeSpan.TryParse(timeout, out var limit) && limit > TimeSpan.Zero)
+                {
+                    s.Configure<JobHostFunctionTimeoutOptions>(o => { o.Timeout = limit; o.ThrowOnTimeout = true; o.TimeoutWhileDebugging = true; });
+                }
             });
+        if (!smoke)
+        {
+            builder.ConfigureWebHost(w => w
+                .UseKestrel(k => k.Limits.MaxRequestBodySize = 100 * 1024 * 1024)
+                .UseUrls(baseUrl.ToString())
+                .ConfigureServices(s => s.AddRouting())
+                .Configure(app =>
+                {
+                    app.UseRouting();
+                    var services = app.ApplicationServices;
+                    var logger = services.GetRequiredService<ILoggerFactory>().CreateLogger("ExtHost.Http");
+                    app.UseEndpoints(e => HttpFront.Map(e, routePrefix, httpFunctions,
+                        () => services.GetRequiredService<IJobHost>(),
+                        () => services.GetServices<IExtensionConfigProvider>().OfType<IAsyncConverter<HttpRequestMessage, HttpResponseMessage>>().First(),
+                        logger));
+                }));
+        }
 
         using var host = builder.Build();
-        await host.StartAsync();
-        if (smoke)
+        try
         {
-            var jobHost = host.Services.GetRequiredService<IJobHost>();
-            await jobHost.CallAsync("SmokeStart", new Dictionary<string, object?> { ["instanceId"] = "smoke-" + Guid.NewGuid().ToString("N")[..8] });
-            await host.StopAsync();
+            await host.StartAsync();
+            if (smoke)
+            {
+                var jobHost = host.Services.GetRequiredService<IJobHost>();
+                await jobHost.CallAsync("SmokeStart", new Dictionary<string, object?> { ["instanceId"] = "smoke-" + Guid.NewGuid().ToString("N")[..8] });
+                await host.StopAsync();
+                return 0;
+            }
+            Console.WriteLine($"{ReadyPrefix}{baseUrl.ToString().TrimEnd('/')}");
+            await host.WaitForShutdownAsync();
             return 0;
         }
-        await host.WaitForShutdownAsync();
-        return 0;
+        finally
+        {
+            if (worker is not null) await worker.DisposeAsync();
+        }
     }
 
     static string? ArgValue(string[] args, string name)
@@ -65,6 +167,26 @@ public static class Program
 sealed class ExplicitTypeLocator(params Type[] types) : ITypeLocator
 {
     public IReadOnlyList<Type> GetTypes() => types;
+}
+
+sealed class FixedHostIdProvider(string hostId) : IHostIdProvider
+{
+    public Task<string> GetHostIdAsync(CancellationToken cancellationToken) => Task.FromResult(hostId);
+}
+
+static class LocalSettings
+{
+    public static void Load(string path)
+    {
+        if (!File.Exists(path)) return;
+        using var doc = JsonDocument.Parse(File.ReadAllText(path), new JsonDocumentOptions { CommentHandling = JsonCommentHandling.Skip, AllowTrailingCommas = true });
+        if (!doc.RootElement.TryGetProperty("Values", out var values) || values.ValueKind != JsonValueKind.Object) return;
+        foreach (var p in values.EnumerateObject())
+        {
+            if (Environment.GetEnvironmentVariable(p.Name) is not null) continue;
+            Environment.SetEnvironmentVariable(p.Name, p.Value.ValueKind == JsonValueKind.String ? p.Value.GetString() : p.Value.GetRawText());
+        }
+    }
 }
 
 /// <summary>host.json as the Functions host hands it to the WebJobs extensions: `extensions.X` under `AzureWebJobs:extensions:X`.</summary>
