@@ -46,7 +46,7 @@ public sealed class NodeWorker : IAsyncDisposable
         };
     }
 
-    public static async Task<NodeWorker> StartAsync(string nodeExe, string workerJs, string appRoot, IDictionary<string, string?> env, CancellationToken cancel)
+    public static async Task<NodeWorker> StartAsync(string nodeExe, string workerJs, string appRoot, string? main, IDictionary<string, string?> env, CancellationToken cancel)
     {
         var psi = new ProcessStartInfo(nodeExe)
         {
@@ -58,6 +58,11 @@ public sealed class NodeWorker : IAsyncDisposable
         psi.ArgumentList.Add(workerJs);
         psi.ArgumentList.Add("--app-root");
         psi.ArgumentList.Add(appRoot);
+        if (main is not null)
+        {
+            psi.ArgumentList.Add("--main");
+            psi.ArgumentList.Add(main);
+        }
         foreach (var (k, v) in env) psi.Environment[k] = v;
         var process = Process.Start(psi) ?? throw new InvalidOperationException($"could not start {nodeExe}");
         var ready = new TaskCompletionSource<Uri>(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -69,9 +74,10 @@ public sealed class NodeWorker : IAsyncDisposable
                 ready.TrySetResult(new Uri(e.Data[ReadyPrefix.Length..].Trim()));
                 return;
             }
-            Console.Out.WriteLine("[worker] " + e.Data);
+            // Unprefixed: the app's and the loader's lines are JSON, as on the development host.
+            Console.Out.WriteLine(e.Data);
         };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) Console.Error.WriteLine("[worker] " + e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) Console.Error.WriteLine(e.Data); };
         process.EnableRaisingEvents = true;
         process.Exited += (_, _) => ready.TrySetException(new InvalidOperationException($"the Node.js worker exited with code {process.ExitCode} before it was ready"));
         process.BeginOutputReadLine();
@@ -85,6 +91,10 @@ public sealed class NodeWorker : IAsyncDisposable
     }
 
     public int ProcessId => process.Id;
+
+    /// <summary>Called once if the worker exits on its own (the host then stops: no worker restarts here).</summary>
+    public void OnUnexpectedExit(Action<int> handler) => process.Exited += (_, _) => { if (!disposing) handler(process.ExitCode); };
+    volatile bool disposing;
     public bool HasExited => process.HasExited;
 
     public async Task<List<WorkerFunction>> ListAsync()
@@ -117,6 +127,7 @@ public sealed class NodeWorker : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
+        disposing = true;
         http.Dispose();
         if (process.HasExited) return;
         try

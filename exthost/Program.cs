@@ -15,7 +15,7 @@ using Microsoft.Extensions.Logging;
 namespace ExtHost;
 
 /// <summary>
-/// `dotnet ExtHost.dll [--app-root DIR] [--port 7071] [--host-id ID] [--worker JS] [--node EXE] [--smoke]`:
+/// `dotnet ExtHost.dll [--app-root DIR] [--port 7071] [--host-id ID] [--instance-id ID] [--main GLOB] [--worker JS] [--node EXE] [--smoke]`:
 /// the app's functions on the real WebJobs extensions (Durable over Azure Storage, queues, timers),
 /// run by a Node.js worker (devhost's loader). See exthost/README.md.
 /// </summary>
@@ -46,12 +46,17 @@ public static class Program
         string instanceId = ArgValue(args, "--instance-id") ?? $"{Environment.MachineName}:{port}";
         string workerJs = Path.GetFullPath(ArgValue(args, "--worker") ?? Path.Combine(appRoot, "devhost", "dist", "src", "worker", "workerMain.js"));
         string node = ArgValue(args, "--node") ?? "node";
+        string? main = ArgValue(args, "--main");
 
         // Like `func start`: local.settings.json Values fill the environment, never overriding it.
         LocalSettings.Load(Path.Combine(appRoot, "local.settings.json"));
         // The Durable extension picks its out-of-proc protocol from this (OrchestratorShim for node).
         Environment.SetEnvironmentVariable("FUNCTIONS_WORKER_RUNTIME", Environment.GetEnvironmentVariable("FUNCTIONS_WORKER_RUNTIME") ?? "node");
         var hostJson = HostJson.Flatten(Path.Combine(appRoot, "host.json"));
+        // The extension's LocalHttpListener is a WebHost of its own that logs every RPC request at
+        // Information on the console; these settings reach it (its WebHostBuilder reads ASPNETCORE_*).
+        foreach (var name in new[] { "ASPNETCORE_Logging__LogLevel__Default", "Logging__LogLevel__Default" })
+            Environment.SetEnvironmentVariable(name, Environment.GetEnvironmentVariable(name) ?? "Warning");
         // Not an App Service / Linux Consumption container, whatever this machine's environment says:
         // the extension would otherwise switch to Consumption defaults and its Linux event log lines.
         var notAzure = new Dictionary<string, string?> { ["CONTAINER_NAME"] = "", ["WEBSITE_INSTANCE_ID"] = "", ["WEBSITE_SKU"] = "" };
@@ -68,7 +73,7 @@ public static class Program
                 ["AzureFunctionsWebHost__hostid"] = Environment.GetEnvironmentVariable("AzureFunctionsWebHost__hostid") ?? hostId,
                 ["WEBSITE_HOSTNAME"] = Environment.GetEnvironmentVariable("WEBSITE_HOSTNAME") ?? $"127.0.0.1:{port}",
             };
-            worker = await NodeWorker.StartAsync(node, workerJs, appRoot, workerEnv, CancellationToken.None);
+            worker = await NodeWorker.StartAsync(node, workerJs, appRoot, main, workerEnv, CancellationToken.None);
             var functions = await worker.ListAsync();
             Bridge.Initialize(worker, functions);
             var emitted = FunctionEmitter.Emit(functions);
@@ -139,6 +144,12 @@ public static class Program
         using var host = builder.Build();
         try
         {
+            worker?.OnUnexpectedExit(code =>
+            {
+                Console.Error.WriteLine($"exthost: the Node.js worker exited (code {code}); stopping the host");
+                Environment.ExitCode = 1;
+                host.Services.GetRequiredService<IHostApplicationLifetime>().StopApplication();
+            });
             await host.StartAsync();
             if (smoke)
             {
@@ -149,7 +160,7 @@ public static class Program
             }
             Console.WriteLine($"{ReadyPrefix}{baseUrl.ToString().TrimEnd('/')}");
             await host.WaitForShutdownAsync();
-            return 0;
+            return Environment.ExitCode;
         }
         finally
         {

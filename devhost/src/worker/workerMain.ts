@@ -16,7 +16,8 @@
  *   both ways (an HTTP request's body, an HTTP response's body).
  *
  * The host writes output bindings (the worker only returns them), as the Functions host does.
- * SIGTERM/SIGINT: stop accepting, let invocations finish (10 s at most), run appTerminate hooks, exit.
+ * SIGTERM/SIGINT, or the parent process going away: stop accepting, let invocations finish (10 s at
+ * most), run appTerminate hooks, exit.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { type AddressInfo } from 'node:net';
@@ -139,6 +140,11 @@ export async function runWorker(argv: readonly string[] = process.argv.slice(2))
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
+  // The host that started this worker is gone (killed outright): stop rather than linger.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) stop();
+  }, 1_000).unref();
 }
 
 if (require.main === module) {
