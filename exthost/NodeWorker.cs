@@ -50,6 +50,8 @@ public sealed class NodeWorker : IAsyncDisposable
     {
         var psi = new ProcessStartInfo(nodeExe)
         {
+            // Held open and never written: its end tells the worker this host is gone (--exit-with-stdin).
+            RedirectStandardInput = true,
             RedirectStandardOutput = true,
             RedirectStandardError = true,
             UseShellExecute = false,
@@ -58,6 +60,7 @@ public sealed class NodeWorker : IAsyncDisposable
         psi.ArgumentList.Add(workerJs);
         psi.ArgumentList.Add("--app-root");
         psi.ArgumentList.Add(appRoot);
+        psi.ArgumentList.Add("--exit-with-stdin");
         if (main is not null)
         {
             psi.ArgumentList.Add("--main");

@@ -20,8 +20,10 @@ public static class SmokeFunctions
     /// <summary>Started by hand (JobHost.CallAsync): starts the orchestration and waits for its end.</summary>
     [NoAutomaticTrigger]
     [FunctionName("SmokeStart")]
-    public static async Task SmokeStart([DurableClient] IDurableOrchestrationClient client, string instanceId)
+    public static async Task SmokeStart([DurableClient] IDurableOrchestrationClient client, [DurableClient] string clientPayload, string instanceId)
     {
+        // What a Node.js function's durableClient input receives (the extension's BindingHelper).
+        Console.WriteLine($"SMOKE durableClient payload={clientPayload}");
         await client.StartNewAsync("SmokeOrchestrator", instanceId, (object?)null);
         var deadline = DateTime.UtcNow.AddSeconds(60);
         while (DateTime.UtcNow < deadline)

@@ -16,8 +16,8 @@
  *   both ways (an HTTP request's body, an HTTP response's body).
  *
  * The host writes output bindings (the worker only returns them), as the Functions host does.
- * SIGTERM/SIGINT, or the parent process going away: stop accepting, let invocations finish (10 s at
- * most), run appTerminate hooks, exit.
+ * SIGTERM/SIGINT: stop accepting, let invocations finish (10 s at most), run appTerminate hooks,
+ * exit. With `--exit-with-stdin`, the end of stdin (the host died) exits at once.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { type AddressInfo } from 'node:net';
@@ -140,11 +140,14 @@ export async function runWorker(argv: readonly string[] = process.argv.slice(2))
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  // The host that started this worker is gone (killed outright): stop rather than linger.
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) stop();
-  }, 1_000).unref();
+  // The host that started this worker holds our stdin open: its end means the host is gone (killed
+  // outright), and the worker goes at once as well, like a worker whose channel to the host broke:
+  // no drain, no hooks, so a killed host behaves as a killed process on Azure.
+  if (argv.includes('--exit-with-stdin')) {
+    process.stdin.on('end', () => process.exit(1));
+    process.stdin.on('error', () => process.exit(1));
+    process.stdin.resume();
+  }
 }
 
 if (require.main === module) {
