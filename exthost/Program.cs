@@ -101,9 +101,13 @@ public static class Program
                 l.AddFilter("Host.Triggers.DurableTask", LogLevel.Warning);
                 l.AddFilter("DurableTask.AzureStorage", LogLevel.Warning);
                 l.AddFilter("DurableTask.Core", LogLevel.Warning);
-                l.AddFilter("Function", LogLevel.Warning);
-                l.AddFilter("Host.Results", LogLevel.Warning);
-                l.AddFilter("Host.Executor", LogLevel.Warning);
+                // EXTHOST_LOG_FUNCTIONS=1: every invocation's "Executing"/"Executed ... Duration" lines.
+                if (Environment.GetEnvironmentVariable("EXTHOST_LOG_FUNCTIONS") != "1")
+                {
+                    l.AddFilter("Function", LogLevel.Warning);
+                    l.AddFilter("Host.Results", LogLevel.Warning);
+                    l.AddFilter("Host.Executor", LogLevel.Warning);
+                }
             })
             .ConfigureWebJobs(b =>
             {
