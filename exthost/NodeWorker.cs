@@ -16,17 +16,6 @@ public sealed class WorkerFunction
 }
 
 /// <summary>
-/// The function threw in the worker. Its message has the shape of the Functions host's RpcException
-/// ("Result: Failure\nException: ...\nStack: ..."), which the Durable extension parses
-/// (OutOfProcExceptionHelpers) to find an orchestrator's `$OutOfProcData$` state.
-/// </summary>
-public sealed class WorkerInvocationException(string message, string? stack)
-    : Exception($"Result: Failure\nException: {message}\nStack: {stack}")
-{
-    public string WorkerMessage { get; } = message;
-}
-
-/// <summary>
 /// The Node.js worker process (devhost/dist/src/worker/workerMain.js): started and stopped with this
 /// host, reached over loopback HTTP (the role of the Functions host's gRPC channel).
 /// </summary>
@@ -106,7 +95,7 @@ public sealed class NodeWorker : IAsyncDisposable
         return JsonConvert.DeserializeObject<List<WorkerFunction>>(text) ?? [];
     }
 
-    /// <summary>Invokes a function in the worker: `{ returnValue, outputs }`, or throws its error as WorkerInvocationException.</summary>
+    /// <summary>Invokes a function in the worker: `{ returnValue, outputs }`, or throws its error as an RpcException (RpcException.cs).</summary>
     public async Task<JObject> InvokeAsync(string name, JToken? trigger, JObject? triggerMetadata = null, JObject? inputs = null, CancellationToken cancel = default)
     {
         var body = new JObject { ["name"] = name, ["trigger"] = trigger ?? JValue.CreateNull() };
@@ -120,7 +109,7 @@ public sealed class NodeWorker : IAsyncDisposable
         if (!response.IsSuccessStatusCode)
         {
             var error = parsed["error"] as JObject;
-            throw new WorkerInvocationException(error?.Value<string>("message") ?? $"worker answered {(int)response.StatusCode}", error?.Value<string>("stack"));
+            throw new Microsoft.Azure.WebJobs.Script.Workers.Rpc.RpcException(error?.Value<string>("message") ?? $"worker answered {(int)response.StatusCode}", error?.Value<string>("stack"));
         }
         return parsed;
     }
