@@ -45,13 +45,22 @@ export function dotnetVersion(env: NodeJS.ProcessEnv = process.env): { version?:
 }
 
 let built: string | undefined;
+/** The ExtHost.dll a caller already built (scripts/runTests sets it for the test files it starts). */
+export const PREBUILT_SETTING = 'EXTHOST_DLL';
 
 /**
- * Builds exthost/ (NuGet restore the first time) and returns its ExtHost.dll; once per process.
+ * Builds exthost/ (NuGet restore the first time) and returns its ExtHost.dll; once per process, or
+ * not at all when EXTHOST_DLL names one already built.
  * Throws ExtHostUnavailable without a .NET SDK, or with the build's errors.
  */
 export function buildExtHost(): string {
   if (built !== undefined) return built;
+  // Built once for a whole test run by scripts/runTests (each test file is a process of its own).
+  const prebuilt = process.env[PREBUILT_SETTING];
+  if (prebuilt !== undefined && prebuilt !== '' && existsSync(prebuilt)) {
+    built = prebuilt;
+    return built;
+  }
   const dotnet = dotnetVersion();
   if (dotnet.version === undefined) {
     throw new ExtHostUnavailable(
