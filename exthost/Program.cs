@@ -59,7 +59,19 @@ public static class Program
             Environment.SetEnvironmentVariable(name, Environment.GetEnvironmentVariable(name) ?? "Warning");
         // Not an App Service / Linux Consumption container, whatever this machine's environment says:
         // the extension would otherwise switch to Consumption defaults and its Linux event log lines.
-        var notAzure = new Dictionary<string, string?> { ["CONTAINER_NAME"] = "", ["WEBSITE_INSTANCE_ID"] = "", ["WEBSITE_SKU"] = "" };
+        var notAzure = new Dictionary<string, string?>
+        {
+            ["CONTAINER_NAME"] = "",
+            ["WEBSITE_INSTANCE_ID"] = "",
+            ["WEBSITE_SKU"] = "",
+            // The provider names its worker Environment.MachineName unless these two are set
+            // (AzureStorageDurabilityProviderFactory: WorkerId = "{stamp}:{roleInstance}", as App
+            // Service sets them). Its table partition manager tells owners apart by that name, so
+            // two processes on one machine would both own every control queue (split brain); on
+            // Azure every instance has a name of its own, and so does each process here.
+            ["WEBSITE_CURRENT_STAMPNAME"] = "exthost",
+            ["RoleInstanceId"] = $"{Environment.MachineName}-{instanceId}-{Environment.ProcessId}",
+        };
 
         NodeWorker? worker = null;
         Type functionsType = typeof(SmokeFunctions);
@@ -98,9 +110,12 @@ public static class Program
                 l.AddFilter("Azure.Core", LogLevel.Warning);
                 l.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
                 l.AddFilter("Microsoft.Azure.WebJobs.Hosting.OptionsLoggingService", LogLevel.Warning);
-                l.AddFilter("Host.Triggers.DurableTask", LogLevel.Warning);
-                l.AddFilter("DurableTask.AzureStorage", LogLevel.Warning);
-                l.AddFilter("DurableTask.Core", LogLevel.Warning);
+                // EXTHOST_LOG_DURABLE=1: the extension's and the provider's information lines
+                // (partition leases, messages, episodes).
+                var durableLevel = Environment.GetEnvironmentVariable("EXTHOST_LOG_DURABLE") == "1" ? LogLevel.Information : LogLevel.Warning;
+                l.AddFilter("Host.Triggers.DurableTask", durableLevel);
+                l.AddFilter("DurableTask.AzureStorage", durableLevel);
+                l.AddFilter("DurableTask.Core", durableLevel);
                 // EXTHOST_LOG_FUNCTIONS=1: every invocation's "Executing"/"Executed ... Duration" lines.
                 if (Environment.GetEnvironmentVariable("EXTHOST_LOG_FUNCTIONS") != "1")
                 {
