@@ -107,7 +107,9 @@ public static class Program
             {
                 l.AddSimpleConsole(o => { o.SingleLine = true; o.TimestampFormat = "HH:mm:ss.fff "; });
                 l.SetMinimumLevel(LogLevel.Information);
-                l.AddFilter("Azure.Core", LogLevel.Warning);
+                // Azure.Core logs every 404/409 answer (a container that exists, a blob not yet written)
+                // as a warning; the SDK's exceptions still surface where they matter.
+                l.AddFilter("Azure.Core", LogLevel.Error);
                 l.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
                 l.AddFilter("Microsoft.Azure.WebJobs.Hosting.OptionsLoggingService", LogLevel.Warning);
                 // EXTHOST_LOG_DURABLE=1: the extension's and the provider's information lines
