@@ -15,6 +15,7 @@ import { dirname, join, relative, sep } from 'node:path';
 
 import { startAzurite } from 'devhost/testing';
 
+import { buildExtHost, PREBUILT_SETTING } from './extHostProcess';
 import { nodeTestArgs } from './nodeTestArgs';
 
 
@@ -52,6 +53,7 @@ async function main(): Promise<number> {
   const e2e = files.filter((f) => f.startsWith(e2eDir));
   const regular = files.filter((f) => !f.startsWith(chaosDir) && !f.startsWith(e2eDir));
   const chaos = files.filter((f) => f.startsWith(chaosDir));
+  const extHostDll = prebuildExtHost(e2e);
   const azurite = await startAzurite();
   console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
@@ -73,6 +75,7 @@ async function main(): Promise<number> {
     AZURITE_CONNECTION_STRING: azurite.connectionString,
     COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn',
     DEVHOST_LOG_LEVEL: process.env.DEVHOST_LOG_LEVEL ?? 'warn',
+    ...(extHostDll === undefined ? {} : { [PREBUILT_SETTING]: extHostDll }),
   };
   try {
     const endToEnd = e2e.length === 0 ? 0 : await runNodeTests(e2e, e2eConcurrency, timeout, env);
@@ -81,6 +84,24 @@ async function main(): Promise<number> {
     return [endToEnd, first, second].find((code) => code !== 0) ?? 0;
   } finally {
     await azurite.stop();
+  }
+}
+
+/**
+ * The end-to-end files that run the extensions host (exthost/, .NET) build it once here, outside
+ * their per-file time limit (a first NuGet restore takes a while). Without dotnet nothing is built
+ * and those files fail on their own, saying why.
+ */
+function prebuildExtHost(e2eFiles: readonly string[]): string | undefined {
+  const needs = e2eFiles.some((f) => /(bothHosts|durableDifferential)\.test\.js$/.test(f)) || (e2eFiles.length > 0 && process.env.E2E_HOST === 'extensions');
+  if (!needs) return undefined;
+  try {
+    const dll = buildExtHost();
+    console.log(`Extensions host built: ${relative(root, dll)}`);
+    return dll;
+  } catch (err) {
+    console.error(`Extensions host not built (its tests will fail): ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
   }
 }
 

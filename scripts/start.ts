@@ -1,13 +1,15 @@
 /**
- * `npm start [-- --port 7071] [--instances N] [--separate-apps] [--devhost]`: runs the built app
- * locally with Azurite.
+ * `npm start [-- --port 7071] [--instances N] [--separate-apps] [--host devhost|func|extensions]`: runs
+ * the built app locally with Azurite.
  *
  * - Azurite: reused when one already answers on 10000-10002 (so `UseDevelopmentStorage=true`
  *   works), otherwise started here with its data in the git-ignored `.azurite/`; a port taken by
  *   something that is not Azurite is a clear error.
  * - `local.settings.json` is created from `local.settings.sample.json` when missing.
  * - The app runs on `func start` when Core Tools answers `func --version`, otherwise (or with
- *   `--devhost`) on the development host; it says which and why.
+ *   `--host devhost`, alias `--devhost`) on the development host; it says which and why. `--host
+ *   extensions` runs it on the extensions host (exthost/: the real Durable, queue and timer
+ *   extensions in a .NET WebJobs host, the app in a Node.js worker), built first with `dotnet build`.
  * - `--instances N`: N host processes on ports port, port+1, ... with instance ids instance-1..N,
  *   sharing one host id (one scaled-out app) unless `--separate-apps` gives each its own.
  * - Ctrl-C / SIGTERM / SIGHUP stops every instance gracefully (a second one kills), then Azurite if
@@ -25,6 +27,7 @@ import { join, relative, sep } from 'node:path';
 import { HOST_PROCESS_ENTRY } from 'devhost';
 import { startAzurite } from 'devhost/testing';
 
+import { buildExtHost, extHostCommand } from './extHostProcess';
 import { ancestorPids, clearRunRecord, findLeftovers, leftoverMessage, superviseInstances, watchProcesses, writeRunRecord } from './supervise';
 
 
@@ -38,11 +41,15 @@ export interface AzuritePorts {
 export const AZURITE_PORTS: AzuritePorts = { blob: 10000, queue: 10001, table: 10002 };
 const STOP_TIMEOUT_MS = 30_000;
 
+/** Which host runs the app: `auto` is Core Tools when usable, else the development host. */
+export type HostChoice = 'auto' | 'devhost' | 'func' | 'extensions';
+const HOST_CHOICES: readonly HostChoice[] = ['auto', 'devhost', 'func', 'extensions'];
+
 export interface StartArgs {
   readonly port: number;
   readonly instances: number;
   readonly separateApps: boolean;
-  readonly forceDevHost: boolean;
+  readonly host: HostChoice;
   readonly hostId: string;
 }
 
@@ -54,7 +61,7 @@ export function parseStartArgs(argv: readonly string[]): StartArgs {
   let port = 7071;
   let instances = 1;
   let separateApps = false;
-  let forceDevHost = false;
+  let host: HostChoice = 'auto';
   let hostId = 'leader-coordinator';
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i] as string;
@@ -68,14 +75,18 @@ export function parseStartArgs(argv: readonly string[]): StartArgs {
     else if (name === '--instances') instances = Number(value());
     else if (name === '--host-id') hostId = value();
     else if (name === '--separate-apps') separateApps = true;
-    else if (name === '--devhost') forceDevHost = true;
-    else throw new StartError(`unknown option ${arg} (known: --port N, --instances N, --separate-apps, --devhost, --host-id ID)`);
+    else if (name === '--devhost') host = 'devhost';
+    else if (name === '--host') {
+      const choice = value();
+      if (!(HOST_CHOICES as readonly string[]).includes(choice)) throw new StartError(`--host must be one of ${HOST_CHOICES.join(', ')}`);
+      host = choice as HostChoice;
+    } else throw new StartError(`unknown option ${arg} (known: --port N, --instances N, --separate-apps, --host devhost|func|extensions, --devhost, --host-id ID)`);
   }
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new StartError('--port must be an integer from 1 to 65535');
   if (!Number.isInteger(instances) || instances < 1 || instances > 16) throw new StartError('--instances must be an integer from 1 to 16');
   if (port + instances - 1 > 65535) throw new StartError('--port plus --instances goes past port 65535');
   if (!/^[a-z0-9](?:[a-z0-9-]{0,27}[a-z0-9])?$/.test(hostId)) throw new StartError('--host-id must be 1-29 lowercase letters, digits and dashes');
-  return { port, instances, separateApps, forceDevHost, hostId };
+  return { port, instances, separateApps, host, hostId };
 }
 
 /** Ports, instance ids and host ids of the instances to run. */
@@ -220,13 +231,26 @@ async function main(): Promise<number> {
   const azurite = await ensureAzurite(root);
   console.log(azurite.note);
 
-  const coreTools = args.forceDevHost ? { usable: false, reason: '--devhost given' } : detectCoreTools();
-  const useFunc = coreTools.usable;
-  console.log(
-    useFunc
-      ? `Host: Azure Functions Core Tools (${coreTools.reason}): func start`
-      : `Host: development host (${coreTools.reason}; see devhost/README.md for its differences from the real host)`,
-  );
+  let kind: 'func' | 'devhost' | 'extensions';
+  let extHostDll: string | undefined;
+  if (args.host === 'extensions') {
+    kind = 'extensions';
+    console.log('Host: extensions host (exthost/: the real Durable, queue and timer extensions; see exthost/README.md): building it with dotnet ...');
+    try {
+      extHostDll = buildExtHost();
+    } catch (err) {
+      throw new StartError(err instanceof Error ? err.message : String(err));
+    }
+  } else {
+    const coreTools = args.host === 'devhost' ? { usable: false, reason: '--host devhost given' } : detectCoreTools();
+    if (args.host === 'func' && !coreTools.usable) throw new StartError(`--host func: Core Tools is not usable: ${coreTools.reason}`);
+    kind = coreTools.usable ? 'func' : 'devhost';
+    console.log(
+      kind === 'func'
+        ? `Host: Azure Functions Core Tools (${coreTools.reason}): func start`
+        : `Host: development host (${coreTools.reason}; see devhost/README.md for its differences from the real host)`,
+    );
+  }
 
   // The app compiled with this script (dist/functions/*.js for `npm start`, as package.json main says).
   const appMain = `${relative(root, join(__dirname, '..', 'functions')).split(sep).join('/')}/*.js`;
@@ -239,8 +263,11 @@ async function main(): Promise<number> {
       // Core Tools sets no instance id of its own; the app falls back to WEBSITE_INSTANCE_ID.
       WEBSITE_INSTANCE_ID: instance.instanceId,
     };
-    const child = useFunc
+    const ext = kind === 'extensions' ? extHostCommand({ appRoot: root, main: appMain, port: instance.port, instanceId: instance.instanceId, hostId: instance.hostId }, extHostDll) : undefined;
+    const child = kind === 'func'
       ? spawn('func', ['start', '--port', String(instance.port)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, shell: process.platform === 'win32' })
+      : ext !== undefined
+      ? spawn(ext.command, ext.args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
       : spawn(
           process.execPath,
           [HOST_PROCESS_ENTRY, root, '--main', appMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],

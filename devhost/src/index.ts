@@ -13,4 +13,4 @@ export { type HostConfig, parseHostConfig, readHostConfig, resolveSettingExpress
 export { createLogger, type LogFields, type Logger, type LogLevel, type LogLine, memoryLogger } from './log';
 export { DEFAULT_PORT, loadLocalSettings, parseArgs, READY_LINE_PREFIX } from './main';
 export { blobServiceClient, DEFAULT_CONNECTION, queueServiceClient, readStorageConnection, type StorageConnection } from './storage';
-export { HOST_PROCESS_ENTRY } from './testing/hostProcess';
+export { HOST_PROCESS_ENTRY, WORKER_ENTRY } from './testing/hostProcess';

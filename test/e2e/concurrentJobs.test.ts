@@ -19,9 +19,10 @@ import { after, before, describe, it } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
-import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
+import { eventually, type HostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
+import { startAppHost } from './support/appHost';
 import { createRealAppRoot, type JobView, KEY, sumOf } from './support/realApp';
 
 const JOBS = 10;
@@ -76,7 +77,7 @@ describe('ten concurrent jobs on two instances of the real app', () => {
     app = createRealAppRoot();
     const dir = app.dir;
     const started = ['conc-a', 'conc-b'].map((instanceId) =>
-      startHostProcess({ appRoot: dir, hostId, instanceId, env, timeoutMs: 30_000 }),
+      startAppHost({ appRoot: dir, hostId, instanceId, env, timeoutMs: 30_000 }),
     );
     hosts.push(...(await Promise.all(started)));
   });

@@ -19,7 +19,8 @@ describe('a start message that storage refuses', () => {
 
   function isStartMessage(s: Scenario, r: ProxiedRequest, jobId: string): boolean {
     const text = putMessageText(r.body) ?? '';
-    return r.method === 'POST' && s.controlQueuePath().test(r.path) && text.includes(`"instanceId":"job-${jobId}"`);
+    // camelCase from the development host's backend, PascalCase ("InstanceId") from the Azure Storage provider.
+    return r.method === 'POST' && s.controlQueuePath().test(r.path) && text.toLowerCase().includes(`"instanceid":"job-${jobId}"`);
   }
 
   it('is started again by the same leader when sending its start message failed', async (t) => {

@@ -18,9 +18,10 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { QueueServiceClient } from '@azure/storage-queue';
-import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
+import { eventually, type HostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
+import { startAppHost } from './support/appHost';
 
 const OUT_DIR = join(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -87,7 +88,7 @@ describe('two instances of the app on the development host', () => {
   const hosts = new Map<string, HostProcess>();
 
   const start = async (instanceId: string): Promise<void> => {
-    hosts.set(instanceId, await startHostProcess({ appRoot: app.dir, hostId, instanceId, env, timeoutMs: 30_000 }));
+    hosts.set(instanceId, await startAppHost({ appRoot: app.dir, hostId, instanceId, env, timeoutMs: 30_000 }));
   };
   const live = (): HostProcess[] => [...hosts.values()].filter((h) => h.child.exitCode === null && h.child.signalCode === null);
   const call = async (method: string, path: string, body?: string): Promise<{ status: number; json: unknown; headers: Headers }> => {

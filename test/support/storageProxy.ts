@@ -57,11 +57,17 @@ interface Waiter {
   readonly resolve: (held: HeldRequest) => void;
 }
 
-/** The text of a queue message in a Put Message body (`<MessageText>base64</MessageText>`), decoded. */
+/**
+ * The text of a queue message in a Put Message body, decoded: base64 (`<MessageText>base64</MessageText>`,
+ * how the development host's Durable backend and the queue bindings send), or XML-escaped UTF-8 text
+ * (how the Azure Storage provider of the real Durable extension sends its JSON).
+ */
 export function putMessageText(body: Buffer): string | undefined {
   const match = /<MessageText>([^<]*)<\/MessageText>/.exec(body.toString('utf8'));
   if (match?.[1] === undefined) return undefined;
-  return Buffer.from(match[1], 'base64').toString('utf8');
+  const raw = match[1];
+  if (/^[A-Za-z0-9+/]*={0,2}$/.test(raw)) return Buffer.from(raw, 'base64').toString('utf8');
+  return raw.replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
 }
 
 function parsePorts(connectionString: string): { blob: number; queue: number; table: number; host: string } {

@@ -10,6 +10,8 @@ import { READY_LINE_PREFIX } from '../main';
 
 /** The host process's entry point (what `npx devhost` runs). */
 export const HOST_PROCESS_ENTRY = join(__dirname, '..', 'main.js');
+/** The Node.js worker another host (the extensions host, exthost/) runs to load and invoke the app (src/worker/workerMain.ts). */
+export const WORKER_ENTRY = join(__dirname, '..', 'worker', 'workerMain.js');
 
 export interface HostProcess {
   readonly baseUrl: string;
@@ -35,11 +37,31 @@ export async function startHostProcess(options: {
   timeoutMs?: number;
 }): Promise<HostProcess> {
   const args = [HOST_PROCESS_ENTRY, options.appRoot, '--port', '0', '--host-id', options.hostId, '--instance-id', options.instanceId, ...(options.extraArgs ?? [])];
-  const child = spawn(process.execPath, args, {
+  return startReadyProcess({
+    command: process.execPath,
+    args,
     // Only what the host needs: local.settings.json must fill the rest, as it does for `npm start`.
     env: { PATH: process.env.PATH ?? '', DEVHOST_LOG_LEVEL: 'warn', ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    readyPrefix: READY_LINE_PREFIX,
+    instanceId: options.instanceId,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
   });
+}
+
+/**
+ * Any host process that prints `<readyPrefix>... http://...` once it serves (the development host,
+ * or another host with the same contract, e.g. the extensions host): its output collected, its
+ * JSON log lines parsed by `events`, stopped by SIGTERM or SIGKILL.
+ */
+export async function startReadyProcess(options: {
+  command: string;
+  args: readonly string[];
+  env: Record<string, string>;
+  readyPrefix: string;
+  instanceId: string;
+  timeoutMs?: number;
+}): Promise<HostProcess> {
+  const child = spawn(options.command, options.args, { env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
   // One partial line per stream: a stderr line must not be glued to the unfinished stdout line.
   const partials = { stdout: '', stderr: '' };
@@ -55,10 +77,10 @@ export async function startHostProcess(options: {
   const baseUrl = await new Promise<string>((resolve, reject) => {
     const deadline = setTimeout(() => reject(new Error(`host did not start in time:\n${output.join('\n')}`)), options.timeoutMs ?? 20_000);
     const check = (): void => {
-      const line = output.find((l) => l.startsWith(READY_LINE_PREFIX));
+      const line = output.find((l) => l.startsWith(options.readyPrefix));
       if (line !== undefined) {
         clearTimeout(deadline);
-        resolve(/^\S+ \S+ \S+ \S+ (http:\/\/[^ ]+)/.exec(line)?.[1] ?? '');
+        resolve(/(http:\/\/[^ ]+)/.exec(line.slice(options.readyPrefix.length))?.[1] ?? '');
       }
     };
     child.stdout?.on('data', check);

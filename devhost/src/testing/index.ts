@@ -6,7 +6,7 @@
 export { DURABLE_TASK_DEFAULTS } from '../durable/DurableTaskOptions';
 export { partitionOf } from '../durable/TaskHubQueues';
 export { AZURITE_ACCOUNT, AZURITE_KEY, type AzuriteInstance, type AzuriteOptions, connectionStringFor, freePort, startAzurite } from './azurite';
-export { eventually, HOST_PROCESS_ENTRY, type HostProcess, startHostProcess } from './hostProcess';
+export { eventually, HOST_PROCESS_ENTRY, type HostProcess, startHostProcess, startReadyProcess, WORKER_ENTRY } from './hostProcess';
 export {
   type ActivityCall,
   type ActivityScript,

@@ -13,10 +13,11 @@ import { after, before } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
-import { AZURITE_ACCOUNT, eventually, type HostProcess, startHostProcess } from 'devhost/testing';
+import { AZURITE_ACCOUNT, eventually, type HostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../support/env';
 import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
+import { startAppHost } from './appHost';
 
 const OUT_DIR = join(__dirname, '..', '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -113,7 +114,7 @@ export class Scenario {
       ...this.extraEnv,
     };
     const hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32);
-    const host = await startHostProcess({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 });
+    const host = await startAppHost({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 });
     this.hosts.push(host);
     return host;
   }

@@ -23,8 +23,15 @@ describe('npm start options', () => {
     assert.deepEqual(hostIds, ['leader-coordinator-1', 'leader-coordinator-2']);
   });
 
+  it('picks the host: auto by default, --host devhost|func|extensions, --devhost as an alias', () => {
+    assert.equal(parseStartArgs([]).host, 'auto');
+    assert.equal(parseStartArgs(['--host', 'extensions']).host, 'extensions');
+    assert.equal(parseStartArgs(['--host=func']).host, 'func');
+    assert.equal(parseStartArgs(['--devhost']).host, 'devhost');
+  });
+
   it('rejects bad options with a message', () => {
-    for (const argv of [['--port', '0'], ['--instances', '0'], ['--instances', '17'], ['--port', '65535', '--instances', '2'], ['--bogus'], ['--host-id', 'Bad_Id'], ['--port']]) {
+    for (const argv of [['--host', 'azure'], ['--host'], ['--port', '0'], ['--instances', '0'], ['--instances', '17'], ['--port', '65535', '--instances', '2'], ['--bogus'], ['--host-id', 'Bad_Id'], ['--port']]) {
       assert.throws(() => parseStartArgs(argv), { name: 'StartError' }, argv.join(' '));
     }
   });
