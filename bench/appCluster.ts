@@ -8,7 +8,7 @@
  *
  * Differences from a new user's `npm start`, on purpose (beyond a bench's own `queues` settings in
  * host.json): storage is the bench's Azurite (free ports,
- * not 10000-10002), and the task hub, queue, container and host names get a per-cluster suffix so
+ * not 10000-10002), and the task hub, queue, container, table and host names get a per-cluster suffix so
  * several clusters can share one Azurite in one `npm run bench`. Not guaranteed: instances started
  * again after a kill get fresh ports (the cluster's `baseUrl` of that instance changes).
  */
@@ -33,6 +33,8 @@ export interface ClusterNames {
   readonly resultsContainer: string;
   readonly inputsContainer: string;
   readonly leaseContainer: string;
+  /** The job index's table, per cluster too: a shared one let a second cluster's leader check (and delete) the first's rows. */
+  readonly indexTable: string;
   readonly hostId: string;
 }
 
@@ -82,6 +84,7 @@ export async function startAppCluster(
     resultsContainer: `job-results-${suffix}`,
     inputsContainer: `job-inputs-${suffix}`,
     leaseContainer: `leader-election-${suffix}`,
+    indexTable: `jobindex${suffix.replace(/[^a-z0-9]/g, '')}`.slice(0, 63),
     hostId: `bench-${suffix}`.slice(0, 29).replace(/-+$/, ''),
   };
   const sample = JSON.parse(readFileSync(join(REPO_ROOT, 'local.settings.sample.json'), 'utf8')) as { Values: Record<string, string> };
@@ -95,6 +98,7 @@ export async function startAppCluster(
     JOB_RESULTS_CONTAINER: names.resultsContainer,
     JOB_INPUT_CONTAINERS: names.inputsContainer,
     LEADER_LEASE_CONTAINER: names.leaseContainer,
+    JOB_INDEX_TABLE: names.indexTable,
     ...options.env,
   };
   // The app root npm start uses is the project folder; here a folder of its own with the shipped

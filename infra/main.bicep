@@ -87,7 +87,7 @@ param leaderDrainTimeoutSeconds string = '10'
 param leaderPassIntervalSeconds string = '1'
 
 @description('LEADER_IDLE_PASS_INTERVAL_SECONDS: while passes find no work, the pass interval grows up to this.')
-param leaderIdlePassIntervalSeconds string = '10'
+param leaderIdlePassIntervalSeconds string = '15'
 
 @description('LEADER_TIMER_SCHEDULE: six-field NCRONTAB (UTC) of the leader timer.')
 param leaderTimerSchedule string = '*/5 * * * * *'

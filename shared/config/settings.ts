@@ -75,7 +75,7 @@ export const DEFAULTS = {
    * submission (or one on a follower) waits up to this long after an idle spell. Kept below half the
    * stall timeout when that is set lower.
    */
-  idlePassIntervalSeconds: 10,
+  idlePassIntervalSeconds: 15,
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**

@@ -67,6 +67,8 @@ export class StalledJobs {
   readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
 
   #running = 0;
+  /** The last check's listing was empty. */
+  #noneRunning = false;
 
   constructor(deps: StallCheckDeps) {
     this.#deps = deps;
@@ -77,13 +79,20 @@ export class StalledJobs {
     return this.#running;
   }
 
-  /** Checks when the interval has passed since the last check; answers the resumes it raised. */
+  /**
+   * Checks when the interval has passed since the last check, or, after a check that found no run
+   * Running, once `stalledAfterMs` has: a run that starts later cannot be stalled sooner, so an idle
+   * leader lists the runs half as often, and a stall is still asked about within one pass of
+   * its `stalledAfterMs`. Answers the resumes it raised.
+   */
   async check(orchestrations: OrchestrationClient, epoch: number, signal?: AbortSignal): Promise<ResumeRequested[]> {
     const now = this.#now();
-    if (now - this.#lastCheck < (this.#deps.intervalMs ?? STALL_CHECK.intervalMs)) return [];
-    this.#lastCheck = now;
     const stalledAfter = this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs;
+    const interval = this.#deps.intervalMs ?? STALL_CHECK.intervalMs;
+    if (now - this.#lastCheck < (this.#noneRunning ? Math.max(interval, stalledAfter) : interval)) return [];
+    this.#lastCheck = now;
     const running = await orchestrations.listRunning();
+    this.#noneRunning = running.length === 0;
     const seen = new Set<string>();
     const raised: ResumeRequested[] = [];
     for (const instance of running) {

@@ -23,6 +23,7 @@ import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
+import { type LandedResults } from './dispatch/LandedResults';
 import { type ChunkStore } from './dispatch/PipelineStore';
 import { type InputBlobs } from './InputContainers';
 import { JobError } from './JobError';
@@ -41,6 +42,8 @@ export interface WorkerDeps {
   readonly now?: Now;
   /** How long a delivery works before it claims its chunk; CLAIM_LIVENESS.claimAfterSeconds unless a test says otherwise. */
   readonly claimAfterMs?: number;
+  /** Told of each result written, so a step of the job waiting in this process looks at once (LandedResults). */
+  readonly landed?: LandedResults;
 }
 
 export interface Delivery {
@@ -170,6 +173,7 @@ export class WorkItemProcessor {
       logger.info('workitem.duplicate_discarded', log);
       return 'duplicate';
     }
+    this.deps.landed?.landed(message.jobId);
     // One line per chunk at info: the "slowest chunks" query in docs/operations.md reads durationMs.
     const durationMs = Math.round(performance.now() - startedAt);
     if (result.status === 'failed') {

@@ -14,6 +14,7 @@ import { callbackSender } from './delivery/CallbackSender';
 import { DeliveryTargets } from './delivery/DeliveryTargets';
 import { OutcomeDelivery } from './delivery/OutcomeDelivery';
 import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
+import { LandedResults } from './dispatch/LandedResults';
 import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from './input/ChunkItemsReader';
 import { stagedInput, stageInput } from './input/InputStager';
@@ -119,6 +120,8 @@ export function buildJobComponents(
     ),
   );
   const inputs = new BlobInputStore(blobs, settings.jobs.resultsContainer);
+  // Results this process's workers write wake the steps of their jobs waiting here for them.
+  const landed = new LandedResults();
   const dispatcher = new ChunkDispatcher({
     chunks: store,
     queue: new QueueWorkQueue(workItemsQueue),
@@ -127,6 +130,7 @@ export function buildJobComponents(
     logger: logger.child('dispatch'),
     instanceId: settings.instanceId,
     chunksPerMessage: settings.jobs.chunksPerMessage,
+    landed,
   });
   const delivery = new OutcomeDelivery({
     queues,
@@ -162,6 +166,7 @@ export function buildJobComponents(
       registry,
       logger: logger.child('worker'),
       instanceId: settings.instanceId,
+      landed,
     }),
     intake: new JobIntake({
       jobsQueue,

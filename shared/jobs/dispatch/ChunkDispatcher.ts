@@ -39,6 +39,7 @@ import {
   resumedLedger,
   type SendReason,
 } from './DispatchLedger';
+import { type LandedResults } from './LandedResults';
 import { type ChunkItemsSource, type ChunkStore, type WorkQueue } from './PipelineStore';
 
 /** What a step needs of the job (no items: those come from the staged input). */
@@ -222,6 +223,11 @@ export interface DispatcherDeps {
   readonly now?: Now;
   /** Waits between a step's passes (tests pass a virtual one). */
   readonly sleep?: (ms: number) => Promise<void>;
+  /**
+   * Results written by this process's workers: a step waiting for its last results (every chunk
+   * sent) looks again once they have all landed here, not at its next poll (LandedResults).
+   */
+  readonly landed?: LandedResults;
   /** Chunks to a queue message at most; CHUNKS_PER_MESSAGE unless a test says otherwise. */
   readonly chunksPerMessage?: number;
 }
@@ -248,28 +254,39 @@ export class ChunkDispatcher {
     // trip this activity cannot see: taken as one busy wait (an overestimate of the rate at worst,
     // which only makes the next pass come sooner).
     let previousAt = started - wait.busyPollMs;
-    for (;;) {
-      const at = this.now();
-      const outcome = await this.pass({ ...input, ledger, at: at.toISOString() });
-      ledger = outcome.ledger;
-      total.sent += outcome.sent;
-      total.resent += outcome.resent;
-      total.expired += outcome.expired;
-      total.finished += outcome.finished;
-      const result = { ledger, cancelled: outcome.cancelled, ...total };
-      if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
-      const allSent = ledger.next >= input.chunkCount;
-      const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
-      previousAt = at.getTime();
-      const pollMs = next.pollMs;
-      quietMs = next.quietMs;
-      // Once every chunk is out there is nothing left to refill, and answering at busyReturnMs would
-      // put a Durable round trip (two queue polls) between the last results and the aggregation: the
-      // step waits for them, up to maxWaitMs. The last pass lands at the step's time limit.
-      const limit = changedAnything(total) && !allSent ? wait.busyReturnMs : wait.maxWaitMs;
-      const remaining = limit - (at.getTime() - started);
-      if (remaining < wait.minBusyPollMs) return result;
-      await (this.deps.sleep ?? defaultSleep)(Math.min(pollMs, remaining));
+    const watch = this.deps.landed?.watch(input.job.jobId);
+    try {
+      for (;;) {
+        const landedBefore = watch?.count() ?? 0;
+        const at = this.now();
+        const outcome = await this.pass({ ...input, ledger, at: at.toISOString() });
+        ledger = outcome.ledger;
+        total.sent += outcome.sent;
+        total.resent += outcome.resent;
+        total.expired += outcome.expired;
+        total.finished += outcome.finished;
+        const result = { ledger, cancelled: outcome.cancelled, ...total };
+        if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
+        const allSent = ledger.next >= input.chunkCount;
+        const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
+        previousAt = at.getTime();
+        const pollMs = next.pollMs;
+        quietMs = next.quietMs;
+        // Once every chunk is out there is nothing left to refill, and answering at busyReturnMs would
+        // put a Durable round trip (two queue polls) between the last results and the aggregation: the
+        // step waits for them, up to maxWaitMs. The last pass lands at the step's time limit.
+        const limit = changedAnything(total) && !allSent ? wait.busyReturnMs : wait.maxWaitMs;
+        const remaining = limit - (at.getTime() - started);
+        if (remaining < wait.minBusyPollMs) return result;
+        const pause = Math.min(pollMs, remaining);
+        // Waiting for the last results: once those still in flight have all landed in this process
+        // (counted from before this pass looked, so none is missed), look at once. Results written
+        // elsewhere are found at the next poll, as without the watch.
+        if (watch !== undefined && allSent) await watch.until(landedBefore + ledger.inFlight.length, pause);
+        else await (this.deps.sleep ?? defaultSleep)(pause);
+      }
+    } finally {
+      watch?.close();
     }
   }
 

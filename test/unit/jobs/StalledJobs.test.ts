@@ -102,8 +102,9 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual(logger.lines.filter((l) => l.event === 'job.stall_check_failed').map((l) => l.instanceId), ['job-finished-meanwhile']);
   });
 
-  it('looks at most once per interval', async () => {
+  it('looks at most once per interval while runs are Running', async () => {
     const { clock, scripted, stalls } = setup();
+    scripted.set('job-a', status(1, 1), T0);
     await stalls.check(scripted.client(), 1);
     clock.now += STALL_CHECK.intervalMs - 1;
     await stalls.check(scripted.client(), 1);
@@ -111,6 +112,24 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     clock.now += 1;
     await stalls.check(scripted.client(), 1);
     assert.equal(scripted.listings, 2);
+  });
+
+  it('after a listing with no run Running, looks again only once a run started since could have stalled (15 s)', async () => {
+    const { clock, scripted, stalls } = setup();
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 1);
+    // A run starts just after the empty listing: it cannot be 15 s idle before T0 + 15 s.
+    scripted.set('job-new', status(1, 1), T0 + 1);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs - 1;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    assert.equal(scripted.listings, 1, 'an idle leader lists the runs less often');
+    clock.now = T0 + STALL_CHECK.stalledAfterMs + 1;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), ['job-new']);
+    assert.equal(stalls.running, 1);
+    // Runs Running again: back to one look per interval.
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 3);
   });
 
   it('nudges the same call again only after another 15 s, and a new call as soon as it stalls', async () => {
