@@ -70,7 +70,7 @@ import { isSuperseded, type JobCustomStatus } from './JobSummary';
 import { decodeQueueMessage } from './messageCodec';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { fingerprintOf, isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
-import { mapLimit } from './pool';
+import { mapWhile } from './pool';
 import { QueueReadability } from './QueueReadability';
 import { type Now, nowOf } from './wallClock';
 
@@ -379,25 +379,20 @@ export class JobIntake {
     orchestrations: OrchestrationClient,
     counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
   ): Promise<DequeuedMessageItem[][]> {
-    let next = 0;
-    const lane = async (): Promise<void> => {
-      while (next < groups.length && withinBudget() && !ctx.signal.aborted) {
-        const messages = groups[next++] as DequeuedMessageItem[];
-        for (const message of messages) {
-          // Stop between messages: an unhandled one simply becomes visible again for the next leader.
-          if (ctx.signal.aborted) return;
-          counts.received += 1;
-          const outcome = await this.handleMessage(message, ctx, orchestrations);
-          if (outcome === 'started') counts.started += 1;
-          else if (outcome === 'already_started') counts.alreadyStarted += 1;
-          else if (outcome === 'rejected') counts.rejected += 1;
-          else counts.retryLater += 1;
-          ctx.progress();
-        }
+    const started = await mapWhile(groups, INTAKE.messageConcurrency, () => withinBudget() && !ctx.signal.aborted, async (messages) => {
+      for (const message of messages) {
+        // Stop between messages: an unhandled one simply becomes visible again for the next leader.
+        if (ctx.signal.aborted) return;
+        counts.received += 1;
+        const outcome = await this.handleMessage(message, ctx, orchestrations);
+        if (outcome === 'started') counts.started += 1;
+        else if (outcome === 'already_started') counts.alreadyStarted += 1;
+        else if (outcome === 'rejected') counts.rejected += 1;
+        else counts.retryLater += 1;
+        ctx.progress();
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(INTAKE.messageConcurrency, groups.length) }, lane));
-    return groups.slice(next);
+    });
+    return groups.slice(started);
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
@@ -419,9 +414,9 @@ export class JobIntake {
       .filter((m) => now - m.markedAt >= INTAKE.checkAfterMs && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
       .slice(0, INTAKE.maxChecksPerPass);
     const checking = performance.now();
-    await mapLimit(due, INTAKE.checkConcurrency, async ({ jobId }) => {
-      // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
-      if (ctx.signal.aborted || performance.now() - checking >= INTAKE.checkBudgetMs) return;
+    // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
+    const withinBudget = (): boolean => !ctx.signal.aborted && performance.now() - checking < INTAKE.checkBudgetMs;
+    await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
       counts.checked += 1;
       try {
         const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations);
