@@ -99,6 +99,8 @@ export interface PlanInput {
   readonly run: JobRun;
   /** The orchestration's time (ISO) the first window is sent at. */
   readonly at: string;
+  /** What the intake staged for this start before starting it (`prestage`): the plan need not read its manifest. */
+  readonly prestaged?: StagedCounts;
   /** Set when the orchestration calls it again after a resume: see CallClaims. */
   readonly repeat?: number;
 }
@@ -154,7 +156,10 @@ export class JobActivities {
   private async planCall(input: PlanInput): Promise<PlanOutcome> {
     const confirming: Array<Promise<void>> = [];
     try {
-      return await this.planChecked(input, confirming);
+      const outcome = await this.planChecked(input, confirming);
+      // The job goes on to its steps: its index row says so (a job the plan finished has its final row).
+      if (outcome.ok && outcome.summary === undefined && !outcome.cancelled) confirming.push(this.deps.store.noteRunning(input.run));
+      return outcome;
     } finally {
       await Promise.all(confirming);
     }
@@ -163,8 +168,10 @@ export class JobActivities {
   private async planChecked(input: PlanInput, confirming: Array<Promise<void>>): Promise<PlanOutcome> {
     const { run } = input;
     // The fence's reads and the check for this start's staged input, at once (one round trip, not four).
-    const stagedRead = this.deps.staged?.(run) ?? Promise.resolve(undefined);
-    const fenced = await this.fence(run, stagedRead.then((s) => s !== undefined));
+    const stagedRead =
+      input.prestaged !== undefined ? Promise.resolve(input.prestaged) : (this.deps.staged?.(run) ?? Promise.resolve(undefined));
+    // A start the intake staged is past the epoch check (`fence`): no read of the lease.
+    const fenced = await this.fence(run, stagedRead.then((s) => s !== undefined), input.prestaged === undefined);
     const resumed = await stagedRead;
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';
@@ -339,11 +346,11 @@ export class JobActivities {
    * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
    * is the same start's work going on, as its steps are.
    */
-  private async fence(run: JobRun, resumedRead: Promise<boolean>): Promise<JobSummary | undefined> {
+  private async fence(run: JobRun, resumedRead: Promise<boolean>, readEpoch = true): Promise<JobSummary | undefined> {
     const [final, startRead, leaseEpoch, resumed] = await Promise.all([
       this.deps.store.readFinal(run.jobId),
       run.startId === undefined ? undefined : this.deps.store.readStart(run.jobId),
-      this.deps.leaseEpoch?.(),
+      readEpoch ? this.deps.leaseEpoch?.() : undefined,
       resumedRead,
     ]);
     if (final !== undefined) return final;

@@ -45,6 +45,7 @@ import { type BlobServiceClient, type ContainerClient, RestError } from '@azure/
 import { downloadWhole } from '../storage/blobText';
 import { type Json } from '../worktypes/WorkType';
 import { type BlobRef } from './BlobRef';
+import { CancelMarkers } from './CancelMarkers';
 import { type JobReply } from './delivery/DeliveryTargets';
 import { type ChunkObservation } from './dispatch/DispatchLedger';
 import { type ChunkStore } from './dispatch/PipelineStore';
@@ -168,8 +169,6 @@ const MAX_METADATA_PARTIAL = 6 * 1024;
 const CHUNK_DIGITS = 5;
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
 const DELIVERY_DUE_PREFIX = 'deliveries-due/';
-/** The dispatch passes read a job's cancel marker at most this often (`cancelledForDispatch`). */
-const CANCEL_RECHECK_MS = 1_000;
 
 function pad(chunk: number): string {
   return String(chunk).padStart(CHUNK_DIGITS, '0');
@@ -187,8 +186,8 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
 export class JobStore implements ChunkStore {
   readonly container: ContainerClient;
 
-  /** When the dispatch passes last found each job not cancelled. */
-  readonly #notCancelledAt = new Map<string, number>();
+  /** The cancel markers as this process last read them (at most a second old: CancelMarkers). */
+  readonly #cancels = new CancelMarkers((jobId, signal) => this.exists(JobStore.cancelBlob(jobId), signal));
 
   constructor(
     readonly blobs: BlobServiceClient,
@@ -429,21 +428,31 @@ export class JobStore implements ChunkStore {
 
   /**
    * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
-   * marked starts), its index row says running, and an HTTP submission's pending record goes, if a
-   * leader died before deleting it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it
-   * sees it past planning.
+   * marked starts) and an HTTP submission's pending record goes, if a leader died before deleting
+   * it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it sees
+   * it past planning. The index row says running once the plan hands the job to its steps
+   * (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
    */
   async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
     const { jobId, via } = run;
+    await Promise.all([this.clearUnconfirmed(jobId, signal), via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined]);
+  }
+
+  /** The index row of a job whose run goes on past its plan: running (best effort, as every index write). */
+  async noteRunning(run: JobRun): Promise<void> {
     const updatedAt = new Date().toISOString();
-    await Promise.all([
-      this.clearUnconfirmed(jobId, signal),
-      this.index?.note(
-        { jobId, status: 'running', workType: run.workType, progress: null, errorCode: null, createdAt: run.submittedAt, updatedAt },
-        'run',
-      ),
-      via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined,
-    ]);
+    await this.index?.note(
+      {
+        jobId: run.jobId,
+        status: 'running',
+        workType: run.workType,
+        progress: null,
+        errorCode: null,
+        createdAt: run.submittedAt,
+        updatedAt,
+      },
+      'run',
+    );
   }
 
   /** An HTTP submission's pending record, once its start has landed (the status follows the start record then). */
@@ -568,10 +577,12 @@ export class JobStore implements ChunkStore {
 
   async markCancelled(jobId: string, reason: string, signal?: AbortSignal): Promise<void> {
     await this.putJson(JobStore.cancelBlob(jobId), { jobId, reason, at: new Date().toISOString() }, { ifNoneMatch: true, signal });
+    this.#cancels.noteCancelled(jobId);
   }
 
+  /** The cancel marker, as read at most a second ago by this process (CancelMarkers says why that is enough). */
   async isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean> {
-    return this.exists(JobStore.cancelBlob(jobId), signal);
+    return this.#cancels.isCancelled(jobId, signal);
   }
 
   // --- chunks ---
@@ -649,29 +660,12 @@ export class JobStore implements ChunkStore {
    * `withClaims`, one of claims per group of 100 chunk numbers), and the cancel marker. The dispatcher's view of a
    * window, at a cost that does not grow with the job.
    */
-  /**
-   * The cancel marker, read at most once a second per job for the dispatch passes (they come 50 ms
-   * to 1 s apart; a cancel also raises an event that wakes the orchestration at once). A pass that
-   * misses a cancel made within the last second sends at most one more pass of chunks, which the
-   * workers skip.
-   */
-  private async cancelledForDispatch(jobId: string, signal?: AbortSignal): Promise<boolean> {
-    const now = Date.now();
-    const seen = this.#notCancelledAt.get(jobId);
-    if (seen !== undefined && now - seen < CANCEL_RECHECK_MS) return false;
-    const cancelled = await this.isCancelled(jobId, signal);
-    if (this.#notCancelledAt.size >= 10_000) this.#notCancelledAt.clear();
-    if (cancelled) this.#notCancelledAt.delete(jobId);
-    else this.#notCancelledAt.set(jobId, now);
-    return cancelled;
-  }
-
   async observeChunks(jobId: string, chunks: readonly number[], withClaims: boolean, signal?: AbortSignal): Promise<ChunkObservation> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
     const groups = [...new Set(chunks.map((c) => pad(c).slice(0, CHUNK_DIGITS - 2)))];
     const found: Pick<JobListing, 'results' | 'claims'> = { results: [], claims: [] };
     const [cancelled] = await Promise.all([
-      this.cancelledForDispatch(jobId, signal),
+      this.isCancelled(jobId, signal),
       ...groups.flatMap((g) => [
         this.collectEntries(prefix, `results/${g}`, found, signal),
         ...(withClaims ? [this.collectEntries(prefix, `claims/${g}`, found, signal)] : []),

@@ -22,6 +22,7 @@
 import { type Logger } from '../observability/log';
 import { ItemError, type Json } from '../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
+import { CancelMarkers } from './CancelMarkers';
 import { CLAIM_LIVENESS } from './dispatch/ChunkDispatcher';
 import { type LandedResults } from './dispatch/LandedResults';
 import { type ChunkStore } from './dispatch/PipelineStore';
@@ -53,27 +54,21 @@ export interface Delivery {
   readonly signal?: AbortSignal;
 }
 
-interface CancelCheck {
-  readonly at: number;
-  readonly cancelled: Promise<boolean>;
-  /** Set once the read found the marker. */
-  final: boolean;
-}
 
 export type WorkOutcome = 'written' | 'failed_recorded' | 'duplicate' | 'cancelled';
 
 const ITEM_CONCURRENCY = 8;
 const MAX_ITEM_ERRORS_PER_CHUNK = 100;
-/** A job's cancel marker is read at most this often per process (a cancel stops dispatch at once anyway). */
-export const CANCEL_CHECK_MS = 1_000;
+export { CANCEL_CHECK_MS } from './CancelMarkers';
 
 export class WorkItemProcessor {
   private readonly now: Now;
-  /** Per job: the latest read of its cancel marker (see `isCancelled`). */
-  private readonly cancelChecks = new Map<string, CancelCheck>();
+  /** Per job: the latest read of its cancel marker (CancelMarkers). */
+  private readonly cancels: CancelMarkers;
 
   constructor(private readonly deps: WorkerDeps) {
     this.now = nowOf(deps);
+    this.cancels = new CancelMarkers((jobId, signal) => deps.store.isCancelled(jobId, signal), this.now);
   }
 
   /**
@@ -121,7 +116,7 @@ export class WorkItemProcessor {
       logger.info('workitem.duplicate_skipped', log);
       return 'duplicate';
     }
-    if (await this.isCancelled(message.jobId, signal)) {
+    if (await this.cancels.isCancelled(message.jobId, signal)) {
       logger.info('workitem.cancelled_skipped', log);
       return 'cancelled';
     }
@@ -184,26 +179,6 @@ export class WorkItemProcessor {
     return 'written';
   }
 
-
-  /**
-   * The job's cancel marker, read at most once per `CANCEL_CHECK_MS` per job in this process; a read
-   * that found it is kept (a cancel is final), a failed read is not (the next chunk reads again).
-   */
-  private isCancelled(jobId: string, signal: AbortSignal): Promise<boolean> {
-    const at = this.now().getTime();
-    const known = this.cancelChecks.get(jobId);
-    if (known !== undefined && (known.final || at - known.at < CANCEL_CHECK_MS)) return known.cancelled;
-    const check: CancelCheck = { at, final: false, cancelled: this.deps.store.isCancelled(jobId, signal) };
-    this.cancelChecks.set(jobId, check);
-    check.cancelled.then(
-      (cancelled) => (check.final = cancelled),
-      () => this.cancelChecks.get(jobId) === check && this.cancelChecks.delete(jobId),
-    );
-    if (this.cancelChecks.size > 1_000) {
-      for (const [id, c] of this.cancelChecks) if (at - c.at >= CANCEL_CHECK_MS) this.cancelChecks.delete(id);
-    }
-    return check.cancelled;
-  }
 
   /**
    * Claims the chunk once this delivery has worked on it for `claimAfterSeconds`, then beats on the

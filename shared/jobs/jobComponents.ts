@@ -27,6 +27,7 @@ import { JOB_LIMITS } from './jobLimits';
 import { JobService } from './JobService';
 import { JobStore } from './JobStore';
 import { onceUntilSuccess } from './onceUntilSuccess';
+import { sharedRead } from './sharedRead';
 import { WorkItemProcessor } from './WorkItemProcessor';
 
 export interface JobComponents {
@@ -101,10 +102,11 @@ export function buildJobComponents(
   const jobsQueue = queues.getQueueClient(settings.jobs.jobsQueue);
   // The lease blob's epoch, read without a lease (anyone may) through the elector's own store: the
   // plan step's fence against runs of older epochs. Bounded like the elector's reads: a read that
-  // hangs fails the call (Durable calls it again) instead of holding the plan.
+  // hangs fails the call (Durable calls it again) instead of holding the plan. Concurrent fences
+  // share one read (sharedRead says why that is safe).
   const leaseStore = new BlobLeaseStore(blobs, settings.leader.container, settings.leader.blob);
-  const leaseEpoch = async (): Promise<number | undefined> =>
-    (await leaseStore.read(AbortSignal.timeout(FENCE_READ_TIMEOUT_MS))).record?.epoch;
+  const leaseEpoch = sharedRead(async (): Promise<number | undefined> =>
+    (await leaseStore.read(AbortSignal.timeout(FENCE_READ_TIMEOUT_MS))).record?.epoch);
   const workItemsQueue = queues.getQueueClient(settings.jobs.workItemsQueue);
   const poisonQueue = queues.getQueueClient(poisonQueueName(settings.jobs.jobsQueue));
   const ensureStorage = onceUntilSuccess((signal) =>

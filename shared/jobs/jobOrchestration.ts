@@ -48,6 +48,7 @@ import {
   type JobStepOutcome,
   type PlanInput,
   type PlanOutcome,
+  type StagedCounts,
 } from './JobActivities';
 import { type JobErrorInfo } from './JobError';
 import { type JobRun } from './JobRun';
@@ -82,6 +83,8 @@ const ACTIVITY_RETRY = { firstRetryMs: 2_000, attempts: 4 } as const;
 
 export interface OrchestrationState {
   readonly run: JobRun;
+  /** The input the intake staged before it started this run (absent: the plan reads or stages it). */
+  readonly prestaged?: StagedCounts;
   readonly plan?: { readonly chunkCount: number; readonly itemCount: number };
   /** The chunks in flight and the counts of finished ones (absent before the plan step). */
   readonly ledger?: DispatchLedger;
@@ -91,8 +94,13 @@ export interface OrchestrationState {
   readonly stepsPerGeneration?: number;
 }
 
-export function initialState(run: JobRun, stepsPerGeneration?: number): OrchestrationState {
-  return { run, generation: 1, ...(stepsPerGeneration === undefined ? {} : { stepsPerGeneration }) };
+export function initialState(run: JobRun, stepsPerGeneration?: number, prestaged?: StagedCounts): OrchestrationState {
+  return {
+    run,
+    generation: 1,
+    ...(stepsPerGeneration === undefined ? {} : { stepsPerGeneration }),
+    ...(prestaged === undefined ? {} : { prestaged }),
+  };
 }
 
 const EMPTY_PROGRESS: JobProgress = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
@@ -165,7 +173,7 @@ function* runJob(context: OrchestrationContext, outcome: { recorded: boolean }):
   try {
     if (state.plan === undefined) {
       publish('planning');
-      const input: PlanInput = { run, at: now().toISOString() };
+      const input: PlanInput = { run, at: now().toISOString(), ...(state.prestaged === undefined ? {} : { prestaged: state.prestaged }) };
       const planned = (yield* call(JOB_ACTIVITIES.plan, input)) as PlanOutcome;
       if (!planned.ok && 'standDown' in planned) {
         // Not this run's to do: it answers what is recorded and records nothing itself. A superseded
