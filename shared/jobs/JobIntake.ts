@@ -248,8 +248,14 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   return { kind: 'wait' };
 }
 
+/** Messages naming one job id (else one message, keyed by its own id), taken in order by one lane. */
+interface Group {
+  readonly key: string;
+  readonly messages: DequeuedMessageItem[];
+}
+
 /** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
-function byJobId(messages: readonly DequeuedMessageItem[]): DequeuedMessageItem[][] {
+function byJobId(messages: readonly DequeuedMessageItem[]): Group[] {
   const groups = new Map<string, DequeuedMessageItem[]>();
   for (const message of messages) {
     let key = `message:${message.messageId}`;
@@ -262,7 +268,7 @@ function byJobId(messages: readonly DequeuedMessageItem[]): DequeuedMessageItem[
     }
     groups.set(key, [...(groups.get(key) ?? []), message]);
   }
-  return [...groups.values()];
+  return [...groups].map(([key, grouped]) => ({ key, messages: grouped }));
 }
 
 export class JobIntake {
@@ -287,7 +293,7 @@ export class JobIntake {
    * Submissions received by a pass whose budget ran out before it began them, by job id, for the
    * next pass of the same term (`INTAKE.passBudgetMs`, `carriedForMs`).
    */
-  #carried: { readonly epoch: number; readonly receivedAt: number; readonly groups: DequeuedMessageItem[][] } | undefined;
+  #carried: { readonly epoch: number; readonly receivedAt: number; readonly groups: Group[] } | undefined;
 
   constructor(private readonly deps: IntakeDeps) {
     this.now = nowOf(deps);
@@ -331,14 +337,54 @@ export class JobIntake {
     // What the last pass of this term received and did not begin, while its receipt holds.
     const carried = this.#carried;
     this.#carried = undefined;
-    let receivedAt = carried?.receivedAt ?? 0;
     const fresh = carried !== undefined && carried.epoch === ctx.epoch && performance.now() - carried.receivedAt < INTAKE.carriedForMs;
-    let pending = fresh ? carried.groups : [];
-    let full = false;
+    const taken = await this.takeSubmissions(fresh ? carried : undefined, withinBudget, ctx, orchestrations, counts);
+    if (taken.left.length > 0 && !ctx.signal.aborted) {
+      this.#carried = { epoch: ctx.epoch, receivedAt: taken.receivedAt, groups: taken.left };
+    }
+    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
+    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
+      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
+    }
+    // Submissions kept for the next pass, or a full last batch (a burst): no pause before the next pass.
+    if ((taken.full || this.#carried !== undefined) && !ctx.signal.aborted) ctx.again?.();
+    return timed;
+  }
+
+  /**
+   * Takes submissions `INTAKE.messageConcurrency` at a time while `withinBudget()`: each lane takes
+   * the next group (the messages naming one job id, in order; never two lanes on one job id, so a
+   * duplicate finds its twin's start), and the next batch is received while the lanes still work on
+   * the last one (when fewer groups wait than there are lanes), so no lane waits for a batch's
+   * slowest start. Answers the groups no lane began, for the next pass; a failed receive fails the
+   * pass once the lanes have finished what they hold.
+   */
+  private async takeSubmissions(
+    carried: { readonly receivedAt: number; readonly groups: readonly Group[] } | undefined,
+    withinBudget: () => boolean,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
+  ): Promise<{ readonly left: Group[]; readonly receivedAt: number; readonly full: boolean }> {
+    const pending: Group[] = [...(carried?.groups ?? [])];
+    const busy = new Set<string>();
+    let receivedAt = carried?.receivedAt ?? 0;
     let batches = 0;
-    while (!ctx.signal.aborted && withinBudget()) {
-      if (pending.length === 0) {
-        if (batches >= INTAKE.maxBatchesPerPass) break;
+    /** No further receive this pass: the queue answered none, the batches are used up, or a receive failed. */
+    let drained = false;
+    let full = false;
+    let failure: { readonly error: unknown } | undefined;
+    let receiving: Promise<void> | undefined;
+    // Lanes with nothing to take wait for a change: a group finished, or a batch landed.
+    let wake = (): void => undefined;
+    let changed = new Promise<void>((resolve) => (wake = resolve));
+    const notify = (): void => {
+      const waking = wake;
+      changed = new Promise<void>((resolve) => (wake = resolve));
+      waking();
+    };
+    const receive = async (): Promise<void> => {
+      try {
         const received = await this.deps.jobsQueue.receiveMessages({
           numberOfMessages: INTAKE.batchSize,
           visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
@@ -346,53 +392,69 @@ export class JobIntake {
         });
         receivedAt = performance.now();
         ctx.progress();
-        full = received.receivedMessageItems.length === INTAKE.batchSize;
-        if (received.receivedMessageItems.length === 0) {
+        const items = received.receivedMessageItems;
+        full = items.length === INTAKE.batchSize;
+        if (items.length === 0) {
+          drained = true;
           if (batches === 0) await this.readability.afterEmptyReceive(ctx.signal);
-          break;
+          return;
         }
         batches += 1;
+        if (batches >= INTAKE.maxBatchesPerPass) drained = true;
         this.readability.sawMessages();
-        pending = byJobId(received.receivedMessageItems);
+        pending.push(...byJobId(items));
+      } catch (error) {
+        drained = true;
+        failure = { error };
+      } finally {
+        receiving = undefined;
+        notify();
       }
-      // Several submissions at once; the messages of one job id in order, so a duplicate finds its twin's start.
-      pending = await this.takeWhile(pending, withinBudget, ctx, orchestrations, counts);
-    }
-    if (pending.length > 0 && !ctx.signal.aborted) this.#carried = { epoch: ctx.epoch, receivedAt, groups: pending };
-    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
-    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
-      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
-    }
-    // Submissions kept for the next pass, or a full last batch (a burst): no pause before the next pass.
-    if ((full || this.#carried !== undefined) && !ctx.signal.aborted) ctx.again?.();
-    return timed;
+    };
+    const lane = async (): Promise<void> => {
+      while (withinBudget() && !ctx.signal.aborted) {
+        if (!drained && receiving === undefined && pending.length < INTAKE.messageConcurrency) receiving = receive();
+        const next = pending.findIndex((g) => !busy.has(g.key));
+        if (next < 0) {
+          if (receiving === undefined && pending.length === 0) return;
+          await changed;
+          continue;
+        }
+        const [group] = pending.splice(next, 1) as [Group];
+        busy.add(group.key);
+        try {
+          await this.takeGroup(group.messages, ctx, orchestrations, counts);
+        } finally {
+          busy.delete(group.key);
+          notify();
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: INTAKE.messageConcurrency }, lane));
+    // A batch that landed as the budget ran out is kept too.
+    while (receiving !== undefined) await receiving;
+    if (failure !== undefined) throw failure.error;
+    return { left: pending, receivedAt, full };
   }
 
-  /**
-   * Handles the groups `INTAKE.messageConcurrency` at a time while `withinBudget()`; answers the
-   * groups no lane began (a lane finishes the group it holds).
-   */
-  private async takeWhile(
-    groups: readonly DequeuedMessageItem[][],
-    withinBudget: () => boolean,
+  /** One group's messages, one after another (see takeSubmissions). */
+  private async takeGroup(
+    messages: readonly DequeuedMessageItem[],
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
-  ): Promise<DequeuedMessageItem[][]> {
-    const started = await mapWhile(groups, INTAKE.messageConcurrency, () => withinBudget() && !ctx.signal.aborted, async (messages) => {
-      for (const message of messages) {
-        // Stop between messages: an unhandled one simply becomes visible again for the next leader.
-        if (ctx.signal.aborted) return;
-        counts.received += 1;
-        const outcome = await this.handleMessage(message, ctx, orchestrations);
-        if (outcome === 'started') counts.started += 1;
-        else if (outcome === 'already_started') counts.alreadyStarted += 1;
-        else if (outcome === 'rejected') counts.rejected += 1;
-        else counts.retryLater += 1;
-        ctx.progress();
-      }
-    });
-    return groups.slice(started);
+  ): Promise<void> {
+    for (const message of messages) {
+      // Stop between messages: an unhandled one simply becomes visible again for the next leader.
+      if (ctx.signal.aborted) return;
+      counts.received += 1;
+      const outcome = await this.handleMessage(message, ctx, orchestrations);
+      if (outcome === 'started') counts.started += 1;
+      else if (outcome === 'already_started') counts.alreadyStarted += 1;
+      else if (outcome === 'rejected') counts.rejected += 1;
+      else counts.retryLater += 1;
+      ctx.progress();
+    }
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
@@ -514,10 +576,10 @@ export class JobIntake {
   }
 
   /** Starts the record's run; an instance already running this very start counts as success. */
-  private async start(start: StartRecord, orchestrations: OrchestrationClient): Promise<void> {
+  private async start(start: StartRecord, orchestrations: OrchestrationClient, prestaged?: StagedCounts): Promise<void> {
     const instanceId = instanceIdFor(start.jobId, start.generation);
     try {
-      await orchestrations.start(instanceId, initialState(start.run));
+      await orchestrations.start(instanceId, initialState(start.run, undefined, prestaged));
     } catch (err) {
       const existing = await orchestrations.getStatus(instanceId);
       if (existing !== undefined && runOf(existing)?.startId === start.startId) return;
@@ -664,7 +726,7 @@ export class JobIntake {
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
       const prestaged = small && this.#prestagingMs < INTAKE.firstWindowBudgetMs ? await this.prestage(run, ctx) : undefined;
       reached('staged');
-      await this.start(start, orchestrations);
+      await this.start(start, orchestrations, prestaged);
       reached('started');
       if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
       await Promise.all([this.deleteMessage(message, ctx), record === undefined ? undefined : store.deleteRecord(job.jobId, ctx.signal)]);
