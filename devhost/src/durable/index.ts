@@ -8,14 +8,15 @@
  * differs from the real extension: the package README.
  */
 import { type DurableBackend, type DurableBackendOptions } from '../contracts';
-import { type DispatcherTuning, DurableDispatcher, tuningFrom } from './DurableDispatcher';
+import { type DispatcherTuning, tuningFrom } from './DispatcherTuning';
+import { DurableDispatcher } from './DurableDispatcher';
 import { DurableHttpApi } from './DurableHttpApi';
 import { parseDurableTaskOptions } from './DurableTaskOptions';
 import { InstanceStore } from './InstanceStore';
 import { taskHubNames } from './taskHubNames';
 import { TaskHubQueues } from './TaskHubQueues';
 
-export { DEFAULT_TUNING, type DispatcherTuning, tuningFrom } from './DurableDispatcher';
+export { DEFAULT_TUNING, type DispatcherTuning, tuningFrom } from './DispatcherTuning';
 export { clientBindingPayload, RPC_PATH, WEBHOOK_PATH, type WebhookAuth } from './DurableHttpApi';
 export { type DurableTaskOptions, parseDurableTaskOptions } from './DurableTaskOptions';
 
