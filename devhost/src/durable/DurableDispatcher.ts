@@ -25,6 +25,7 @@ import { FunctionTimeoutError } from '../functionTimeout';
 import { type Logger } from '../log';
 import { type DispatcherTuning } from './DispatcherTuning';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, isTerminal, type ParentInstanceRef } from './HistoryEvent';
+import { indexHistory, isNewEvent, recordEvent } from './historyIndex';
 import { type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
 import { QueuePoller } from './QueuePoller';
 import { type ScheduledSubOrchestration } from './replayActions';
@@ -53,70 +54,6 @@ const MAX_SAVE_ATTEMPTS = 20;
 const MAX_CONTROL_DEQUEUES = 50;
 /** TaskHubQueue.AbandonMessageAsync: 2^dequeueCount seconds, at most 10 minutes. */
 const MAX_ABANDON_SECONDS = 600;
-
-interface HistoryIndex {
-  hasExecutionStarted: boolean;
-  readonly scheduled: Set<number>;
-  readonly completed: Set<number>;
-  readonly timers: Set<number>;
-  readonly fired: Set<number>;
-  readonly subOrchestrations: Set<number>;
-}
-
-function indexHistory(history: readonly HistoryEvent[]): HistoryIndex {
-  const index: HistoryIndex = { hasExecutionStarted: false, scheduled: new Set(), completed: new Set(), timers: new Set(), fired: new Set(), subOrchestrations: new Set() };
-  for (const e of history) record(index, e);
-  return index;
-}
-
-function record(index: HistoryIndex, e: HistoryEvent): void {
-  switch (e.EventType) {
-    case EventType.ExecutionStarted:
-      index.hasExecutionStarted = true;
-      break;
-    case EventType.TaskScheduled:
-      index.scheduled.add(e.EventId);
-      break;
-    case EventType.SubOrchestrationInstanceCreated:
-      index.subOrchestrations.add(e.EventId);
-      break;
-    case EventType.TaskCompleted:
-    case EventType.TaskFailed:
-    case EventType.SubOrchestrationInstanceCompleted:
-    case EventType.SubOrchestrationInstanceFailed:
-      if (e.TaskScheduledId !== undefined) index.completed.add(e.TaskScheduledId);
-      break;
-    case EventType.TimerCreated:
-      index.timers.add(e.EventId);
-      break;
-    case EventType.TimerFired:
-      if (e.TimerId !== undefined) index.fired.add(e.TimerId);
-      break;
-    default:
-      break;
-  }
-}
-
-/** Whether `e` still has to be applied to an instance whose history is indexed by `index`. */
-function isNew(index: HistoryIndex, e: HistoryEvent): boolean {
-  switch (e.EventType) {
-    case EventType.ExecutionStarted:
-      return !index.hasExecutionStarted;
-    case EventType.TaskCompleted:
-    case EventType.TaskFailed:
-      return e.TaskScheduledId !== undefined && index.scheduled.has(e.TaskScheduledId) && !index.completed.has(e.TaskScheduledId);
-    case EventType.SubOrchestrationInstanceCompleted:
-    case EventType.SubOrchestrationInstanceFailed:
-      return e.TaskScheduledId !== undefined && index.subOrchestrations.has(e.TaskScheduledId) && !index.completed.has(e.TaskScheduledId);
-    case EventType.TimerFired:
-      return e.TimerId !== undefined && index.timers.has(e.TimerId) && !index.fired.has(e.TimerId);
-    case EventType.EventRaised:
-    case EventType.ExecutionTerminated:
-      return true;
-    default:
-      return false;
-  }
-}
 
 function startEventOf(message: ReceivedMessage<ControlMessage>): HistoryEvent | undefined {
   return message.body.events.find((e) => e.EventType === EventType.ExecutionStarted);
@@ -404,9 +341,9 @@ export class DurableDispatcher {
         // ReconcileMessagesWithState: events for another execution are eaten.
         if (body.executionId !== undefined && body.executionId !== state.executionId) continue;
         for (const e of body.events) {
-          if (!isNew(index, e)) continue;
+          if (!isNewEvent(index, e)) continue;
           accepted.push(e);
-          record(index, e);
+          recordEvent(index, e);
         }
         acceptedMids.push(body.mid);
       }
