@@ -27,6 +27,7 @@ import { type DispatcherTuning } from './DispatcherTuning';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, isTerminal, type ParentInstanceRef } from './HistoryEvent';
 import { indexHistory, isNewEvent, recordEvent } from './historyIndex';
 import { type InstanceState, type InstanceStore, newInstanceState } from './InstanceStore';
+import { pollLoop } from './pollLoop';
 import { QueuePoller } from './QueuePoller';
 import { type ScheduledSubOrchestration } from './replayActions';
 import { type EpisodeResult, runEpisode } from './runEpisode';
@@ -156,29 +157,21 @@ export class DurableDispatcher {
 
   // ---- control messages: orchestration episodes -------------------------------------------------
 
-  async #controlLoop(partition: number, poller: QueuePoller): Promise<void> {
+  #controlLoop(partition: number, poller: QueuePoller): Promise<void> {
     const { tuning, logger, queues } = this.#deps;
-    while (!this.#stopping) {
-      if (this.#bufferedControlMessages >= tuning.controlQueueBufferThreshold) {
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-        continue;
-      }
-      let batch: Array<ReceivedMessage<ControlMessage>>;
-      try {
-        batch = await queues.receiveControl(partition, tuning.controlQueueBatchSize, tuning.controlVisibilitySeconds);
-      } catch (err) {
-        logger.warn('durable.control.receive_failed', { partition, error: err instanceof Error ? err.message : String(err) });
-        await poller.wait();
-        continue;
-      }
-      if (batch.length === 0) {
-        await poller.wait();
-        continue;
-      }
-      poller.reset();
-      this.#bufferedControlMessages += batch.length;
-      this.#track(this.#processControlBatch(batch).finally(() => (this.#bufferedControlMessages -= batch.length)));
-    }
+    return pollLoop<ReceivedMessage<ControlMessage>>({
+      poller,
+      logger,
+      receiveFailed: { event: 'durable.control.receive_failed', fields: { partition } },
+      isStopping: () => this.#stopping,
+      room: () => tuning.controlQueueBufferThreshold - this.#bufferedControlMessages,
+      waitForRoom: () => new Promise<void>((resolve) => setTimeout(resolve, 1000)),
+      receive: () => queues.receiveControl(partition, tuning.controlQueueBatchSize, tuning.controlVisibilitySeconds),
+      take: (batch) => {
+        this.#bufferedControlMessages += batch.length;
+        this.#track(this.#processControlBatch(batch).finally(() => (this.#bufferedControlMessages -= batch.length)));
+      },
+    });
   }
 
   /** Never rejects: what fails is logged, and unconsumed messages come back after their visibility timeout. */
@@ -462,39 +455,35 @@ export class DurableDispatcher {
 
   // ---- activities -------------------------------------------------------------------------------
 
-  async #workLoop(poller: QueuePoller): Promise<void> {
+  #workLoop(poller: QueuePoller): Promise<void> {
     const { tuning, logger, queues } = this.#deps;
-    while (!this.#stopping) {
-      const free = tuning.maxConcurrentActivities - this.#activitySlots;
-      if (free <= 0) {
-        await this.#waitForSlot();
-        continue;
-      }
-      let batch: Array<ReceivedMessage<ActivityWorkMessage>>;
-      try {
-        batch = await queues.receiveWork(Math.min(32, free), tuning.workVisibilitySeconds);
-      } catch (err) {
-        logger.warn('durable.work.receive_failed', { error: err instanceof Error ? err.message : String(err) });
-        await poller.wait();
-        continue;
-      }
-      if (batch.length === 0) {
-        await poller.wait();
-        continue;
-      }
-      poller.reset();
-      for (const message of batch) {
-        this.#activitySlots += 1;
-        this.#track(
-          this.#runWorkMessage(message)
-            .catch((err: unknown) => logger.error('durable.activity.message_failed', { instanceId: message.body.instanceId, error: err instanceof Error ? err.message : String(err) }))
-            .finally(() => {
-              this.#activitySlots -= 1;
-              this.#wakeSlots();
-            }),
-        );
-      }
-    }
+    return pollLoop<ReceivedMessage<ActivityWorkMessage>>({
+      poller,
+      logger,
+      receiveFailed: { event: 'durable.work.receive_failed' },
+      isStopping: () => this.#stopping,
+      room: () => tuning.maxConcurrentActivities - this.#activitySlots,
+      waitForRoom: () => this.#waitForSlot(),
+      receive: (free) => queues.receiveWork(Math.min(32, free), tuning.workVisibilitySeconds),
+      take: (batch) => {
+        for (const message of batch) {
+          this.#activitySlots += 1;
+          this.#track(
+            this.#runWorkMessage(message)
+              .catch((err: unknown) =>
+                logger.error('durable.activity.message_failed', {
+                  instanceId: message.body.instanceId,
+                  error: err instanceof Error ? err.message : String(err),
+                }),
+              )
+              .finally(() => {
+                this.#activitySlots -= 1;
+                this.#wakeSlots();
+              }),
+          );
+        }
+      },
+    });
   }
 
   async #runWorkMessage(message: ReceivedMessage<ActivityWorkMessage>): Promise<void> {
