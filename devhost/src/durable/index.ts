@@ -1,21 +1,23 @@
 /**
  * The development host's Durable backend: the extension's HTTP API and client binding payload
  * (DurableHttpApi), orchestration episodes replayed by the durable-functions SDK's own executor
- * and activities (DurableDispatcher), state in blob storage and queues under the task hub's name
- * (InstanceStore, TaskHubQueues), configured by host.json durableTask as the extension reads it
- * (DurableTaskOptions). Any number of host processes may run one against the same storage; killing
- * one loses nothing (see DurableDispatcher). What it reproduces, what it refuses and where it
- * differs from the real extension: the package README.
+ * (EpisodeDispatcher) and activities (ActivityDispatcher), run together by DurableDispatcher, state
+ * in blob storage and queues under the task hub's name (InstanceStore, TaskHubQueues), configured by
+ * host.json durableTask as the extension reads it (DurableTaskOptions). Any number of host processes
+ * may run one against the same storage; killing one loses nothing (see EpisodeDispatcher and
+ * ActivityDispatcher). What it reproduces, what it refuses and where it differs from the real
+ * extension: the package README.
  */
 import { type DurableBackend, type DurableBackendOptions } from '../contracts';
-import { type DispatcherTuning, DurableDispatcher, tuningFrom } from './DurableDispatcher';
+import { type DispatcherTuning, tuningFrom } from './DispatcherTuning';
+import { DurableDispatcher } from './DurableDispatcher';
 import { DurableHttpApi } from './DurableHttpApi';
 import { parseDurableTaskOptions } from './DurableTaskOptions';
 import { InstanceStore } from './InstanceStore';
 import { taskHubNames } from './taskHubNames';
 import { TaskHubQueues } from './TaskHubQueues';
 
-export { DEFAULT_TUNING, type DispatcherTuning, tuningFrom } from './DurableDispatcher';
+export { DEFAULT_TUNING, type DispatcherTuning, tuningFrom } from './DispatcherTuning';
 export { clientBindingPayload, RPC_PATH, WEBHOOK_PATH, type WebhookAuth } from './DurableHttpApi';
 export { type DurableTaskOptions, parseDurableTaskOptions } from './DurableTaskOptions';
 

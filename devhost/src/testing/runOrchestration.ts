@@ -18,7 +18,7 @@ import { type InvocationContext } from '@azure/functions';
 import { type OrchestrationHandler } from 'durable-functions';
 
 import { type FunctionInvoker, type HostedFunction, type InvocationRequest, type InvocationResult } from '../contracts';
-import { activityFailure } from '../durable/DurableDispatcher';
+import { activityFailure } from '../durable/ActivityDispatcher';
 import { parseDurableTaskOptions } from '../durable/DurableTaskOptions';
 import { EventType, fromJsonText, type HistoryEvent, historyEvent, isTerminal, type RuntimeStatus } from '../durable/HistoryEvent';
 import { type InstanceState, newInstanceState } from '../durable/InstanceStore';

@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { DEFAULT_TUNING, DurableDispatcher } from '../../../src/durable/DurableDispatcher';
+import { DEFAULT_TUNING } from '../../../src/durable/DispatcherTuning';
+import { DurableDispatcher } from '../../../src/durable/DurableDispatcher';
 import { EventType, historyEvent } from '../../../src/durable/HistoryEvent';
 import { InstanceStore, newInstanceState } from '../../../src/durable/InstanceStore';
 import { taskHubNames } from '../../../src/durable/taskHubNames';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { activityFailure } from '../../../src/durable/DurableDispatcher';
+import { activityFailure } from '../../../src/durable/ActivityDispatcher';
 import { clientBindingPayload, managementUrls } from '../../../src/durable/DurableHttpApi';
 import { historyEvent } from '../../../src/durable/HistoryEvent';
 import { instanceBlobName, instanceIdFromBlobName, taskHubNames, validateInstanceId } from '../../../src/durable/taskHubNames';
