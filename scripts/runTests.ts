@@ -93,7 +93,8 @@ async function main(): Promise<number> {
  * and those files fail on their own, saying why.
  */
 function prebuildExtHost(e2eFiles: readonly string[]): string | undefined {
-  const needs = e2eFiles.some((f) => /(bothHosts|durableDifferential)\.test\.js$/.test(f)) || (e2eFiles.length > 0 && process.env.E2E_HOST === 'extensions');
+  const runsBoth = /(bothHosts|durableDifferential|slowActivityOnce)\.test\.js$/;
+  const needs = e2eFiles.some((f) => runsBoth.test(f)) || (e2eFiles.length > 0 && process.env.E2E_HOST === 'extensions');
   if (!needs) return undefined;
   try {
     const dll = buildExtHost();

@@ -4,7 +4,8 @@
  * that `match` recognizes (by method, path and body) and reports it; the test then kills or pauses
  * the process and decides whether the held request ever reaches storage (`release()`) or never does.
  * `refuse(match, status)` answers every matching request with that status instead, until removed.
- * Every other request passes straight through; each request is recorded (`requests()`).
+ * Every other request passes straight through; each request is recorded (`requests()`), with storage's
+ * answer (headers and body) for the requests that `keepResponse` names.
  *
  * A held request whose client went away (the process was SIGKILLed) is never forwarded: storage
  * must not see a write from a process that died before sending it.
@@ -41,14 +42,26 @@ export interface Hold {
   within(ms: number, what: string): Promise<HeldRequest>;
 }
 
+/** Storage's answer to a recorded request, kept when the proxy's `keepResponse` asked for it. */
+export interface ProxiedResponse {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: Buffer;
+  readonly at: number;
+}
+
+export type RecordedRequest = ProxiedRequest & { readonly status: number | undefined; readonly response: ProxiedResponse | undefined };
+
 export interface StorageProxy {
   /** A connection string for a process that should reach Azurite through this proxy. */
   readonly connectionString: string;
   hold(match: (request: ProxiedRequest) => boolean): Hold;
   /** Answers every matching request with `status` (storage never sees it) until `remove()`. */
   refuse(match: (request: ProxiedRequest) => boolean, status?: number): { remove(): void };
-  /** Every request seen so far, in arrival order, with the status storage answered (undefined while pending or never forwarded). */
-  requests(): ReadonlyArray<ProxiedRequest & { readonly status: number | undefined }>;
+  /**
+   * Every request seen so far, in arrival order, with the status storage answered (undefined while
+   * pending or never forwarded) and, where `keepResponse` matched, its answer once fully received.
+   */
+  requests(): readonly RecordedRequest[];
   close(): Promise<void>;
 }
 
@@ -80,15 +93,19 @@ function parsePorts(connectionString: string): { blob: number; queue: number; ta
   return { host: blob.hostname, blob: Number(blob.port), queue: Number(part('QueueEndpoint').port), table: Number(part('TableEndpoint').port) };
 }
 
-export async function startStorageProxy(upstreamConnectionString: string): Promise<StorageProxy> {
+export async function startStorageProxy(
+  upstreamConnectionString: string,
+  options: { readonly keepResponse?: (request: ProxiedRequest) => boolean } = {},
+): Promise<StorageProxy> {
   const upstream = parsePorts(upstreamConnectionString);
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
   const waiters: Waiter[] = [];
   const refusals: Array<{ readonly match: (request: ProxiedRequest) => boolean; readonly status: number }> = [];
-  const seen: Array<ProxiedRequest & { status: number | undefined }> = [];
+  type Entry = ProxiedRequest & { status: number | undefined; response: ProxiedResponse | undefined };
+  const seen: Entry[] = [];
   const servers: Server[] = [];
 
-  const forward = (entry: ProxiedRequest & { status: number | undefined }, port: number, res: ServerResponse): Promise<number | undefined> =>
+  const forward = (entry: Entry, port: number, res: ServerResponse): Promise<number | undefined> =>
     new Promise((resolve) => {
       const search = entry.query.toString();
       const out = httpRequest(
@@ -96,8 +113,13 @@ export async function startStorageProxy(upstreamConnectionString: string): Promi
         (answer) => {
           entry.status = answer.statusCode;
           res.writeHead(answer.statusCode ?? 502, answer.headers);
+          const kept: Buffer[] | undefined = options.keepResponse?.(entry) === true ? [] : undefined;
+          if (kept !== undefined) answer.on('data', (chunk: Buffer) => kept.push(chunk));
           answer.pipe(res);
-          answer.once('end', () => resolve(answer.statusCode));
+          answer.once('end', () => {
+            if (kept !== undefined) entry.response = { headers: answer.headers, body: Buffer.concat(kept), at: Date.now() };
+            resolve(answer.statusCode);
+          });
         },
       );
       out.once('error', () => {
@@ -114,7 +136,17 @@ export async function startStorageProxy(upstreamConnectionString: string): Promi
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.once('end', () => {
         const url = new URL(req.url ?? '/', 'http://proxy');
-        const entry = { service, method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, headers: req.headers, body: Buffer.concat(chunks), at: Date.now(), status: undefined };
+        const entry: Entry = {
+          service,
+          method: req.method ?? 'GET',
+          path: url.pathname,
+          query: url.searchParams,
+          headers: req.headers,
+          body: Buffer.concat(chunks),
+          at: Date.now(),
+          status: undefined,
+          response: undefined,
+        };
         seen.push(entry);
         const refusal = refusals.find((r) => r.match(entry));
         if (refusal !== undefined) {
