@@ -25,6 +25,12 @@ const root = appRoot();
 
 /** The work-items doorbell (messageCodec WAKE_WORKERS_MESSAGE): its write wakes this instance's work-items trigger. */
 const wakeWorkers = output.storageQueue({ queueName: root.settings.jobs.workItemsQueue, connection: root.settings.storageConnectionName });
+/**
+ * One doorbell per instance at most this often: the trigger it woke polls on a short back-off for a
+ * while, so the rest of a burst of POSTs needs none (each would cost a send, a receive and a delete).
+ */
+const DOORBELL_EVERY_MS = 2_000;
+let doorbellAt = Number.NEGATIVE_INFINITY;
 
 /** For the routes that only read: this invocation's client, kept to itself. */
 function reading(context: InvocationContext): OrchestrationClient {
@@ -71,10 +77,13 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 export const submitJob = guarded(async (request, context) => {
   const submitted = await root.jobs.service.submit(new Uint8Array(await request.arrayBuffer()), changing(context));
   // When this instance leads, its intake takes the submission now rather than at its next pass; and
-  // this instance's work-items trigger polls at once (the doorbell), ready for the first chunks.
+  // this instance's work-items trigger polls at once (the doorbell, at most every 2 s), ready for the first chunks.
   if (submitted.enqueued) {
     root.nudge();
-    context.extraOutputs.set(wakeWorkers, WAKE_WORKERS_MESSAGE);
+    if (performance.now() - doorbellAt >= DOORBELL_EVERY_MS) {
+      doorbellAt = performance.now();
+      context.extraOutputs.set(wakeWorkers, WAKE_WORKERS_MESSAGE);
+    }
   }
   const location = new URL(submitted.location, request.url).href;
   return {
