@@ -173,10 +173,12 @@ export const INTAKE = {
   /** Marked starts checked at once. */
   checkConcurrency: 8,
   /**
-   * Submissions of a batch handled at once (those naming one job id, one after another). A start is
-   * about ten storage round trips, a second under a burst's load, half of it the Durable start.
+   * Submissions handled at once (those naming one job id, one after another). A start is about ten
+   * storage round trips, 1-2 s under a burst's load, half of it the Durable start, so a pass's budget
+   * holds about one round of lanes: 48 take a 1,000-job burst in 178 s where 16 took 191-223 s
+   * (jobs-scale, same machine), at no more storage cost per job.
    */
-  messageConcurrency: 16,
+  messageConcurrency: 48,
   /**
    * A pass takes no further submission once it has run this long (from its start, the start checks
    * included): the submissions of the batch in hand that no lane has begun are kept for the next
