@@ -154,6 +154,18 @@ export const INTAKE = {
    * a false alarm costs a duplicate run whose results are discarded, never a wrong result.
    */
   stuckPendingSeconds: 30,
+  /**
+   * Under a burst, Durable's queues hold starts for longer than that (1,000 queued jobs: plans 10-60 s
+   * after their starts), and a healthy start taken for stuck is a second run of the job. So the checks
+   * follow the lag the marks show: a mark gone from a listing waited at least its age at the listing
+   * before, which showed it. Counted: marks first listed within `freshMarkMs` of being made (one left
+   * from long ago says nothing of the queues now); the lag is the largest of the last
+   * `startLagWindowMs`, at most `maxStartLagMs`. A mark is first checked once it is as old as the lag,
+   * and a Pending instance counts as stuck only past twice the lag (and never before 30 s).
+   */
+  startLagWindowMs: 120_000,
+  freshMarkMs: 10_000,
+  maxStartLagMs: 120_000,
   /** Unconfirmed starts checked per pass; the rest wait for the next one. */
   maxChecksPerPass: 200,
   /**
@@ -219,7 +231,14 @@ export type StartStep =
 const PAST_PLAN: ReadonlySet<string> = new Set<JobCustomStatus['phase']>(['running', 'aggregating']);
 const MAX_PREVIOUS_STARTS = 5;
 
-export function nextStartStep(instance: OrchestrationSnapshot | undefined, start: StartRecord, epoch: number, now: Date): StartStep {
+export function nextStartStep(
+  instance: OrchestrationSnapshot | undefined,
+  start: StartRecord,
+  epoch: number,
+  now: Date,
+  /** How long a Pending instance may wait for its start message (the intake's `stuckAfterMs`). */
+  stuckAfterMs: number = INTAKE.stuckPendingSeconds * 1000,
+): StartStep {
   const olderEpoch = start.epoch < epoch;
   // Every start again is a new start (new start id, this epoch) under an instance id of its own (the
   // next generation): the earlier start may still land late (a leader frozen while its start was in
@@ -229,7 +248,7 @@ export function nextStartStep(instance: OrchestrationSnapshot | undefined, start
   const status = instance.runtimeStatus;
   // Ended: with the job's outcome (whichever start's run produced or answered it), or having stood down.
   if (isFinished(status)) return isSuperseded(instance.output) ? again('its run stood down') : { kind: 'confirmed' };
-  const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > INTAKE.stuckPendingSeconds * 1000;
+  const stuck = status === 'Pending' && now.getTime() - instance.createdTime.getTime() > stuckAfterMs;
   if (runOf(instance)?.startId === start.startId) {
     const custom = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
     // Its plan stood down as superseded (a newer leader's epoch), and Durable keeps it Running until
@@ -284,6 +303,13 @@ export class JobIntake {
 
   /** When the marked starts were last listed (`INTAKE.checkEveryMs`). */
   #checkedAt = Number.NEGATIVE_INFINITY;
+  /**
+   * The fresh marks of the last listing (job id -> marked at: first listed within `freshMarkMs`) and
+   * when it was, and the lags of the marks gone since (`startLagWindowMs`).
+   */
+  #marksSeen = new Map<string, number>();
+  #marksSeenAt = 0;
+  readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
 
   /** When each marked start that was waiting is due for its next check (`INTAKE.maxCheckBackoffMs`). */
   readonly #checkBackoff = new Map<string, { nextAt: number; waitMs: number }>();
@@ -473,9 +499,10 @@ export class JobIntake {
     ctx.progress();
     const now = this.now().getTime();
     const present = new Set(marked.map((m) => m.jobId));
+    const lag = this.startLag(now, present, marked);
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked
-      .filter((m) => now - m.markedAt >= INTAKE.checkAfterMs && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
+      .filter((m) => now - m.markedAt >= Math.max(INTAKE.checkAfterMs, lag) && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
       .slice(0, INTAKE.maxChecksPerPass);
     const checking = performance.now();
     // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
@@ -483,7 +510,7 @@ export class JobIntake {
     await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
       counts.checked += 1;
       try {
-        const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations);
+        const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
         if (step === 'confirmed') counts.confirmed += 1;
         else if (step === 'restarted') counts.restarted += 1;
         if (step === 'waiting' || step === 'not_ours') {
@@ -505,10 +532,33 @@ export class JobIntake {
     });
   }
 
+  /**
+   * The start -> plan lag the marks show (INTAKE.startLagWindowMs): a mark gone since the last listing
+   * was still there at that listing, so its start waited at least that long (a lower bound: an idle
+   * leader's listings 15 s apart do not count as lag).
+   */
+  private startLag(
+    now: number,
+    present: ReadonlySet<string>,
+    marked: ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }>,
+  ): number {
+    for (const [jobId, markedAt] of this.#marksSeen) {
+      if (!present.has(jobId)) this.#lags.push({ at: now, ms: Math.max(0, this.#marksSeenAt - markedAt) });
+    }
+    const seen = this.#marksSeen;
+    this.#marksSeen = new Map(
+      marked.filter((m) => seen.has(m.jobId) || now - m.markedAt <= INTAKE.freshMarkMs).map((m) => [m.jobId, m.markedAt]),
+    );
+    this.#marksSeenAt = now;
+    while (this.#lags.length > 0 && now - (this.#lags[0]?.at ?? now) > INTAKE.startLagWindowMs) this.#lags.shift();
+    return Math.min(INTAKE.maxStartLagMs, this.#lags.reduce((most, l) => Math.max(most, l.ms), 0));
+  }
+
   private async advance(
     jobId: string,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
+    stuckAfterMs: number,
   ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
@@ -519,11 +569,11 @@ export class JobIntake {
     // A newer leader has taken this start over: this one is stale and leaves it alone.
     if (found.value.epoch > ctx.epoch) return { step: 'not_ours' };
     const instance = await orchestrations.getStatus(instanceIdFor(jobId, found.value.generation));
-    const step = nextStartStep(instance, found.value, ctx.epoch, this.now());
+    const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
     if (step.kind === 'wait') {
       // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
       const pending = instance?.runtimeStatus === 'Pending';
-      const stuckAt = pending ? instance.createdTime.getTime() + INTAKE.stuckPendingSeconds * 1000 + 1 : undefined;
+      const stuckAt = pending ? instance.createdTime.getTime() + stuckAfterMs + 1 : undefined;
       return { step: 'waiting', ...(stuckAt === undefined ? {} : { stuckAt }) };
     }
     if (step.kind === 'confirmed') {

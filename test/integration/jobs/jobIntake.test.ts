@@ -312,6 +312,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       startId,
     };
     assert.notEqual(await c.store.createStart({ v: 1, jobId, fingerprint: 'f', state: 'active', startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run }), 'exists');
+    await clearMarks();
     await c.store.markUnconfirmed(jobId);
     // The held clock starts at the mark's own time (under load the write ends a second or more later).
     const t0 = (await c.store.listUnconfirmed()).find((m) => m.jobId === jobId)?.markedAt ?? assert.fail('no mark');
@@ -330,6 +331,67 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const pass = intake({ jobsQueue: await freshQueue('backoff'), now });
     for (offset = 0; offset <= untilS * 1000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
     return checkedAt;
+  }
+
+  it('under a lag the marks show (starts confirmed 18 s after their marks), waits that long to check and twice it to take a Pending start for stuck', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const startId = randomUUID();
+    const run: JobRun = {
+      jobId: 'lag-pending',
+      workType: 'noop',
+      fingerprint: 'f',
+      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1] },
+      epoch: 11,
+      holder: 'intake-test',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+      startId,
+    };
+    const record = { v: 1 as const, jobId: run.jobId, fingerprint: 'f', state: 'active' as const, startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run };
+    assert.notEqual(await c.store.createStart(record), 'exists');
+    // The other start: on its way (freshly Pending whenever checked) until its plan removes its mark.
+    const other = { ...record, jobId: 'lag-confirmed', startId: randomUUID(), run: { ...run, jobId: 'lag-confirmed' } };
+    assert.notEqual(await c.store.createStart({ ...other, run: { ...other.run, startId: other.startId } }), 'exists');
+    await Promise.all([c.store.markUnconfirmed('lag-pending'), c.store.markUnconfirmed('lag-confirmed')]);
+    const t0 = Math.max(...(await c.store.listUnconfirmed()).map((m) => m.markedAt));
+    let offset = 0;
+    const now = (): Date => new Date(t0 + offset);
+    const checkedAt: number[] = [];
+    const pendingSinceT0: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (instanceId) => {
+        if (instanceId === instanceIdFor('lag-confirmed')) {
+          const fresh = now();
+          const input = { run: { ...run, jobId: 'lag-confirmed', startId: other.startId } };
+          return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input, output: null, customStatus: null, createdTime: fresh, lastUpdatedTime: fresh });
+        }
+        if (instanceId !== instanceIdFor('lag-pending')) return orchestrations.getStatus(instanceId);
+        checkedAt.push(offset / 1000);
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: new Date(t0), lastUpdatedTime: new Date(t0) });
+      },
+    };
+    const pass = intake({ jobsQueue: await freshQueue('lag'), now });
+    const generation = async (): Promise<number | undefined> => (await c.store.readStart('lag-pending'))?.value.generation;
+    for (offset = 0; offset <= 33_000; offset += 1_000) {
+      // The other start's plan confirms it at 19 s: listed (fresh) from 0 s, last seen at 18 s.
+      if (offset === 19_000) await c.store.clearUnconfirmed('lag-confirmed');
+      await pass.runPass(ctx(), pendingSinceT0);
+    }
+    // Before the lag was seen: checked at 4, 8 and 14 s (3, 6 s back-off); from 20 s on, a check is due
+    // only once the mark is as old as the lag (it is), and stuck only past 36 s, not 30 s.
+    assert.deepEqual(checkedAt.slice(0, 3), [4, 8, 14], `checked at ${checkedAt.join(', ')} s`);
+    assert.equal(await generation(), 1, `not taken for stuck at 30-33 s (checked at ${checkedAt.join(', ')} s)`);
+    for (offset = 34_000; offset <= 40_000; offset += 1_000) await pass.runPass(ctx(), pendingSinceT0);
+    assert.equal(await generation(), 2, `started again once past twice the lag (checked at ${checkedAt.join(', ')} s)`);
+    await c.store.clearUnconfirmed('lag-pending');
+  });
+
+  /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
+  async function clearMarks(): Promise<void> {
+    const c = appRoot().jobs;
+    for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId);
   }
 
   it('checks a marked start that is still on its way 3 s after its mark, then 3, 6, 12 and every 15 s later: not on every pass', async () => {
