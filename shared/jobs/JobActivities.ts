@@ -182,10 +182,11 @@ export class JobActivities {
     confirming.push(this.confirmStart(run));
     // The id's claim is checked first: the cancel marker (read alongside) is this job's only if it holds.
     // A start whose input is staged made its claim before staging (its plan's earlier attempt, or the
-    // intake's `prestage`): it holds, and is not made again.
+    // intake's `prestage`): it holds, and is not made again; nor is the marker read here, as the
+    // dispatch pass below reads it before it sends anything (a cancel found there ends the plan too).
     const [claimed, cancelled] = await Promise.all([
       resumed === undefined ? this.deps.store.claimJobId(run.jobId, run.fingerprint) : true,
-      this.deps.store.isCancelled(run.jobId),
+      resumed === undefined ? this.deps.store.isCancelled(run.jobId) : false,
     ]);
     if (!claimed) {
       const error = new JobError(

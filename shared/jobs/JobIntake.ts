@@ -192,8 +192,8 @@ export const INTAKE = {
    */
   messageConcurrency: 48,
   /**
-   * A pass takes no further submission once it has run this long (from its start, the start checks
-   * included): the submissions of the batch in hand that no lane has begun are kept for the next
+   * A pass takes no further submission once it has run this long (from its start; the start checks
+   * run beside the taking): the submissions of the batch in hand that no lane has begun are kept for the next
    * pass, which follows at once and takes them first (`#carried`), and the rest of a burst waits on
    * the queue. So a pass lasts this plus the starts already under way (a start is about a second
    * under a burst's load), and the stall check and the index upkeep never wait behind a whole batch.
@@ -275,6 +275,21 @@ interface Group {
   readonly messages: DequeuedMessageItem[];
 }
 
+/** A group and when its batch was received (its messages stay invisible `INTAKE.visibilityTimeoutSeconds` from then). */
+type ReceivedGroup = Group & { readonly receivedAt: number };
+
+interface Tally {
+  received: number;
+  started: number;
+  alreadyStarted: number;
+  rejected: number;
+  retryLater: number;
+}
+
+function emptyTally(): Tally {
+  return { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
+}
+
 /** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
 function byJobId(messages: readonly DequeuedMessageItem[]): Group[] {
   const groups = new Map<string, DequeuedMessageItem[]>();
@@ -318,10 +333,17 @@ export class JobIntake {
   #prestagingMs = 0;
 
   /**
-   * Submissions received by a pass whose budget ran out before it began them, by job id, for the
-   * next pass of the same term (`INTAKE.passBudgetMs`, `carriedForMs`).
+   * Submissions received and not begun yet, by job id, for this pass or the next of the same term
+   * while their receipts hold (`INTAKE.carriedForMs`).
    */
-  #carried: { readonly epoch: number; readonly receivedAt: number; readonly groups: Group[] } | undefined;
+  #waiting: { readonly epoch: number; readonly groups: ReceivedGroup[] } | undefined;
+  /** The groups being started (by key), which run on across passes while a burst lasts (`takeSubmissions`). */
+  readonly #taking = new Map<string, Promise<void>>();
+  /** What the submissions handled since the last report came to. */
+  #tally: Tally = emptyTally();
+  /** Resolved (and replaced) whenever a group ends or a batch lands: a pass waiting for room wakes. */
+  #wake: () => void = () => undefined;
+  #changed: Promise<void> = new Promise<void>((resolve) => (this.#wake = resolve));
 
   constructor(private readonly deps: IntakeDeps) {
     this.now = nowOf(deps);
@@ -342,75 +364,86 @@ export class JobIntake {
   );
 
   /**
-   * Checks the unconfirmed starts, then reads the jobs queue in batches until it is empty, the pass
-   * budget is spent, or `signal` aborts.
+   * Checks the unconfirmed starts and, beside them, reads the jobs queue in batches until it is
+   * empty, the pass budget is spent, or `signal` aborts.
    */
   async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     this.#prestagingMs = 0;
+    let leaveRunning = false;
     try {
-      return await this.intakePass(ctx, orchestrations);
+      const report = await this.intakePass(ctx, orchestrations);
+      leaveRunning = report.more;
+      return report.counts;
     } finally {
-      // The first windows this pass started sending (they stop when `signal` aborts).
-      while (this.#sending.size > 0) await Promise.all([...this.#sending]);
+      // Unless a burst goes on (its starts run on into the next pass): the starts under way and the
+      // first windows being sent (they stop between messages once `signal` aborts).
+      if (!leaveRunning || ctx.signal.aborted) await this.settle();
     }
   }
 
-  private async intakePass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
-    const counts = { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, checked: 0, confirmed: 0, restarted: 0 };
+  /** Waits for every start under way and every first window being sent. */
+  private async settle(): Promise<void> {
+    while (this.#taking.size > 0 || this.#sending.size > 0) await Promise.all([...this.#taking.values(), ...this.#sending]);
+  }
+
+  private notify(): void {
+    const wake = this.#wake;
+    this.#changed = new Promise<void>((resolve) => (this.#wake = resolve));
+    wake();
+  }
+
+  private async intakePass(
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+  ): Promise<{ readonly counts: IntakeReport; readonly more: boolean }> {
+    const checks = { checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
-    const checking = performance.now();
-    const withinBudget = (): boolean => performance.now() - checking < INTAKE.passBudgetMs;
-    await this.checkStarts(ctx, orchestrations, counts);
+    // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
+    if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
     const began = performance.now();
-    // What the last pass of this term received and did not begin, while its receipt holds.
-    const carried = this.#carried;
-    this.#carried = undefined;
-    const fresh = carried !== undefined && carried.epoch === ctx.epoch && performance.now() - carried.receivedAt < INTAKE.carriedForMs;
-    const taken = await this.takeSubmissions(fresh ? carried : undefined, withinBudget, ctx, orchestrations, counts);
-    if (taken.left.length > 0 && !ctx.signal.aborted) {
-      this.#carried = { epoch: ctx.epoch, receivedAt: taken.receivedAt, groups: taken.left };
-    }
-    const timed = { ...counts, checksMs: Math.round(began - checking), takingMs: Math.round(performance.now() - began) };
+    const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
+    // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
+    const [checksMs, taken] = await Promise.all([
+      this.checkStarts(ctx, orchestrations, checks).then(() => performance.now() - began),
+      this.takeSubmissions(withinBudget, ctx, orchestrations),
+    ]);
+    // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts.
+    if (!taken.more || ctx.signal.aborted) await this.settle();
+    const tally = this.#tally;
+    this.#tally = emptyTally();
+    const counts: IntakeReport = { ...tally, ...checks, checksMs: Math.round(checksMs), takingMs: Math.round(performance.now() - began) };
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
-      this.deps.logger.info('intake.pass', { ...timed, epoch: ctx.epoch });
+      this.deps.logger.info('intake.pass', { ...counts, ...(taken.more ? { underWay: this.#taking.size } : {}), epoch: ctx.epoch });
     }
-    // Submissions kept for the next pass, or a full last batch (a burst): no pause before the next pass.
-    if ((taken.full || this.#carried !== undefined) && !ctx.signal.aborted) ctx.again?.();
-    return timed;
+    // Submissions wait, or a full last batch (a burst): no pause before the next pass.
+    if (taken.more && !ctx.signal.aborted) ctx.again?.();
+    return { counts, more: taken.more };
   }
 
   /**
-   * Takes submissions `INTAKE.messageConcurrency` at a time while `withinBudget()`: each lane takes
-   * the next group (the messages naming one job id, in order; never two lanes on one job id, so a
-   * duplicate finds its twin's start), and the next batch is received while the lanes still work on
-   * the last one (when fewer groups wait than there are lanes), so no lane waits for a batch's
-   * slowest start. Answers the groups no lane began, for the next pass; a failed receive fails the
-   * pass once the lanes have finished what they hold.
+   * Takes submissions, at most `INTAKE.messageConcurrency` groups under way at once (a group: the
+   * messages naming one job id, in order; never two under way for one job id, so a duplicate finds
+   * its twin's start), while `withinBudget()`. The next batch is received while the groups under way
+   * run (when fewer groups wait than there are lanes), and each group that ends makes room for the
+   * next at once, so no lane waits for a batch's slowest start. At the budget, the groups under way
+   * run on into the next pass (which follows at once) when more submissions wait, and the ones not
+   * begun wait for it; answers whether more wait. A failed receive fails the pass.
    */
   private async takeSubmissions(
-    carried: { readonly receivedAt: number; readonly groups: readonly Group[] } | undefined,
     withinBudget: () => boolean,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-    counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
-  ): Promise<{ readonly left: Group[]; readonly receivedAt: number; readonly full: boolean }> {
-    const pending: Group[] = [...(carried?.groups ?? [])];
-    const busy = new Set<string>();
-    let receivedAt = carried?.receivedAt ?? 0;
+  ): Promise<{ readonly more: boolean }> {
+    const at = performance.now();
+    const kept = this.#waiting?.epoch === ctx.epoch ? this.#waiting.groups.filter((g) => at - g.receivedAt < INTAKE.carriedForMs) : [];
+    const waiting: ReceivedGroup[] = kept;
+    this.#waiting = { epoch: ctx.epoch, groups: waiting };
     let batches = 0;
     /** No further receive this pass: the queue answered none, the batches are used up, or a receive failed. */
     let drained = false;
     let full = false;
     let failure: { readonly error: unknown } | undefined;
     let receiving: Promise<void> | undefined;
-    // Lanes with nothing to take wait for a change: a group finished, or a batch landed.
-    let wake = (): void => undefined;
-    let changed = new Promise<void>((resolve) => (wake = resolve));
-    const notify = (): void => {
-      const waking = wake;
-      changed = new Promise<void>((resolve) => (wake = resolve));
-      waking();
-    };
     const receive = async (): Promise<void> => {
       try {
         const received = await this.deps.jobsQueue.receiveMessages({
@@ -418,7 +451,7 @@ export class JobIntake {
           visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
           abortSignal: ctx.signal,
         });
-        receivedAt = performance.now();
+        const receivedAt = performance.now();
         ctx.progress();
         const items = received.receivedMessageItems;
         full = items.length === INTAKE.batchSize;
@@ -430,57 +463,65 @@ export class JobIntake {
         batches += 1;
         if (batches >= INTAKE.maxBatchesPerPass) drained = true;
         this.readability.sawMessages();
-        pending.push(...byJobId(items));
+        waiting.push(...byJobId(items).map((g) => ({ ...g, receivedAt })));
       } catch (error) {
         drained = true;
         failure = { error };
       } finally {
         receiving = undefined;
-        notify();
+        this.notify();
       }
     };
-    const lane = async (): Promise<void> => {
-      while (withinBudget() && !ctx.signal.aborted) {
-        if (!drained && receiving === undefined && pending.length < INTAKE.messageConcurrency) receiving = receive();
-        const next = pending.findIndex((g) => !busy.has(g.key));
-        if (next < 0) {
-          if (receiving === undefined && pending.length === 0) return;
-          await changed;
-          continue;
-        }
-        const [group] = pending.splice(next, 1) as [Group];
-        busy.add(group.key);
-        try {
-          await this.takeGroup(group.messages, ctx, orchestrations, counts);
-        } finally {
-          busy.delete(group.key);
-          notify();
-        }
-      }
+    const begin = (group: Group): void => {
+      const handling = this.takeGroup(group.messages, ctx, orchestrations)
+        .catch((err: unknown) => {
+          // Aborted between messages (the term ended): the rest of the group reappears for the next leader.
+          if (!isAbort(err)) this.deps.logger.warn('intake.start_failed', { error: err, epoch: ctx.epoch });
+        })
+        .finally(() => {
+          this.#taking.delete(group.key);
+          this.notify();
+        });
+      this.#taking.set(group.key, handling);
     };
-    await Promise.all(Array.from({ length: INTAKE.messageConcurrency }, lane));
-    // A batch that landed as the budget ran out is kept too.
+    while (!ctx.signal.aborted && withinBudget()) {
+      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency) receiving = receive();
+      while (this.#taking.size < INTAKE.messageConcurrency) {
+        const next = waiting.findIndex((g) => !this.#taking.has(g.key));
+        if (next < 0) break;
+        begin(waiting.splice(next, 1)[0] as Group);
+      }
+      if (this.#taking.size === 0 && receiving === undefined && waiting.length === 0) break;
+      // Room, a batch, or the budget's end, whichever comes first.
+      const changed = this.#changed;
+      let timer: NodeJS.Timeout | undefined;
+      const left = Math.max(0, INTAKE.passBudgetMs - (performance.now() - at));
+      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+      clearTimeout(timer);
+    }
+    // A batch that landed as the budget ran out waits for the next pass too.
     while (receiving !== undefined) await receiving;
     if (failure !== undefined) throw failure.error;
-    return { left: pending, receivedAt, full };
+    // Groups not begun, or a full last batch (the queue may hold more).
+    return { more: waiting.length > 0 || full };
   }
 
-  /** One group's messages, one after another (see takeSubmissions). */
+  /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
   private async takeGroup(
     messages: readonly DequeuedMessageItem[],
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-    counts: { received: number; started: number; alreadyStarted: number; rejected: number; retryLater: number },
   ): Promise<void> {
     for (const message of messages) {
       // Stop between messages: an unhandled one simply becomes visible again for the next leader.
       if (ctx.signal.aborted) return;
-      counts.received += 1;
+      this.#tally.received += 1;
       const outcome = await this.handleMessage(message, ctx, orchestrations);
-      if (outcome === 'started') counts.started += 1;
-      else if (outcome === 'already_started') counts.alreadyStarted += 1;
-      else if (outcome === 'rejected') counts.rejected += 1;
-      else counts.retryLater += 1;
+      const tally = this.#tally;
+      if (outcome === 'started') tally.started += 1;
+      else if (outcome === 'already_started') tally.alreadyStarted += 1;
+      else if (outcome === 'rejected') tally.rejected += 1;
+      else tally.retryLater += 1;
       ctx.progress();
     }
   }
