@@ -164,6 +164,18 @@ export const INTAKE = {
    * and a Pending instance counts as stuck only past twice the lag (and never before 30 s).
    */
   startLagWindowMs: 120_000,
+  /**
+   * Admission: no further submission is begun while this many starts are on their way to their plans
+   * (the fresh marks of the last listing, younger than `underWayFreshMs`, plus the starts made and
+   * begun since). Durable takes starts faster than its activity slots run their plans (20 per
+   * instance by default), and a run that waits 15 s for its plan's slot looks stalled: the stall
+   * check asks it to resume, and the plan is called twice (1,000 queued jobs without this bound:
+   * passes of up to 51 s spent on resumes, 59 transactions per job). Past the bound the burst waits
+   * on the jobs queue, where waiting costs nothing. A mark older than `underWayFreshMs` does not
+   * count: stuck starts cannot stop the intake.
+   */
+  maxStartsUnderWay: 64,
+  underWayFreshMs: 60_000,
   freshMarkMs: 10_000,
   maxStartLagMs: 120_000,
   /** Unconfirmed starts checked per pass; the rest wait for the next one. */
@@ -324,6 +336,9 @@ export class JobIntake {
    */
   #marksSeen = new Map<string, number>();
   #marksSeenAt = 0;
+  /** Starts on their way to their plans at the last listing (`maxStartsUnderWay`), and starts made since. */
+  #underWayAtListing = 0;
+  #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
 
   /** When each marked start that was waiting is due for its next check (`INTAKE.maxCheckBackoffMs`). */
@@ -403,8 +418,9 @@ export class JobIntake {
     const began = performance.now();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
+    const marked = await this.listMarks(ctx);
     const [checksMs, taken] = await Promise.all([
-      this.checkStarts(ctx, orchestrations, checks).then(() => performance.now() - began),
+      this.checkStarts(marked, ctx, orchestrations, checks).then(() => performance.now() - began),
       this.takeSubmissions(withinBudget, ctx, orchestrations),
     ]);
     // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts.
@@ -485,8 +501,9 @@ export class JobIntake {
       this.#taking.set(group.key, handling);
     };
     while (!ctx.signal.aborted && withinBudget()) {
-      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency) receiving = receive();
-      while (this.#taking.size < INTAKE.messageConcurrency) {
+      // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
+      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && this.admits()) receiving = receive();
+      while (this.#taking.size < INTAKE.messageConcurrency && this.admits()) {
         const next = waiting.findIndex((g) => !this.#taking.has(g.key));
         if (next < 0) break;
         begin(waiting.splice(next, 1)[0] as Group);
@@ -506,6 +523,11 @@ export class JobIntake {
     return { more: waiting.length > 0 || full };
   }
 
+  /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */
+  private admits(): boolean {
+    return this.#underWayAtListing + this.#startedSinceListing + this.#taking.size < INTAKE.maxStartsUnderWay;
+  }
+
   /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
   private async takeGroup(
     messages: readonly DequeuedMessageItem[],
@@ -518,7 +540,10 @@ export class JobIntake {
       this.#tally.received += 1;
       const outcome = await this.handleMessage(message, ctx, orchestrations);
       const tally = this.#tally;
-      if (outcome === 'started') tally.started += 1;
+      if (outcome === 'started') {
+        tally.started += 1;
+        this.#startedSinceListing += 1;
+      }
       else if (outcome === 'already_started') tally.alreadyStarted += 1;
       else if (outcome === 'rejected') tally.rejected += 1;
       else tally.retryLater += 1;
@@ -527,17 +552,29 @@ export class JobIntake {
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
+  /**
+   * The marked starts, listed at most every `INTAKE.checkEveryMs` (a listing walks every blob of the
+   * container on Azurite: not on every one of a burst's back-to-back passes); undefined when not due.
+   * Before any submission is taken: the admission bound counts them.
+   */
+  private async listMarks(ctx: IntakeContext): Promise<ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }> | undefined> {
+    const at = this.now().getTime();
+    if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
+    this.#checkedAt = at;
+    const marked = await this.deps.store.listUnconfirmed(ctx.signal);
+    ctx.progress();
+    this.#underWayAtListing = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs).length;
+    this.#startedSinceListing = 0;
+    return marked;
+  }
+
   private async checkStarts(
+    marked: ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }> | undefined,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     counts: { checked: number; confirmed: number; restarted: number },
   ): Promise<void> {
-    // A listing walks every blob of the container on Azurite: not on every one of a burst's back-to-back passes.
-    const at = this.now().getTime();
-    if (at - this.#checkedAt < INTAKE.checkEveryMs) return;
-    this.#checkedAt = at;
-    const marked = await this.deps.store.listUnconfirmed(ctx.signal);
-    ctx.progress();
+    if (marked === undefined) return;
     const now = this.now().getTime();
     const present = new Set(marked.map((m) => m.jobId));
     const lag = this.startLag(now, present, marked);

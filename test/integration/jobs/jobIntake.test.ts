@@ -214,6 +214,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   });
 
   it('stops taking submissions at the pass budget: the ones no lane began go to the next pass, which takes them first', async () => {
+    await clearMarks();
     const fresh = await freshQueue('carry');
     const n = INTAKE.messageConcurrency * 2;
     for (let i = 0; i < n; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `carry-${i}`, workType: 'noop', items: [i] }));
@@ -245,7 +246,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // Passes until every submission is taken (a loaded machine may spend a pass's budget before its
     // receive: what is asserted is the split, not when it falls).
     const reports: IntakeReport[] = [];
-    while (reports.reduce((sum, r) => sum + r.received, 0) < n && reports.length < 8) reports.push(await pass.runPass(passCtx, slow));
+    // (More passes than the split needs: the admission bound, INTAKE.maxStartsUnderWay, waits for plans.)
+    while (reports.reduce((sum, r) => sum + r.received, 0) < n && reports.length < 20) reports.push(await pass.runPass(passCtx, slow));
     const taken = reports.map((r) => r.received).filter((received) => received > 0);
     assert.equal(taken.reduce((sum, k) => sum + k, 0), n);
     assert.ok(taken.length >= 2 && taken.every((k) => k <= INTAKE.messageConcurrency), `taken per pass: ${taken.join(', ')} (at most a round of lanes each)`);
@@ -388,6 +390,28 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(await generation(), 2, `started again once past twice the lag (checked at ${checkedAt.join(', ')} s)`);
     assert.ok((checkedAt.at(-1) ?? 0) >= 36, `at ${checkedAt.at(-1)} s, past 36 s`);
     await c.store.clearUnconfirmed('lag-pending');
+  });
+
+  it('begins no submission while maxStartsUnderWay starts are on their way to their plans, and takes it once they landed', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('admit');
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'admit-1', workType: 'noop', items: [1] }));
+    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `admit-under-way-${i}`);
+    await Promise.all(underWay.map((jobId) => c.store.markUnconfirmed(jobId)));
+    let offset = 0;
+    const now = (): Date => new Date(Date.now() + offset);
+    const pass = intake({ jobsQueue, now });
+    const first = await pass.runPass(ctx(), orchestrations);
+    assert.equal(first.received, 0, 'nothing begun while the starts under way fill the bound');
+    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 1, 'the submission waits on the queue, not received');
+    // Their plans ran (the marks go); the next listing (2 s on) sees room.
+    await Promise.all(underWay.map((jobId) => c.store.clearUnconfirmed(jobId)));
+    offset = INTAKE.checkEveryMs;
+    let started = 0;
+    for (let i = 0; i < 3 && started === 0; i++) started += (await pass.runPass(ctx(), orchestrations)).started;
+    assert.equal(started, 1);
+    await jobsQueue.delete();
   });
 
   /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
