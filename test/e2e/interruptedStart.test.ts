@@ -19,7 +19,8 @@ import { describe, it } from 'node:test';
 
 import { eventually, type HostProcess } from 'devhost/testing';
 
-import { type HeldRequest, type ProxiedRequest, putMessageText } from '../support/storageProxy';
+import { type HeldRequest, type ProxiedRequest } from '../support/storageProxy';
+import { durableRequests } from './support/durableRequests';
 import { proxiedScenarios, type Scenario, sumOf } from './support/realApp';
 
 describe('a leader killed while it starts a job', () => {
@@ -47,12 +48,6 @@ describe('a leader killed while it starts a job', () => {
     return { s, follower, held, leaderEpoch: led.instance.epoch ?? 0, killedAt };
   }
 
-  /** The control-queue message of the job's (first) instance: its start message, the first one sent. */
-  function isStartMessage(s: Scenario, r: ProxiedRequest, jobId: string): boolean {
-    const text = putMessageText(r.body) ?? '';
-    return r.method === 'POST' && s.controlQueuePath().test(r.path) && text.includes(`"instanceId":"job-${jobId}"`);
-  }
-
   async function assertRanOnce(s: Scenario, jobId: string): Promise<void> {
     // One run planned the job (a repeat would plan it again, under its own start id).
     const planned = s.events('job.planned', jobId);
@@ -67,7 +62,7 @@ describe('a leader killed while it starts a job', () => {
     const { s, follower, leaderEpoch, killedAt } = await killLeaderAt(
       jobId,
       (sc) => sc.submitByQueue({ jobId, workType: 'sum', items, options: { chunkSize: 10 } }),
-      (sc, r) => r.method === 'PUT' && r.path === sc.instancePath(jobId),
+      (sc, r) => durableRequests(sc).instanceWrite(r, `job-${jobId}`),
     );
     const done = await s.finished(follower, jobId, 120_000);
     assert.equal(done.status, 'completed', JSON.stringify(done));
@@ -92,7 +87,7 @@ describe('a leader killed while it starts a job', () => {
     const { s, follower, leaderEpoch, killedAt } = await killLeaderAt(
       jobId,
       (sc) => sc.submitByQueue({ jobId, workType: 'sum', items, options: { chunkSize: 10 } }),
-      (sc, r) => isStartMessage(sc, r, jobId),
+      (sc, r) => durableRequests(sc).startMessage(r, `job-${jobId}`),
     );
     const done = await s.finished(follower, jobId, 150_000);
     assert.equal(done.status, 'completed', JSON.stringify(done));
