@@ -39,6 +39,8 @@ export interface KillOptions {
   readonly boundMs?: number;
   /** Storage for the instance that survives, when the test steers its traffic too (by default it reaches Azurite directly). */
   readonly survivorConnection?: string;
+  /** Awaited once both instances are up, before the job is submitted (to wait for a state of theirs). */
+  readonly beforeSubmit?: (s: Scenario, leader: HostProcess, victim: HostProcess) => Promise<void>;
   /** Called the moment the victim is dead, before the wait for completion (to watch the job recover). */
   readonly onKilled?: (s: Scenario, leader: HostProcess, killedAt: number) => void;
 }
@@ -69,6 +71,7 @@ export async function killWorkerAt(
   await s.leading(first);
   const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`, options.survivorConnection);
   victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
+  await options.beforeSubmit?.(s, leader, victim);
   const hold = proxy.hold((r) => holdAt(s, r));
   // By default 4,000 items in 400 chunks: more than three windows (128), both instances busy for a few seconds.
   const chunks = options.chunks ?? 400;
