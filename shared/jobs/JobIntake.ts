@@ -338,6 +338,8 @@ export class JobIntake {
   #marksSeenAt = 0;
   /** Starts on their way to their plans at the last listing (`maxStartsUnderWay`), and starts made since. */
   #underWayAtListing = 0;
+  /** The job ids the last listing showed marked (`startUnconfirmed`). */
+  #marksListed: ReadonlySet<string> = new Set();
   #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
 
@@ -523,6 +525,11 @@ export class JobIntake {
     return { more: waiting.length > 0 || full };
   }
 
+  /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
+  startUnconfirmed(jobId: string): boolean {
+    return this.#marksListed.has(jobId);
+  }
+
   /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */
   private admits(): boolean {
     return this.#underWayAtListing + this.#startedSinceListing + this.#taking.size < INTAKE.maxStartsUnderWay;
@@ -564,6 +571,7 @@ export class JobIntake {
     const marked = await this.deps.store.listUnconfirmed(ctx.signal);
     ctx.progress();
     this.#underWayAtListing = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs).length;
+    this.#marksListed = new Set(marked.map((m) => m.jobId));
     this.#startedSinceListing = 0;
     return marked;
   }

@@ -11,6 +11,11 @@
  * the recovery promises. A running job's run updates at least every few seconds (a step answers
  * within 5 s), so 15 s of silence means its message is held (or an activity is retrying).
  *
+ * A plan not begun is not lost either: a run whose first plan call waits while its start is still
+ * marked unconfirmed (the plan removes the mark before anything else) is queued behind other
+ * activities (a burst: 1,000 queued jobs had 343 such runs asked to resume, each a second plan call),
+ * and its start is the intake's to check (`startUnconfirmed`).
+ *
  * A slow call is not a lost one: a job activity that runs for more than a moment holds the job's
  * call lease (CallClaims.ts), so before asking, the check reads it and leaves a run whose call holds
  * it alone (`job.call_alive`); a lost call's lease runs out within 15 s of its instance's death.
@@ -48,6 +53,12 @@ export interface StallCheckDeps {
   readonly logger: Logger;
   /** Whether a live call of the job holds its call lease (CallClaims.held); absent: never. */
   readonly callHeld?: (jobId: string) => Promise<boolean>;
+  /**
+   * Whether the job's start is still marked unconfirmed (JobIntake.startUnconfirmed): its plan has not
+   * begun (the plan removes the mark first), so its run waits for an activity slot, not for an answer
+   * a dead instance holds; the intake's start checks own it. Absent: never.
+   */
+  readonly startUnconfirmed?: (jobId: string) => boolean;
   readonly now?: () => number;
   readonly stalledAfterMs?: number;
   readonly intervalMs?: number;
@@ -109,6 +120,9 @@ export class StalledJobs {
       const last = this.#raised.get(instance.instanceId);
       // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
       if (last?.call === call && this.#now() - last.at < backoffMs(stalledAfter, repeat + 1)) continue;
+      // A first plan call not begun yet: queued behind other activities (a burst), not lost.
+      const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
+      if (firstPlanCall && this.#deps.startUnconfirmed?.(job.jobId) === true) continue;
       if (await this.#callAlive(job.jobId, instance.instanceId, epoch, idleMs)) continue;
       const request: ResumeRequest = { generation: status.generation, wait: status.wait };
       try {

@@ -1,7 +1,7 @@
 /**
  * The job pipeline's coordination pass, which the leader runs (on acquiring, on each of its timer
- * ticks, and on the runtime's own interval while it leads): first it completes or repairs the starts
- * still in progress, then reads the jobs queue in batches and starts one orchestration per valid
+ * ticks, and on the runtime's own interval while it leads): it completes or repairs the starts
+ * still in progress and, beside that, reads the jobs queue in batches and starts one orchestration per valid
  * submission (instance id `job-<jobId>`, stamped with the epoch), records invalid ones as rejected
  * jobs with their original message in `<jobsQueue>-poison`, and deletes a message only after that
  * (JobIntake has the guarantees). Idempotent (an extra pass costs a read, never a duplicate); honours
@@ -51,7 +51,11 @@ export function jobCoordinationPass(
   let lastDeliverySweep = -Infinity;
   const upkeep = indexUpkeep(components, clock);
   let upkeepAt = clock();
-  const stalls = new StalledJobs({ logger: components.logger, callHeld: (jobId) => components.calls.held(jobId) });
+  const stalls = new StalledJobs({
+    logger: components.logger,
+    callHeld: (jobId) => components.calls.held(jobId),
+    startUnconfirmed: (jobId) => components.intake.startUnconfirmed(jobId),
+  });
   return async (ctx) => {
     const client = durableClient();
     if (client === undefined) {

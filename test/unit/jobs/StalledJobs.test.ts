@@ -169,6 +169,20 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['slow']);
   });
 
+  it('leaves a run whose first plan call has not begun (its start still marked) to the intake, and asks once the mark is gone', async () => {
+    const { clock, scripted, logger } = setup();
+    const marked = new Set(['queued', 'stepping']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, startUnconfirmed: (jobId) => marked.has(jobId) });
+    scripted.set('job-queued', status(1, 1, 'planning'), T0);
+    // Past its plan: a mark left behind (its removal failed) does not hide a stalled step.
+    scripted.set('job-stepping', status(1, 2, 'running'), T0);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs * 4;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['stepping']);
+    marked.delete('queued');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['queued']);
+  });
+
   it('gives each repeat of a call twice as long as the one before (the run\'s status carries the count), up to the cap', async () => {
     const { clock, scripted, stalls } = setup();
     clock.now = T0 + 3_600_000;
