@@ -338,8 +338,9 @@ export class JobIntake {
   #marksSeenAt = 0;
   /** Starts on their way to their plans at the last listing (`maxStartsUnderWay`), and starts made since. */
   #underWayAtListing = 0;
-  /** The job ids the last listing showed marked (`startUnconfirmed`). */
+  /** The job ids the last listing showed marked, and the starts this intake marked since (`startUnconfirmed`). */
   #marksListed: ReadonlySet<string> = new Set();
+  readonly #markedHere = new Map<string, number>();
   #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
 
@@ -527,7 +528,7 @@ export class JobIntake {
 
   /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
   startUnconfirmed(jobId: string): boolean {
-    return this.#marksListed.has(jobId);
+    return this.#marksListed.has(jobId) || this.#markedHere.has(jobId);
   }
 
   /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */
@@ -572,6 +573,8 @@ export class JobIntake {
     ctx.progress();
     this.#underWayAtListing = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs).length;
     this.#marksListed = new Set(marked.map((m) => m.jobId));
+    // Marks made before this listing began are in it (or already gone: their plans began); later ones are kept.
+    for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
     this.#startedSinceListing = 0;
     return marked;
   }
@@ -855,6 +858,7 @@ export class JobIntake {
       };
       // The record and its mark at once: a mark without a record is retired by the next check, and a
       // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
+      this.#markedHere.set(job.jobId, this.now().getTime());
       const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
       if (created === 'exists') {
         // Another delivery of this job id got there first: judge this message against its record next time.

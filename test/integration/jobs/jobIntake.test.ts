@@ -414,6 +414,35 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('tells the stall check which starts are still on their way: the marks listed, and the ones it made since', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    await c.store.markUnconfirmed('listed-mark');
+    const jobsQueue = await freshQueue('unconfirmed');
+    let offset = 0;
+    const pass = intake({ jobsQueue, now: () => new Date(Date.now() + offset) });
+    // The first pass lists the marks before it takes the submission it finds.
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'made-here', workType: 'noop', items: [1] }));
+    // Its Durable start is slow: the assertions fall while the start is on its way.
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held: OrchestrationClient = { ...orchestrations, start: async (id, input) => (await released, orchestrations.start(id, input)) };
+    const first = pass.runPass(ctx(), held);
+    for (let i = 0; i < 200 && !(await c.store.listUnconfirmed()).some((m) => m.jobId === 'made-here'); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(pass.startUnconfirmed('listed-mark'), true, 'listed');
+    assert.equal(pass.startUnconfirmed('made-here'), true, 'marked by this intake after the listing');
+    assert.equal(pass.startUnconfirmed('never-marked'), false);
+    release();
+    assert.equal((await first).started, 1);
+    offset = 10 * INTAKE.checkEveryMs;
+    await c.store.clearUnconfirmed('listed-mark');
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(pass.startUnconfirmed('listed-mark'), false, 'gone from the next listing: its plan began');
+    assert.equal(pass.startUnconfirmed('made-here'), true, 'in the next listing');
+    await c.store.clearUnconfirmed('made-here');
+    await jobsQueue.delete();
+  });
+
   /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
   async function clearMarks(): Promise<void> {
     const c = appRoot().jobs;
