@@ -158,7 +158,8 @@ export class JobActivities {
     try {
       const outcome = await this.planChecked(input, confirming);
       // The job goes on to its steps: its index row says so (a job the plan finished has its final row).
-      if (outcome.ok && outcome.summary === undefined && !outcome.cancelled) confirming.push(this.deps.store.noteRunning(input.run));
+      // Not awaited: the answer does not wait for a best-effort write (it logs its own failure).
+      if (outcome.ok && outcome.summary === undefined && !outcome.cancelled) void this.deps.store.noteRunning(input.run);
       return outcome;
     } finally {
       await Promise.all(confirming);
