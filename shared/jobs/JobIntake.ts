@@ -454,8 +454,7 @@ export class JobIntake {
     orchestrations: OrchestrationClient,
   ): Promise<{ readonly more: boolean }> {
     const at = performance.now();
-    const kept = this.#waiting?.epoch === ctx.epoch ? this.#waiting.groups.filter((g) => at - g.receivedAt < INTAKE.carriedForMs) : [];
-    const waiting: ReceivedGroup[] = kept;
+    const waiting = this.#waiting?.epoch === ctx.epoch ? this.#waiting.groups.filter((g) => at - g.receivedAt < INTAKE.carriedForMs) : [];
     this.#waiting = { epoch: ctx.epoch, groups: waiting };
     let batches = 0;
     /** No further receive this pass: the queue answered none, the batches are used up, or a receive failed. */

@@ -300,20 +300,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
    */
   async function checkTimes(jobId: string, createdAt: 'fresh' | 'at-start', untilS: number): Promise<number[]> {
     const c = appRoot().jobs;
-    const startId = randomUUID();
-    const run: JobRun = {
-      jobId,
-      workType: 'noop',
-      fingerprint: 'f',
-      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
-      source: { kind: 'inline', items: [1] },
-      epoch: 11,
-      holder: 'intake-test',
-      submittedAt: new Date().toISOString(),
-      via: 'queue',
-      startId,
-    };
-    assert.notEqual(await c.store.createStart({ v: 1, jobId, fingerprint: 'f', state: 'active', startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run }), 'exists');
+    const run = await recordStart(jobId);
     await clearMarks();
     await c.store.markUnconfirmed(jobId);
     // The held clock starts at the mark's own time (under load the write ends a second or more later).
@@ -338,24 +325,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   it('under a lag the marks show (starts confirmed 18 s after their marks), waits that long to check and twice it to take a Pending start for stuck', async () => {
     const c = appRoot().jobs;
     await clearMarks();
-    const startId = randomUUID();
-    const run: JobRun = {
-      jobId: 'lag-pending',
-      workType: 'noop',
-      fingerprint: 'f',
-      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
-      source: { kind: 'inline', items: [1] },
-      epoch: 11,
-      holder: 'intake-test',
-      submittedAt: new Date().toISOString(),
-      via: 'queue',
-      startId,
-    };
-    const record = { v: 1 as const, jobId: run.jobId, fingerprint: 'f', state: 'active' as const, startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run };
-    assert.notEqual(await c.store.createStart(record), 'exists');
+    const run = await recordStart('lag-pending');
     // The other start: on its way (freshly Pending whenever checked) until its plan removes its mark.
-    const other = { ...record, jobId: 'lag-confirmed', startId: randomUUID(), run: { ...run, jobId: 'lag-confirmed' } };
-    assert.notEqual(await c.store.createStart({ ...other, run: { ...other.run, startId: other.startId } }), 'exists');
+    const other = await recordStart('lag-confirmed');
     await Promise.all([c.store.markUnconfirmed('lag-pending'), c.store.markUnconfirmed('lag-confirmed')]);
     const t0 = Math.max(...(await c.store.listUnconfirmed()).map((m) => m.markedAt));
     let offset = 0;
@@ -366,7 +338,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       getStatus: (instanceId) => {
         if (instanceId === instanceIdFor('lag-confirmed')) {
           const fresh = now();
-          const input = { run: { ...run, jobId: 'lag-confirmed', startId: other.startId } };
+          const input = { run: other };
           return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input, output: null, customStatus: null, createdTime: fresh, lastUpdatedTime: fresh });
         }
         if (instanceId !== instanceIdFor('lag-pending')) return orchestrations.getStatus(instanceId);
@@ -442,6 +414,26 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await c.store.clearUnconfirmed('made-here');
     await jobsQueue.delete();
   });
+
+  /** An active start record of a one-item noop job under epoch 11, made by this test (no mark, no instance): its run. */
+  async function recordStart(jobId: string): Promise<JobRun> {
+    const startId = randomUUID();
+    const run: JobRun = {
+      jobId,
+      workType: 'noop',
+      fingerprint: 'f',
+      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1] },
+      epoch: 11,
+      holder: 'intake-test',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+      startId,
+    };
+    const record = { v: 1 as const, jobId, fingerprint: 'f', state: 'active' as const, startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run };
+    assert.notEqual(await appRoot().jobs.store.createStart(record), 'exists');
+    return run;
+  }
 
   /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
   async function clearMarks(): Promise<void> {
