@@ -11,6 +11,7 @@
 import { isRestError, type QueueClient } from '@azure/storage-queue';
 
 import { CachedRead } from '../leader/CachedRead';
+import { type Clock, systemClock } from '../leader/Clock';
 
 export type QueueRole = 'jobs' | 'jobs-poison' | 'work-items' | 'work-items-poison';
 
@@ -37,8 +38,9 @@ export class QueueDepths {
   constructor(
     private readonly queues: ReadonlyArray<{ readonly role: QueueRole; readonly client: QueueClient }>,
     ttlMs = QUEUE_DEPTHS_TTL_MS,
+    clock: Pick<Clock, 'now'> = systemClock,
   ) {
-    this.cache = new CachedRead(() => this.readAll(), ttlMs);
+    this.cache = new CachedRead(() => this.readAll(), ttlMs, clock);
   }
 
   /** How many reads went to storage (each reads every queue). */
