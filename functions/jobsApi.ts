@@ -7,7 +7,7 @@
  * upload a job's items as a blob (GET /api/job-inputs: the blob endpoint and input containers).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
- * (they go to the log). The logic is in shared/jobs/JobService.ts.
+ * (they go to the log). The logic is in shared/jobs/api/JobService.ts.
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
@@ -18,7 +18,7 @@ import * as df from 'durable-functions';
 import { appRoot } from '../shared/app/appRoot';
 import { JobError } from '../shared/jobs/JobError';
 import { WAKE_WORKERS_MESSAGE } from '../shared/jobs/messageCodec';
-import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/OrchestrationClient';
+import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/run/OrchestrationClient';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 
 const root = appRoot();

@@ -18,7 +18,7 @@ import { type DurableClient } from 'durable-functions';
 
 import { loadSettings, type Settings } from '../config/settings';
 import { buildJobComponents, type JobComponents } from '../jobs/jobComponents';
-import { jobCoordinationPass } from '../jobs/jobCoordinationPass';
+import { jobCoordinationPass } from '../jobs/run/jobCoordinationPass';
 import { ClusterRecords } from '../leader/ClusterRecords';
 import { type CoordinatorRuntime, createCoordinatorRuntime, type RuntimeState } from '../leader/CoordinatorRuntime';
 import { cachedStatusSource } from '../leader/leaderStatus';

@@ -22,7 +22,7 @@ import { type QueueClient, type QueueServiceClient } from '@azure/storage-queue'
 
 import { type Logger } from '../../observability/log';
 import { type JobErrorInfo } from '../JobError';
-import { type JobStore } from '../JobStore';
+import { type JobStore } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import { type SendCallback } from './CallbackSender';
 import { hasReply, type JobReply } from './DeliveryTargets';

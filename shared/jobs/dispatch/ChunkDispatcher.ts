@@ -26,9 +26,9 @@ import { DEFAULTS } from '../../config/settings';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
-import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
+import { type ChunkResult } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import {
   claimsMatter,

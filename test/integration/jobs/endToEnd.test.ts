@@ -11,11 +11,11 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../shared/app/appRoot';
+import { type JobView } from '../../../shared/jobs/api/JobService';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
-import { initialState } from '../../../shared/jobs/jobOrchestration';
 import { type JobRun } from '../../../shared/jobs/JobRun';
-import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
+import { initialState } from '../../../shared/jobs/run/jobOrchestration';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';

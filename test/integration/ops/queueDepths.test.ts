@@ -1,5 +1,5 @@
 /**
- * The queue depths the live page shows (shared/jobs/QueueDepths.ts), on Azurite with the real SDK:
+ * The queue depths the live page shows (shared/jobs/api/QueueDepths.ts), on Azurite with the real SDK:
  * each queue's count, a queue not created yet as null, and one read shared by every caller for
  * the cache time.
  */
@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 
 import { QueueServiceClient } from '@azure/storage-queue';
 
-import { QueueDepths } from '../../../shared/jobs/QueueDepths';
+import { QueueDepths } from '../../../shared/jobs/api/QueueDepths';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 
 describe('queue depths (Azurite)', () => {

@@ -11,14 +11,14 @@ import { ChunkDispatcher, DISPATCH_DEFAULTS, type StepOutcome } from '../../../.
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { QueueWorkQueue } from '../../../../shared/jobs/dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from '../../../../shared/jobs/input/ChunkItemsReader';
+import { inputBlobs, InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { stagedInput, stageInput } from '../../../../shared/jobs/input/InputStager';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
-import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContainers';
-import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/JobActivities';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
-import { JobStore } from '../../../../shared/jobs/JobStore';
 import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
-import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/WorkItemProcessor';
+import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
+import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/worker/WorkItemProcessor';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
