@@ -125,7 +125,7 @@ export function buildJobComponents(
   // Results this process's workers write wake the steps of their jobs waiting here for them.
   const landed = new LandedResults();
   const dispatcher = new ChunkDispatcher({
-    chunks: store,
+    chunks: store.chunks,
     queue: new QueueWorkQueue(workItemsQueue),
     items: new ChunkItemsReader(inputs),
     policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
@@ -142,7 +142,8 @@ export function buildJobComponents(
     logger: logger.child('delivery'),
   });
   const targets = new DeliveryTargets(settings.jobs.delivery);
-  const calls = new CallClaims({ store: new BlobCallClaimStore(store.container), logger: logger.child('calls') });
+  const callClaimStore = new BlobCallClaimStore(blobs.getContainerClient(settings.jobs.resultsContainer));
+  const calls = new CallClaims({ store: callClaimStore, logger: logger.child('calls') });
   const activities = new JobActivities({
     store,
     calls,
@@ -163,7 +164,7 @@ export function buildJobComponents(
     calls,
     delivery,
     worker: new WorkItemProcessor({
-      store,
+      store: store.chunks,
       inputs: inputBlobs(blobs, inputContainers),
       registry,
       logger: logger.child('worker'),

@@ -424,7 +424,7 @@ export class JobActivities {
     const { run } = input;
     const type = this.deps.registry.get(run.workType);
     if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
-    const listing = await this.deps.store.listJob(run.jobId);
+    const listing = await this.deps.store.chunks.listJob(run.jobId);
     const entries = listing.results.filter((e) => e.chunk < input.chunkCount).sort((a, b) => a.chunk - b.chunk);
     const needRead = entries.filter((e) => (e.status === 'ok' && e.partial === undefined) || e.status === 'failed' || e.itemsFailed > 0);
     // Errors are only read for the first chunks that have them; partials always.
@@ -432,7 +432,7 @@ export class JobActivities {
     const toRead = needRead.filter((e) => (e.status === 'ok' && e.partial === undefined) || errorReads++ < MAX_RECORDED_ERRORS);
     const read = new Map<number, ChunkResult>();
     await mapLimit(toRead, READ_CONCURRENCY, async (e) => {
-      const full = await this.deps.store.readChunkResult(run.jobId, e.chunk);
+      const full = await this.deps.store.chunks.readChunkResult(run.jobId, e.chunk);
       if (full !== undefined) read.set(e.chunk, full);
     });
 

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 
+import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient } from '@azure/storage-queue';
 
 import { appRoot } from '../../../../shared/app/appRoot';
@@ -142,7 +143,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return sent;
       },
     };
-    const manifests = new BlobInputStore(c.store.blobs, c.settings.jobs.resultsContainer);
+    const manifests = new BlobInputStore(BlobServiceClient.fromConnectionString(azuriteConnectionString()), c.settings.jobs.resultsContainer);
     const items = Array.from({ length: 30 }, (_, i) => i + 1);
     await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'first-window', workType: 'sum', items, options: { chunkSize: 10 } }));
     const passStarted = Date.now();
@@ -156,7 +157,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.deepEqual(view.result, { count: 30, sum: 465, min: 1, max: 30 });
 
     // Over INTAKE.firstWindowMaxBytes: the intake stages nothing; the plan does it all.
-    const inputs = c.store.blobs.getContainerClient(uniqueName('e2e-inputs'));
+    const inputs = BlobServiceClient.fromConnectionString(azuriteConnectionString()).getContainerClient(uniqueName('e2e-inputs'));
     await inputs.createIfNotExists();
     const big = JSON.stringify(Array.from({ length: 200_000 }, (_, i) => i));
     assert.ok(Buffer.byteLength(big) > INTAKE.firstWindowMaxBytes);

@@ -240,7 +240,7 @@ describe('job activities (Azurite)', () => {
     assert.deepEqual([step.resent, step.expired], [0, 1], 'out of attempts (2 rounds): recorded failed, nothing sent');
     ledger = step.ledger;
     assert.equal((await p.drainMessages()).length, 0, 'expiring sends nothing');
-    const expired = await p.store.readChunkResult('redo-job', 1);
+    const expired = await p.store.chunks.readChunkResult('redo-job', 1);
     assert.deepEqual([expired?.status, expired?.error?.code, expired?.dispatch], ['failed', 'DEADLINE_EXCEEDED', 2]);
     // Chunk 1's first message comes back (the queue's redelivery): its result exists, it is skipped.
     assert.equal(await p.deliver(message(1), 2), 'duplicate');
@@ -286,8 +286,8 @@ describe('job activities (Azurite)', () => {
     await p.drainMessages();
     // Chunk 0's worker beats every 5 s for 200 s (a long chunk); chunk 1's worker claimed at t0 and died.
     const claim = { claimedAt: at(0), dequeueCount: 1 };
-    await p.store.claimChunk('beat-job', 0, 1, { ...claim, claimedBy: 'alive', beatAt: at(0) });
-    await p.store.claimChunk('beat-job', 1, 1, { ...claim, claimedBy: 'dead', beatAt: at(0) });
+    await p.store.chunks.claimChunk('beat-job', 0, 1, { ...claim, claimedBy: 'alive', beatAt: at(0) });
+    await p.store.chunks.claimChunk('beat-job', 1, 1, { ...claim, claimedBy: 'dead', beatAt: at(0) });
     const resentAt = new Map<number, number[]>();
     const stepAt = async (s: number) => {
       const out = await p.step(run, size, ledger, at(s));
@@ -298,10 +298,10 @@ describe('job activities (Azurite)', () => {
       }
     };
     for (let s = 5; s <= 200; s += 5) {
-      await p.store.beatClaim('beat-job', 0, 1, { ...claim, beatAt: at(s) });
+      await p.store.chunks.beatClaim('beat-job', 0, 1, { ...claim, beatAt: at(s) });
       await stepAt(s);
     }
-    const beats = (await p.store.listJob('beat-job')).claims.find((c) => c.chunk === 0);
+    const beats = (await p.store.chunks.listJob('beat-job')).claims.find((c) => c.chunk === 0);
     assert.equal(beats?.beatAt, at(200), 'the listing sees the latest beat');
     assert.equal(beats?.claimedAt, at(0), 'a beat keeps the claim time');
     assert.equal(resentAt.get(0), undefined, 'the beating chunk 0 was never sent again');
@@ -325,7 +325,7 @@ describe('job activities (Azurite)', () => {
     const first = await eventuallyClaim(p, 'live-beat-job');
     // Two beats (5 s apart) while the chunk is held.
     await new Promise((r) => setTimeout(r, 11_000));
-    const later = (await p.store.listJob('live-beat-job')).claims[0];
+    const later = (await p.store.chunks.listJob('live-beat-job')).claims[0];
     assert.ok(Date.parse(later?.beatAt ?? '') - Date.parse(first.beatAt ?? '') >= 9_000, `${first.beatAt} -> ${later?.beatAt}`);
     release();
     assert.equal(await delivered, 'written');
@@ -340,7 +340,7 @@ describe('job activities (Azurite)', () => {
     const first = (await p.drainMessages()).sort((a, b) => (decodeQueueMessage(a.messageText) as WorkItemMessage).chunk - (decodeQueueMessage(b.messageText) as WorkItemMessage).chunk);
     assert.equal(await p.deliver(first[0] ?? assert.fail()), 'written');
     // Chunk 1's worker is slow: it claimed at t0 and is still running at t0 + 61 s.
-    await p.store.claimChunk('lo-job', 1, 1, { claimedAt: clock.toISOString(), claimedBy: 'slow-worker', dequeueCount: 1 });
+    await p.store.chunks.claimChunk('lo-job', 1, 1, { claimedAt: clock.toISOString(), claimedBy: 'slow-worker', dequeueCount: 1 });
     const step = await p.step(run, { chunkCount: 2, itemCount: 4 }, ledger, new Date(t0 + 61_000).toISOString());
     assert.deepEqual([step.finished, step.resent, step.ledger.highestDispatch], [1, 1, 2]);
     const [copy] = await p.drainMessages();
@@ -351,7 +351,7 @@ describe('job activities (Azurite)', () => {
     const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 4, cancelled: false });
     assert.equal(summary.status, 'completed');
     assert.deepEqual(summary.result, { count: 4, sum: 10, min: 1, max: 4 });
-    assert.equal((await p.store.readChunkResult('lo-job', 1))?.dispatch, 1);
+    assert.equal((await p.store.chunks.readChunkResult('lo-job', 1))?.dispatch, 1);
   });
 
   it('lets the event loop run while it folds many chunk results', async () => {
@@ -395,7 +395,7 @@ describe('job activities (Azurite)', () => {
     const run = jobRun('lp-job', 'wordcount', { kind: 'inline', items: [`${texts.containerName}/many.txt`] });
     await p.plan(run);
     for (const m of await p.drainMessages()) await p.deliver(m);
-    const listing = await p.store.listJob('lp-job');
+    const listing = await p.store.chunks.listJob('lp-job');
     assert.equal(listing.results[0]?.partial, undefined, 'the partial did not fit metadata');
     const summary = await p.activities.aggregate({ run, chunkCount: 1, itemCount: 1, cancelled: false });
     assert.equal(summary.status, 'completed');
@@ -406,7 +406,7 @@ describe('job activities (Azurite)', () => {
 
 async function eventuallyClaim(p: Awaited<ReturnType<typeof jobPipeline>>, jobId: string): Promise<{ beatAt?: string }> {
   for (let i = 0; i < 100; i++) {
-    const claim = (await p.store.listJob(jobId)).claims[0];
+    const claim = (await p.store.chunks.listJob(jobId)).claims[0];
     if (claim?.beatAt !== undefined) return claim;
     await new Promise((r) => setTimeout(r, 50));
   }

@@ -207,7 +207,7 @@ describe('job index (Azure Table on Azurite)', () => {
       jobsQueue: h.jobsQueue,
       store,
       registry: workTypes,
-      inputContainers: new InputContainers(['inputs'], [store.container.containerName]),
+      inputContainers: new InputContainers(['inputs'], [store.containerName]),
       logger: memoryLogger('api'),
       statusPath: jobStatusPath,
     });

@@ -47,10 +47,10 @@ export async function jobPipeline(
   await workItems.create();
   const logger = memoryLogger('jobs');
   // Tests put their inputs in containers named `inputs-...` and `texts-...` (uniqueName).
-  const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.container.containerName]);
-  const inputStore = new BlobInputStore(blobs, store.container.containerName);
+  const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.containerName]);
+  const inputStore = new BlobInputStore(blobs, store.containerName);
   const dispatcher = new ChunkDispatcher({
-    chunks: store,
+    chunks: store.chunks,
     queue: new QueueWorkQueue(workItems),
     items: new ChunkItemsReader(inputStore),
     policy: { ...DISPATCH_DEFAULTS, window },
@@ -81,7 +81,7 @@ export async function jobPipeline(
   const step = (run: JobRun, planned: { chunkCount: number; itemCount: number }, ledger: DispatchLedger, at: string): Promise<StepOutcome> =>
     dispatcher.pass({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
   const worker = new WorkItemProcessor({
-    store,
+    store: store.chunks,
     inputs: inputBlobs(blobs, inputContainers),
     registry,
     logger,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
-import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { ChunkBlobs } from '../../../../shared/jobs/store/ChunkBlobs';
 import { CANCEL_CHECK_MS } from '../../../../shared/jobs/worker/WorkItemProcessor';
 import { ItemError, type WorkType } from '../../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
@@ -98,9 +98,9 @@ describe('work-items worker (Azurite)', () => {
     const [message] = await p.drainMessages();
     assert.ok(message !== undefined);
     await assert.rejects(p.deliver(message, 1), /disk on fire/);
-    assert.equal(await p.store.chunkResultExists('last-job', 0), false, 'nothing recorded before the last attempt');
+    assert.equal(await p.store.chunks.chunkResultExists('last-job', 0), false, 'nothing recorded before the last attempt');
     assert.equal(await p.deliver(message, 2), 'failed_recorded');
-    const result = await p.store.readChunkResult('last-job', 0);
+    const result = await p.store.chunks.readChunkResult('last-job', 0);
     assert.equal(result?.status, 'failed');
     assert.equal(result?.error?.code, 'CHUNK_FAILED');
     assert.match(result?.error?.message ?? '', /attempt 2 of 2: disk on fire/);
@@ -121,7 +121,7 @@ describe('work-items worker (Azurite)', () => {
     await p.store.markCancelled('cancel-job', 'test');
     clock = new Date(T0.getTime() + CANCEL_CHECK_MS);
     assert.equal(await p.deliver(messages[1] ?? assert.fail()), 'cancelled');
-    assert.equal(await p.store.chunkResultExists('cancel-job', 1), false);
+    assert.equal(await p.store.chunks.chunkResultExists('cancel-job', 1), false);
     const summary = await p.activities.aggregate({ run, chunkCount: 2, itemCount: 4, cancelled: true });
     assert.equal(summary.status, 'cancelled');
     assert.deepEqual(summary.result, { count: 2, sum: 3, min: 1, max: 2 });
@@ -135,12 +135,12 @@ describe('work-items worker (Azurite)', () => {
     await texts.getBlockBlobClient('b.txt').upload('three three three\nfour', 22);
     // The fourth names a blob in the results container (another job's data): never read, whatever it holds.
     await p.store.writeJobResult('other-job', { secret: 'words words words' });
-    const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`, `${p.store.container.containerName}/jobs/other-job/result.json`];
+    const items = [`${texts.containerName}/a.txt`, `${texts.containerName}/missing.txt`, `${texts.containerName}/b.txt`, `${p.store.containerName}/jobs/other-job/result.json`];
     const run = jobRun('wc-job', 'wordcount', { kind: 'inline', items });
     await p.plan(run);
     const [message] = await p.drainMessages();
     assert.equal(await p.deliver(message ?? assert.fail()), 'written');
-    const chunk = await p.store.readChunkResult('wc-job', 0);
+    const chunk = await p.store.chunks.readChunkResult('wc-job', 0);
     assert.equal(chunk?.itemsFailed, 2);
     assert.deepEqual(
       chunk?.itemErrors.map((e) => [e.index, e.code]),
@@ -164,7 +164,7 @@ describe('work-items worker (Azurite)', () => {
     assert.equal(messages.length, 2);
     const bodies = messages.map((m) => decodeQueueMessage(m.messageText) as WorkItemMessage).sort((a, b) => a.chunk - b.chunk);
     assert.equal(bodies[0]?.items, undefined);
-    assert.equal(bodies[0]?.itemsRef, JobStore.chunkItemsBlob('big-job', 0));
+    assert.equal(bodies[0]?.itemsRef, ChunkBlobs.itemsBlob('big-job', 0));
     assert.equal(bodies[1]?.items?.length, 10, 'the small chunk stays inline');
     for (const m of messages) assert.ok(m.messageText.length <= 64 * 1024);
     for (const m of messages) assert.equal(await p.deliver(m), 'written');
