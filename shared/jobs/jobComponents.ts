@@ -94,7 +94,7 @@ export function buildJobComponents(
   const blobs = blobServiceClient(settings.storage);
   const queues = queueServiceClient(settings.storage);
   const index = new JobIndex(() => tableClient(settings.storage, settings.jobs.indexTable), logger.child('index'));
-  const store = new JobStore(blobs, settings.jobs.resultsContainer, index);
+  const store = JobStore.onBlobs(blobs, settings.jobs.resultsContainer, index);
   const inputContainers = new InputContainers(
     settings.jobs.inputContainers,
     reservedContainers(settings.jobs.resultsContainer, settings.leader.container, settings.jobs.taskHubName),

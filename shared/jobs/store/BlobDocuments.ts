@@ -28,8 +28,33 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
   return err instanceof RestError && err.statusCode !== undefined && codes.includes(err.statusCode);
 }
 
-export class BlobDocuments {
-  constructor(readonly container: ContainerClient) {}
+/** A blob as a listing shows it. */
+export interface ListedDocument {
+  readonly name: string;
+  readonly metadata: Record<string, string>;
+  readonly lastModified: Date;
+}
+
+/**
+ * The narrow view of one container the job store writes through: the Azure container
+ * (`BlobDocuments`) or an in-memory twin for unit tests (test/unit/jobs/support/MemoryDocuments.ts),
+ * both held to the same cases by test/integration/jobs/store/documents.test.ts.
+ */
+export interface JsonDocuments {
+  ensureContainer(signal?: AbortSignal): Promise<unknown>;
+  put(name: string, value: unknown, options?: Omit<PutOptions, 'ifMatch'>): Promise<'written' | 'exists'>;
+  putVersioned(name: string, value: unknown, options?: PutOptions): Promise<{ etag: string } | 'exists' | 'conflict'>;
+  getVersioned<T>(name: string, signal?: AbortSignal): Promise<Versioned<T> | undefined>;
+  get<T>(name: string, signal?: AbortSignal): Promise<T | undefined>;
+  getText(name: string, signal?: AbortSignal): Promise<string | undefined>;
+  exists(name: string, signal?: AbortSignal): Promise<boolean>;
+  setMetadata(name: string, metadata: Record<string, string>, signal?: AbortSignal): Promise<void>;
+  delete(name: string, signal?: AbortSignal): Promise<boolean>;
+  list(prefix: string, includeMetadata: boolean, signal?: AbortSignal): AsyncIterable<ListedDocument>;
+}
+
+export class BlobDocuments implements JsonDocuments {
+  constructor(private readonly container: ContainerClient) {}
 
   /** Creates the container once; a concurrent create (409) is success. */
   readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
@@ -110,17 +135,19 @@ export class BlobDocuments {
     await this.container.getBlockBlobClient(name).setMetadata(metadata, { abortSignal: signal });
   }
 
-  /** Deletes the blob if it is there: whether it was. */
+  /** Deletes the blob if it is there: whether it was (a missing container holds nothing to delete). */
   async delete(name: string, signal?: AbortSignal): Promise<boolean> {
-    return (await this.container.getBlobClient(name).deleteIfExists({ abortSignal: signal })).succeeded;
+    try {
+      return (await this.container.getBlobClient(name).deleteIfExists({ abortSignal: signal })).succeeded;
+    } catch (err) {
+      // deleteIfExists answers false for a missing blob only; ContainerNotFound is the same absence.
+      if (isStatus(err, 404)) return false;
+      throw err;
+    }
   }
 
   /** The blobs under a prefix (with their metadata when asked); a missing container lists nothing. */
-  async *list(
-    prefix: string,
-    includeMetadata: boolean,
-    signal?: AbortSignal,
-  ): AsyncGenerator<{ readonly name: string; readonly metadata: Record<string, string>; readonly lastModified: Date }> {
+  async *list(prefix: string, includeMetadata: boolean, signal?: AbortSignal): AsyncGenerator<ListedDocument> {
     try {
       for await (const blob of this.container.listBlobsFlat({ prefix, includeMetadata, abortSignal: signal })) {
         yield { name: blob.name, metadata: blob.metadata ?? {}, lastModified: blob.properties.lastModified };

@@ -14,7 +14,7 @@
 import { type Json } from '../../worktypes/WorkType';
 import { type ChunkObservation } from '../dispatch/DispatchLedger';
 import { type ChunkStore } from '../dispatch/PipelineStore';
-import { type BlobDocuments, checkJobId } from './BlobDocuments';
+import { checkJobId, type JsonDocuments } from './BlobDocuments';
 import { type CancelMarkers } from './CancelMarkers';
 import { type ChunkClaimEntry, type ChunkResult, type ChunkResultEntry, type JobListing } from './jobDocuments';
 
@@ -28,7 +28,7 @@ function pad(chunk: number): string {
 
 export class ChunkBlobs implements ChunkStore {
   constructor(
-    private readonly docs: BlobDocuments,
+    private readonly docs: JsonDocuments,
     private readonly cancels: CancelMarkers,
   ) {}
 

@@ -40,7 +40,7 @@ import { isSuperseded, type JobSummary } from '../api/JobSummary';
 import { type BlobRef } from '../input/BlobRef';
 import { isValidJobId } from '../jobIds';
 import { type JobRun } from '../JobRun';
-import { BlobDocuments, checkJobId, isStatus } from './BlobDocuments';
+import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
 import { CancelMarkers } from './CancelMarkers';
 import { ChunkBlobs } from './ChunkBlobs';
 import { type JobRecord, type StartRecord, type Versioned } from './jobDocuments';
@@ -59,27 +59,43 @@ export type {
   Versioned,
 } from './jobDocuments';
 
+/** The size of a blob elsewhere in the account, undefined when it does not exist. */
+export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
+
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
 const DELIVERY_DUE_PREFIX = 'deliveries-due/';
 
 export class JobStore {
-  private readonly docs: BlobDocuments;
-  /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission. */
-  readonly #external: BlobServiceClient;
+  /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
+  readonly #externalSize: ExternalSize;
   /** The cancel markers as this process last read them (at most a second old: CancelMarkers). */
   readonly #cancels: CancelMarkers;
   /** The job's chunks, their results and claims (the dispatcher's and the workers' store). */
   readonly chunks: ChunkBlobs;
 
+  /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
+  static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
+    const externalSize = async (ref: BlobRef, signal?: AbortSignal): Promise<number | undefined> => {
+      try {
+        const properties = await blobs.getContainerClient(ref.container).getBlobClient(ref.blob).getProperties({ abortSignal: signal });
+        return properties.contentLength ?? 0;
+      } catch (err) {
+        if (isStatus(err, 404)) return undefined;
+        throw err;
+      }
+    };
+    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName)), containerName, externalSize, index);
+  }
+
   constructor(
-    blobs: BlobServiceClient,
+    private readonly docs: JsonDocuments,
     /** The results container (other stores keep their blobs there too). */
     readonly containerName: string,
+    externalSize: ExternalSize,
     /** The job index this store keeps up to date (none: tests of the pipeline alone). */
     readonly index?: JobIndex,
   ) {
-    this.docs = new BlobDocuments(blobs.getContainerClient(containerName));
-    this.#external = blobs;
+    this.#externalSize = externalSize;
     this.#cancels = new CancelMarkers((jobId, signal) => this.docs.exists(JobStore.cancelBlob(jobId), signal));
     this.chunks = new ChunkBlobs(this.docs, this.#cancels);
   }
@@ -391,15 +407,9 @@ export class JobStore {
 
   /** The size in bytes of a blob elsewhere in the account (a job's itemsBlob), undefined when it does not exist. */
   async externalSize(ref: BlobRef, signal?: AbortSignal): Promise<number | undefined> {
-    try {
-      const blob = this.#external.getContainerClient(ref.container).getBlobClient(ref.blob);
-      const properties = await blob.getProperties({ abortSignal: signal });
-      return properties.contentLength ?? 0;
-    } catch (err) {
-      if (isStatus(err, 404)) return undefined;
-      throw err;
-    }
+    return this.#externalSize(ref, signal);
   }
+
 }
 
 /** A record's index row (pending by HTTP, or rejected). */

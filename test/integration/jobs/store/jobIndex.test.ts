@@ -202,7 +202,7 @@ describe('job index (Azure Table on Azurite)', () => {
   it('lists 10,000 jobs from the index: newest first, filtered, counted, and paged without repeats or gaps while jobs arrive', async () => {
     const conn = azuriteConnectionString();
     const index = new JobIndex(tableClient({ kind: 'connectionString', settingName: 'test', connectionString: conn }, uniqueTableName('ixbig')), memoryLogger('index'));
-    const store = new JobStore(BlobServiceClient.fromConnectionString(conn), uniqueName('ixbig-res'), index);
+    const store = JobStore.onBlobs(BlobServiceClient.fromConnectionString(conn), uniqueName('ixbig-res'), index);
     const service = new JobService({
       jobsQueue: h.jobsQueue,
       store,

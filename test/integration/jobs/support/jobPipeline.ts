@@ -41,7 +41,7 @@ export async function jobPipeline(
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
   const queues = QueueServiceClient.fromConnectionString(conn);
-  const store = new JobStore(blobs, uniqueName(`${prefix}-res`));
+  const store = JobStore.onBlobs(blobs, uniqueName(`${prefix}-res`));
   await store.ensureContainer();
   const workItems = queues.getQueueClient(uniqueName(`${prefix}-wi`));
   await workItems.create();
