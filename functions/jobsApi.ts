@@ -7,7 +7,8 @@
  * upload a job's items as a blob (GET /api/job-inputs: the blob endpoint and input containers).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
- * (they go to the log). The logic is in shared/jobs/api/JobService.ts.
+ * (they go to the log). The logic is in shared/jobs/api/JobService.ts (one job), JobList.ts (the list)
+ * and shared/jobs/run/Retention.ts (a purge).
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
@@ -109,7 +110,7 @@ export const listJobs = guarded(async (request, context) => {
     const value = request.query.get(name) ?? undefined;
     return value === '' ? undefined : value;
   };
-  const page = await root.jobs.service.list(reading(context), param('status'), {
+  const page = await root.jobs.jobList.list(reading(context), param('status'), {
     limit: request.query.get('limit') ?? undefined,
     continuation: request.query.get('continuation') ?? undefined,
     workType: param('workType'),
@@ -124,7 +125,7 @@ export const listJobs = guarded(async (request, context) => {
 
 export const cancelJob = guarded(async (request, context) => {
   if (request.query.get('purge') === 'true') {
-    return { status: 200, jsonBody: { ...(await root.jobs.service.purge(request.params.jobId ?? '', changing(context))), purged: true } };
+    return { status: 200, jsonBody: { ...(await root.jobs.retention.purge(request.params.jobId ?? '', changing(context))), purged: true } };
   }
   const view = await root.jobs.service.cancel(request.params.jobId ?? '', changing(context));
   return {

@@ -2,13 +2,15 @@
  * The job pipeline's parts wired from the app's settings (the app's root, shared/app, builds them
  * once per process; tests build the parts themselves with their own names and clients).
  * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`); the job
- * index is a table there (JOB_INDEX_TABLE), kept by the store (JobStore) and read by the service.
+ * index is a table there (JOB_INDEX_TABLE), written by the store (JobStore), read by the list (JobList)
+ * and kept true by the leader's upkeep (IndexUpkeep).
  */
 import { type Settings } from '../config/settings';
 import { BlobLeaseStore } from '../leader/BlobLeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient, tableClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
+import { JobList } from './api/JobList';
 import { JobService } from './api/JobService';
 import { callbackSender } from './delivery/CallbackSender';
 import { DeliveryTargets } from './delivery/DeliveryTargets';
@@ -25,6 +27,8 @@ import { JOB_LIMITS } from './jobLimits';
 import { onceUntilSuccess } from './onceUntilSuccess';
 import { BlobCallClaimStore, CallClaims } from './run/CallClaims';
 import { JobActivities } from './run/JobActivities';
+import { Retention } from './run/Retention';
+import { IndexUpkeep } from './store/IndexUpkeep';
 import { JobIndex } from './store/JobIndex';
 import { JobStore } from './store/JobStore';
 import { sharedRead } from './store/sharedRead';
@@ -38,7 +42,14 @@ export interface JobComponents {
   readonly calls: CallClaims;
   readonly worker: WorkItemProcessor;
   readonly intake: JobIntake;
+  /** One job through the HTTP API: submit, status, cancel, its submission and result. */
   readonly service: JobService;
+  /** The job list, a page of the index at a time. */
+  readonly jobList: JobList;
+  /** The leader's upkeep of the job index (jobCoordinationPass). */
+  readonly indexUpkeep: IndexUpkeep;
+  /** Purges: one finished job on request, and the leader's retention sweep. */
+  readonly retention: Retention;
   readonly logger: Logger;
   /**
    * Creates the queues (jobs, its poison queue, work-items), the results container and the index
@@ -144,6 +155,8 @@ export function buildJobComponents(
   const targets = new DeliveryTargets(settings.jobs.delivery);
   const callClaimStore = new BlobCallClaimStore(blobs.getContainerClient(settings.jobs.resultsContainer));
   const calls = new CallClaims({ store: callClaimStore, logger: logger.child('calls') });
+  // The API's parts (one job, the list, the index upkeep, purges) log under one component, `api`.
+  const api = { store, logger: logger.child('api'), statusPath: jobStatusPath };
   const activities = new JobActivities({
     store,
     calls,
@@ -184,15 +197,10 @@ export function buildJobComponents(
       },
       delivery: { targets, outcomes: delivery },
     }),
-    service: new JobService({
-      jobsQueue,
-      store,
-      registry,
-      inputContainers,
-      delivery: targets,
-      logger: logger.child('api'),
-      statusPath: jobStatusPath,
-    }),
+    service: new JobService({ ...api, jobsQueue, registry, inputContainers, delivery: targets }),
+    jobList: new JobList(api),
+    indexUpkeep: new IndexUpkeep(api),
+    retention: new Retention(api),
     inputTarget: {
       blobServiceUrl: publicServiceUrl(blobs.url),
       containers: settings.jobs.inputContainers,

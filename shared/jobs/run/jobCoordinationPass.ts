@@ -14,12 +14,12 @@
  * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
  * check is logged (`job.stall_check_failed`) and does not fail the pass.
  *
- * Then the job index's upkeep (JobService.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
- * that say pending or running against their jobs; JobService.walkIndex every walkEveryMs: missing
+ * Then the job index's upkeep (IndexUpkeep.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
+ * that say pending or running against their jobs; IndexUpkeep.walkIndex every walkEveryMs: missing
  * and left-over rows); a failure is logged (`index.upkeep_failed`) and does not fail the pass.
  *
  * Then, at most once an hour, the retention sweep purges finished jobs older than
- * JOB_RETENTION_DAYS (JobService.purgeExpired; 100 per sweep, oldest first).
+ * JOB_RETENTION_DAYS (Retention.purgeExpired; 100 per sweep, oldest first).
  *
  * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
  * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
@@ -28,10 +28,10 @@
 import { type DurableClient } from 'durable-functions';
 
 import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
-import { INDEX_UPKEEP } from '../api/JobService';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
 import { type JobComponents } from '../jobComponents';
+import { INDEX_UPKEEP } from '../store/IndexUpkeep';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';
 
@@ -42,7 +42,8 @@ export const SLOW_PASS_MS = 5_000;
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
 export function jobCoordinationPass(
-  components: Pick<JobComponents, 'intake' | 'service' | 'logger' | 'settings' | 'calls'> & Partial<Pick<JobComponents, 'delivery'>>,
+  components: Pick<JobComponents, 'intake' | 'indexUpkeep' | 'retention' | 'logger' | 'settings' | 'calls'> &
+    Partial<Pick<JobComponents, 'delivery'>>,
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
   clock: () => number = Date.now,
@@ -127,7 +128,7 @@ export function jobCoordinationPass(
     const retentionDays = components.settings.jobs.retentionDays;
     if (retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
       lastSweep = clock();
-      const purged = await components.service.purgeExpired(orchestrations, retentionDays);
+      const purged = await components.retention.purgeExpired(orchestrations, retentionDays);
       if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
       ctx.progress();
     }
@@ -153,7 +154,7 @@ export function jobCoordinationPass(
  * list every job at once). A failure waits for the next turn.
  */
 export function indexUpkeep(
-  components: Pick<JobComponents, 'service' | 'logger'>,
+  components: Pick<JobComponents, 'indexUpkeep' | 'logger'>,
   clock: () => number = Date.now,
 ): (orchestrations: OrchestrationClient, ctx: Pick<CoordinationContext, 'epoch' | 'signal'>) => Promise<void> {
   let lastRefresh = -Infinity;
@@ -164,7 +165,7 @@ export function indexUpkeep(
     if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs) {
       lastRefresh = now;
       try {
-        await components.service.repairIndex(orchestrations, { signal: ctx.signal });
+        await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal });
       } catch (err) {
         components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
       }
@@ -172,7 +173,7 @@ export function indexUpkeep(
     if (!ctx.signal.aborted && now - lastWalk >= INDEX_UPKEEP.walkEveryMs) {
       lastWalk = now;
       try {
-        await components.service.walkIndex(orchestrations, { signal: ctx.signal });
+        await components.indexUpkeep.walkIndex(orchestrations, { signal: ctx.signal });
       } catch (err) {
         components.logger.warn('index.upkeep_failed', { kind: 'walk', epoch: ctx.epoch, error: err });
       }

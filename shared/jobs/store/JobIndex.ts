@@ -12,9 +12,9 @@
  * included); a blob listing returns names in name order only, and Azurite walks every blob of the
  * container for a prefix listing (as it walks every message of a queue for a receive).
  *
- * Guarantees: writes are made where a job's status changes (JobStore, JobService) and are best
+ * Guarantees: writes are made where a job's status changes (JobStore, JobService, JobList) and are best
  * effort: `note`/`forget` never throw, a failure is logged (`index.write_failed`) and the leader's
- * repair (JobService.repairIndex, JobService.walkIndex) puts the row right later. The table is
+ * repair (IndexUpkeep.repairIndex, IndexUpkeep.walkIndex) puts the row right later. The table is
  * created once per process (createTable when missing). Not guaranteed: that a row agrees with its
  * job at every moment; the bounds are in docs/jobs.md ("The job index").
  */

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { type JobView } from '../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 

@@ -19,7 +19,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { main } from '../../../cli/coordinator';
-import { type JobView } from '../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { type JobOutcome } from '../../../shared/jobs/delivery/JobOutcome';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';

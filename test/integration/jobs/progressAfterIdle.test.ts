@@ -23,7 +23,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { type JobView } from '../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 

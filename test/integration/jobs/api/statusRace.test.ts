@@ -1,5 +1,5 @@
 /**
- * A job accepted with 202 is never "not found" (JobService.current reads in the lifecycle's order),
+ * A job accepted with 202 is never "not found" (JobStatusReader.current reads in the lifecycle's order),
  * on the development host over Azurite: a status read of a just-accepted job is held in a storage
  * proxy at its read of the pending record while the leader's pass starts the job (start record,
  * Durable start, pending record deleted); released, the read finds the record gone, and the status
@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { type JobView } from '../../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../../shared/jobs/api/jobViews';
 import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { type StorageProxy } from '../../../support/storageProxy';
 import { eventually, type JobsHost, startProxiedJobsHost } from '../support/jobsHost';

@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { type JobView } from '../../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../../shared/jobs/api/jobViews';
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { initialState } from '../../../../shared/jobs/run/jobOrchestration';

@@ -12,17 +12,17 @@ import { TableClient } from '@azure/data-tables';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { INDEX_UPKEEP, type JobListEntry, JobService, type JobStatus, type JobView } from '../../../../shared/jobs/api/JobService';
-import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
+import { JobList } from '../../../../shared/jobs/api/JobList';
+import { type JobListEntry, type JobStatus, type JobView } from '../../../../shared/jobs/api/jobViews';
 import { jobStatusPath } from '../../../../shared/jobs/jobComponents';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { durableOrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
+import { INDEX_UPKEEP } from '../../../../shared/jobs/store/IndexUpkeep';
 import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex, type RowEntity } from '../../../../shared/jobs/store/JobIndex';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { tableClient } from '../../../../shared/storage/clients';
-import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { registerTestWorkTypes } from '../../../fixtures/ops/testWorkTypes';
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../../support/env';
 import { type JobsHost, startJobsHost } from '../support/jobsHost';
@@ -203,14 +203,7 @@ describe('job index (Azure Table on Azurite)', () => {
     const conn = azuriteConnectionString();
     const index = new JobIndex(tableClient({ kind: 'connectionString', settingName: 'test', connectionString: conn }, uniqueTableName('ixbig')), memoryLogger('index'));
     const store = JobStore.onBlobs(BlobServiceClient.fromConnectionString(conn), uniqueName('ixbig-res'), index);
-    const service = new JobService({
-      jobsQueue: h.jobsQueue,
-      store,
-      registry: workTypes,
-      inputContainers: new InputContainers(['inputs'], [store.containerName]),
-      logger: memoryLogger('api'),
-      statusPath: jobStatusPath,
-    });
+    const jobList = new JobList({ store, logger: memoryLogger('api'), statusPath: jobStatusPath });
     const orchestrations = durableOrchestrationClient(h.client);
     const statuses: JobStatus[] = ['completed', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected', 'completed'];
     const base = Date.parse('2026-01-01T00:00:00.000Z');
@@ -235,22 +228,22 @@ describe('job index (Azure Table on Azurite)', () => {
       console.log(`[diagnostic] ${what}: ${(performance.now() - t0).toFixed(1)} ms with ${entries.length} jobs indexed`);
       return value;
     };
-    const first = await timed('first page (limit 100)', () => service.list(orchestrations));
-    await timed('first page again (limit 100)', () => service.list(orchestrations));
+    const first = await timed('first page (limit 100)', () => jobList.list(orchestrations));
+    await timed('first page again (limit 100)', () => jobList.list(orchestrations));
     assert.deepEqual(first.jobs.map((j) => j.jobId), oracle.slice(0, 100).map((e) => e.jobId), 'newest first, then by job id');
     assert.deepEqual(first.jobs[0], { ...oracle[0] }, 'a row as it was written');
     assert.ok(first.continuation !== undefined);
 
     for (const [status, workType] of [['failed', undefined], [undefined, 'noop'], ['rejected', 'noop'], ['running', undefined]] as const) {
       const page = await timed(`first page, status=${status ?? '*'} workType=${workType ?? '*'}`, () =>
-        service.list(orchestrations, status, { limit: '50', ...(workType === undefined ? {} : { workType }) }),
+        jobList.list(orchestrations, status, { limit: '50', ...(workType === undefined ? {} : { workType }) }),
       );
       const expected = oracle.filter((e) => (status === undefined || e.status === status) && (workType === undefined || e.workType === workType));
       assert.deepEqual(page.jobs.map((j) => j.jobId), expected.slice(0, 50).map((e) => e.jobId), `status=${status} workType=${workType}`);
       assert.equal(page.continuation !== undefined, expected.length > 50);
     }
 
-    const counts = await timed('counts', () => service.counts());
+    const counts = await timed('counts', () => jobList.counts());
     for (const status of new Set(statuses)) assert.equal(counts[status], entries.filter((e) => e.status === status).length, status);
     assert.equal(counts.total, entries.length);
 
@@ -259,7 +252,7 @@ describe('job index (Azure Table on Azurite)', () => {
     let continuation: string | undefined;
     let arrivals = 0;
     do {
-      const page = await service.list(orchestrations, undefined, { limit: '700', ...(continuation === undefined ? {} : { continuation }) });
+      const page = await jobList.list(orchestrations, undefined, { limit: '700', ...(continuation === undefined ? {} : { continuation }) });
       seen.push(...page.jobs.map((j) => j.jobId));
       continuation = page.continuation;
       const at = new Date(base + 60_000 + arrivals * 1000).toISOString();
@@ -268,7 +261,7 @@ describe('job index (Azure Table on Azurite)', () => {
     } while (continuation !== undefined);
     assert.equal(new Set(seen).size, seen.length, 'no job twice');
     assert.deepEqual(seen, oracle.map((e) => e.jobId), 'every job that existed at the first read, in order, and none that arrived later');
-    const fresh = await service.list(orchestrations, undefined, { limit: '3' });
+    const fresh = await jobList.list(orchestrations, undefined, { limit: '3' });
     assert.deepEqual(fresh.jobs.map((j) => j.jobId), [0, 1, 2].map((k) => `new-${arrivals - 1}-${k}`), 'new jobs appear on a new first page');
     await index.table.deleteTable();
   });
@@ -282,7 +275,7 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.ok(row !== undefined);
     await table.deleteEntity(INDEX_PARTITION, row.rowKey);
     assert.equal((await listed('?limit=1000')).jobs.some((j) => j.jobId === 'ix-late'), false, 'not indexed: not listed');
-    await appRoot().jobs.service.walkIndex(durableOrchestrationClient(h.client));
+    await appRoot().jobs.indexUpkeep.walkIndex(durableOrchestrationClient(h.client));
     assert.equal((await listed('?limit=1000')).jobs.find((j) => j.jobId === 'ix-late')?.status, 'completed');
   });
 });

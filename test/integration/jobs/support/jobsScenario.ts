@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { type JobView } from '../../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../../shared/jobs/api/jobViews';
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
