@@ -20,7 +20,8 @@
  *
  * Guaranteed: a submission is deleted only after its start is recorded and tried, or its rejection
  * recorded; the same submission twice is a no-op, a different one under a used job id is rejected
- * (DUPLICATE_JOB_ID).
+ * (DUPLICATE_JOB_ID); a start by a leader that lost its lease, landing late, is refused by Durable
+ * (Pending or Running instance) or does nothing (its run stands down at its plan step).
  * Not guaranteed: retrying a start interrupted before its record was written sooner than the
  * message's visibility timeout (60 s).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.

@@ -9,6 +9,9 @@
  * an id another start used: Durable refuses a start over a Pending or Running instance, and over a
  * finished one it replaces the history, so a late landing of the earlier start (a leader frozen
  * while its `startNew` was in flight) would wipe the run that did the work.
+ * Fencing: a run's plan step (JobActivities) does work only if the job has no final summary, the
+ * start record names the run's start id, and the run's epoch is the lease's current one; otherwise
+ * it stands down and ends with the recorded summary (or a superseded marker).
  * Guaranteed: a finished job is never started again; a start that lands late lands on its own
  * instance id only, where its run stands down at its plan step (the start record names another start).
  * Not guaranteed: a single run when a healthy instance stays Pending past `stuckPendingSeconds`
