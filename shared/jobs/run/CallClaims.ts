@@ -5,10 +5,11 @@
  *
  * Why: the leader's stall check (StalledJobs.ts) asks a run that has not moved for 15 s to call its
  * current activity again, because the answer of a call may be held by an instance that died. A call
- * that is merely slow (staging a 64 MiB input beside seven others) looked the same, and every resume
- * started one more copy of the slowest work on the machine: 22 plan calls of one job were seen.
- * Now the stall check reads the lease first and asks again only when no call holds it (the call
- * ended, or its instance died and the lease ran out, at most `leaseSeconds` later).
+ * that is merely slow (staging a 64 MiB input beside seven others) looks the same from outside, and
+ * each resume of it would start one more copy of the slowest work on the machine (22 plan calls of
+ * one job when nothing told the two apart). So the stall check reads the lease first and asks again
+ * only when no call holds it (the call ended, or its instance died and the lease ran out, at most
+ * `leaseSeconds` later).
  *
  * Rules (`CallClaims.run`):
  * - A call the orchestration made again (after a resume) takes the lease before any work, waiting

@@ -254,7 +254,7 @@ export class JobActivities {
     };
   }
 
-  /** Best effort: a start left marked is checked by the intake, as before this shortcut. */
+  /** Best effort: a start left marked is still checked by the intake, which confirms it from the run's status; this spares that check. */
   private async confirmStart(run: JobRun): Promise<void> {
     if (run.startId === undefined) return;
     try {
