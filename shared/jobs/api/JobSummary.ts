@@ -61,7 +61,7 @@ export interface JobCustomStatus {
   /**
    * Set when the plan step stood down as superseded (this start may not run the job): the run has
    * ended, though Durable shows it Running until every call it made has answered, and the intake
-   * starts the job's current start in the next instance generation at once (JobIntake.nextStartStep).
+   * starts the job's current start in the next instance generation at once (intake/startSteps.ts, nextStartStep).
    */
   readonly superseded?: true;
 }

@@ -15,7 +15,7 @@
  * result once.
  * One call of a job's activities runs at a time: a plan, step or aggregate that runs past 3 s holds
  * the job's call lease, and a repeat after a resume waits while a live call holds it (CallClaims).
- * The plan step is the orchestration's fence (see JobIntake): it does nothing for a job that already
+ * The plan step is the orchestration's fence (see intake/startSteps.ts): it does nothing for a job that already
  * has a final summary (it returns that summary), nor for a run whose start the job's start record no
  * longer names, nor for a run whose leader epoch is older than the lease's current one when it first
  * plans (a retried plan whose start already staged its input goes on: the leader that started it

@@ -4,7 +4,7 @@
  * still in progress and, beside that, reads the jobs queue in batches and starts one orchestration per valid
  * submission (instance id `job-<jobId>`, stamped with the epoch), records invalid ones as rejected
  * jobs with their original message in `<jobsQueue>-poison`, and deletes a message only after that
- * (JobIntake has the guarantees). Idempotent (an extra pass costs a read, never a duplicate); honours
+ * (intake/ has the guarantees: Submissions.ts, StartRepair.ts). Idempotent (an extra pass costs a read, never a duplicate); honours
  * `ctx.signal` between messages and reports `ctx.progress()` for the leader's watchdog. Followers never run it.
  *
  * The Durable client is the latest one a function handed over (shared/app/DurableClientHolder); a

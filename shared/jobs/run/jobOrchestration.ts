@@ -1,6 +1,6 @@
 /**
  * The job orchestration (one Durable instance per start of a job, id `job-<jobId>`, `job-<jobId>.<n>`
- * for a start made again: JobIntake): plan -> steps -> aggregate.
+ * for a start made again: intake/startSteps.ts): plan -> steps -> aggregate.
  *
  * Flow control: the plan activity stages the items and sends the first window of chunks; then each
  * step activity (a long poll of a few seconds, see dispatch/ChunkDispatcher.ts) counts the results
@@ -22,7 +22,7 @@
  * recorded once (`final.json`): by the activity that aggregates the job, or, for a job that fails
  * before it aggregates (its plan refused it, an activity kept failing), by the finish activity; each
  * answers the recorded one. A plan step that stands down
- * (the job already finished, or this run is not the job's current start: see JobIntake) ends the run
+ * (the job already finished, or this run is not the job's current start: see intake/startSteps.ts) ends the run
  * at once with the recorded summary, or a superseded marker, having done nothing.
  *
  * Stalls: each activity's answer comes back as a control-queue message, and an instance that received

@@ -33,7 +33,7 @@ export interface JobRecord {
 }
 
 /**
- * Which start of a job may run it (see JobIntake). Created once per job id before its first start;
+ * Which start of a job may run it (intake/startSteps.ts). Created once per job id before its first start;
  * after that only replaced with If-Match, by a leader whose epoch is at least the record's.
  */
 export interface StartRecord {
