@@ -14,8 +14,6 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { type QueueClient } from '@azure/storage-queue';
-
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
@@ -28,13 +26,14 @@ import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { fingerprintOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore } from '../store/JobStore';
+import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { JobStatusReader } from './JobStatusReader';
 import { validateSubmission } from './JobSubmission';
 import { indexEntryOf, type JobView } from './jobViews';
 
 export interface JobServiceDeps {
-  readonly jobsQueue: QueueClient;
+  readonly jobsQueue: SubmissionQueue;
   readonly store: JobStore;
   readonly registry: WorkTypeRegistry;
   readonly inputContainers: InputContainers;

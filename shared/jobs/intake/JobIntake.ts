@@ -11,11 +11,10 @@
  * the leader's watchdog; a new term does not overlap the last one's starts.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
  */
-import { type DequeuedMessageItem } from '@azure/storage-queue';
-
 import { decodeQueueMessage } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type OrchestrationClient } from '../run/OrchestrationClient';
+import { type ReceivedSubmission } from '../SubmissionQueue';
 import { nowOf } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
 import { QueueReadability } from './QueueReadability';
@@ -40,7 +39,7 @@ export interface IntakeReport {
 /** Messages naming one job id (else one message, keyed by its own id), taken in order by one lane. */
 interface Group {
   readonly key: string;
-  readonly messages: DequeuedMessageItem[];
+  readonly messages: ReceivedSubmission[];
 }
 
 /** A group and when its batch was received (its messages stay invisible `INTAKE.visibilityTimeoutSeconds` from then). */
@@ -59,8 +58,8 @@ function emptyTally(): Tally {
 }
 
 /** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
-function byJobId(messages: readonly DequeuedMessageItem[]): Group[] {
-  const groups = new Map<string, DequeuedMessageItem[]>();
+function byJobId(messages: readonly ReceivedSubmission[]): Group[] {
+  const groups = new Map<string, ReceivedSubmission[]>();
   for (const message of messages) {
     let key = `message:${message.messageId}`;
     try {
@@ -276,7 +275,7 @@ export class JobIntake {
 
   /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
   private async takeGroup(
-    messages: readonly DequeuedMessageItem[],
+    messages: readonly ReceivedSubmission[],
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
   ): Promise<void> {
@@ -298,7 +297,7 @@ export class JobIntake {
   }
 
   /** One submission: started, already started, rejected, or left for a later pass (Submissions.ts). */
-  handleMessage(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
+  handleMessage(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     return this.submissions.handle(message, ctx, orchestrations);
   }
 }

@@ -14,9 +14,8 @@
  * Not guaranteed: telling a bad message from messages held invisible on purpose for longer than
  * the margin (nothing in this app does that to the jobs queue).
  */
-import { type QueueClient } from '@azure/storage-queue';
-
 import { type Logger } from '../../observability/log';
+import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now } from '../wallClock';
 
 export const QUEUE_READABILITY = {
@@ -33,7 +32,7 @@ export class QueueReadability {
 
   constructor(
     private readonly deps: {
-      readonly queue: QueueClient;
+      readonly queue: SubmissionQueue;
       readonly logger: Logger;
       readonly now: Now;
       /** How long a received message may legitimately stay invisible (the intake's visibility timeout). */

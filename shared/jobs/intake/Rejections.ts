@@ -12,8 +12,6 @@
  * Not guaranteed: a single poison copy when a leader dies between sending it and recording it.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3.
  */
-import { type DequeuedMessageItem, type QueueClient } from '@azure/storage-queue';
-
 import { type Logger } from '../../observability/log';
 import { type AcceptedJob } from '../api/JobSubmission';
 import { type JobReply } from '../delivery/DeliveryTargets';
@@ -23,12 +21,13 @@ import { JobError, type JobErrorInfo } from '../JobError';
 import { instanceIdFor } from '../jobIds';
 import { type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
+import { type ReceivedSubmission, type SubmissionQueue } from '../SubmissionQueue';
 import { type Now } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeOutcome, isAbort } from './intakeTerms';
 
 /** A submission to reject: its message, why, and what it asked for as far as it could be read. */
 export interface Rejection {
-  readonly message: DequeuedMessageItem;
+  readonly message: ReceivedSubmission;
   readonly error: JobErrorInfo;
   /** The job id the submission asked for, when it named a valid one. */
   readonly submittedJobId?: string | undefined;
@@ -44,16 +43,16 @@ export function askedBy(job: AcceptedJob): Pick<Rejection, 'submittedJobId' | 'f
 }
 
 export interface RejectionDeps {
-  readonly poisonQueue: QueueClient;
+  readonly poisonQueue: SubmissionQueue;
   readonly store: JobStore;
   readonly logger: Logger;
   readonly now: Now;
   /** The delivery of a rejection's outcome (absent: nothing sent). */
   readonly outcomes?: OutcomeDelivery | undefined;
   /** Deletes the message from the jobs queue (a delete that finds it gone or received again counts as done). */
-  deleteMessage(message: DequeuedMessageItem, ctx: IntakeContext): Promise<void>;
+  deleteMessage(message: ReceivedSubmission, ctx: IntakeContext): Promise<void>;
   /** A submission whose start is recorded after all: the start checks see it through. */
-  alreadyAccepted(message: DequeuedMessageItem, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome>;
+  alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome>;
 }
 
 export class Rejections {
@@ -68,7 +67,7 @@ export class Rejections {
    * record retired first (so no late start of it does work), unless its start went through after all.
    */
   async giveUp(
-    message: DequeuedMessageItem,
+    message: ReceivedSubmission,
     job: AcceptedJob,
     cause: unknown,
     ctx: IntakeContext,
@@ -149,7 +148,7 @@ export class Rejections {
   private async deliverRejection(
     record: JobRecord,
     reply: JobReply | undefined,
-    message: DequeuedMessageItem,
+    message: ReceivedSubmission,
     ctx: IntakeContext,
   ): Promise<boolean> {
     const outcomes = this.deps.outcomes;
@@ -179,7 +178,7 @@ export class Rejections {
   }
 
   /** Creates the rejection record once, or finds the one an earlier delivery of this message made. */
-  private async recordRejection(record: JobRecord, message: DequeuedMessageItem, ctx: IntakeContext): Promise<Versioned<JobRecord>> {
+  private async recordRejection(record: JobRecord, message: ReceivedSubmission, ctx: IntakeContext): Promise<Versioned<JobRecord>> {
     const { store } = this.deps;
     const created = await store.createRecordVersioned(record, ctx.signal);
     if (created !== 'exists') return { value: record, etag: created.etag };
@@ -206,7 +205,7 @@ export class Rejections {
    * update loses (another leader recorded its own copy first) is deleted again, so one copy stays.
    */
   private async copyToPoison(
-    message: DequeuedMessageItem,
+    message: ReceivedSubmission,
     stored: Versioned<JobRecord>,
     ctx: IntakeContext,
   ): Promise<Versioned<JobRecord>> {

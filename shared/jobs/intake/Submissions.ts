@@ -28,8 +28,6 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { type DequeuedMessageItem } from '@azure/storage-queue';
-
 import { type AcceptedJob, validateSubmission } from '../api/JobSubmission';
 import { replyOf } from '../delivery/DeliveryTargets';
 import { JobError } from '../JobError';
@@ -39,6 +37,7 @@ import { decodeQueueMessage } from '../messageCodec';
 import { type StagedCounts } from '../run/JobActivities';
 import { fingerprintOf, type OrchestrationClient } from '../run/OrchestrationClient';
 import { type StartRecord } from '../store/JobStore';
+import { type ReceivedSubmission } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
 import { askedBy, duplicateError, type Rejection, Rejections, startFailed } from './Rejections';
@@ -83,7 +82,7 @@ export class Submissions {
     return this.#sending;
   }
 
-  async handle(message: DequeuedMessageItem, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
+  async handle(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
     let parsed: unknown;
@@ -285,14 +284,14 @@ export class Submissions {
   }
 
   /** A submission whose start is already recorded: the pass's check of unconfirmed starts sees it through. */
-  private async alreadyAccepted(message: DequeuedMessageItem, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome> {
+  private async alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome> {
     await this.deps.store.markUnconfirmed(job.jobId, ctx.signal);
     await this.deleteMessage(message, ctx);
     this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
     return 'already_started';
   }
 
-  private async deleteMessage(message: DequeuedMessageItem, ctx: IntakeContext): Promise<void> {
+  private async deleteMessage(message: ReceivedSubmission, ctx: IntakeContext): Promise<void> {
     try {
       await this.deps.jobsQueue.deleteMessage(message.messageId, message.popReceipt, { abortSignal: ctx.signal });
     } catch (err) {

@@ -4,8 +4,6 @@
  * start checks and the rejections (INTAKE), in one place so each bound is read from one constant.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3.
  */
-import { type QueueClient } from '@azure/storage-queue';
-
 import { type Logger } from '../../observability/log';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
 import { type DeliveryTargets } from '../delivery/DeliveryTargets';
@@ -14,6 +12,7 @@ import { type InputContainers } from '../input/InputContainers';
 import { type JobRun } from '../JobRun';
 import { type StagedCounts } from '../run/JobActivities';
 import { type JobStore } from '../store/JobStore';
+import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now } from '../wallClock';
 
 export interface IntakeContext {
@@ -26,8 +25,8 @@ export interface IntakeContext {
 }
 
 export interface IntakeDeps {
-  readonly jobsQueue: QueueClient;
-  readonly poisonQueue: QueueClient;
+  readonly jobsQueue: SubmissionQueue;
+  readonly poisonQueue: SubmissionQueue;
   readonly store: JobStore;
   readonly registry: WorkTypeRegistry;
   readonly inputContainers: InputContainers;

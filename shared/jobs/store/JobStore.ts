@@ -245,7 +245,7 @@ export class JobStore {
   /**
    * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
    * marked starts) and an HTTP submission's pending record goes, if a leader died before deleting
-   * it. Called by that plan, so the leader's pass no longer re-reads every fresh start until it sees
+   * it. Called by that plan, so the leader's pass does not re-read every fresh start until it sees
    * it past planning. The index row says running once the plan hands the job to its steps
    * (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
    */
