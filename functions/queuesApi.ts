@@ -8,8 +8,8 @@
 import { app, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 
 import { appRoot } from '../shared/app/appRoot';
+import { poisonQueueName } from '../shared/app/jobComponents';
 import { QueueDepths } from '../shared/jobs/api/QueueDepths';
-import { poisonQueueName } from '../shared/jobs/jobComponents';
 import { queueServiceClient } from '../shared/storage/clients';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 

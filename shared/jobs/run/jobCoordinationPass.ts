@@ -27,10 +27,10 @@
  */
 import { type DurableClient } from 'durable-functions';
 
+import { type JobComponents } from '../../app/jobComponents';
 import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
-import { type JobComponents } from '../jobComponents';
 import { INDEX_UPKEEP } from '../store/IndexUpkeep';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';

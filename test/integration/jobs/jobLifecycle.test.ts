@@ -12,10 +12,10 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../shared/app/appRoot';
+import { jobStatusPath } from '../../../shared/app/jobComponents';
 import { JobService } from '../../../shared/jobs/api/JobService';
 import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { InputContainers } from '../../../shared/jobs/input/InputContainers';
-import { jobStatusPath } from '../../../shared/jobs/jobComponents';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { durableOrchestrationClient } from '../../../shared/jobs/run/OrchestrationClient';

@@ -12,9 +12,9 @@ import { TableClient } from '@azure/data-tables';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../../shared/app/appRoot';
+import { jobStatusPath } from '../../../../shared/app/jobComponents';
 import { JobList } from '../../../../shared/jobs/api/JobList';
 import { type JobListEntry, type JobStatus, type JobView } from '../../../../shared/jobs/api/jobViews';
-import { jobStatusPath } from '../../../../shared/jobs/jobComponents';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { durableOrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';

@@ -1,38 +1,39 @@
 /**
- * The job pipeline's parts wired from the app's settings (the app's root, shared/app, builds them
- * once per process; tests build the parts themselves with their own names and clients).
+ * The job pipeline's parts wired from the app's settings: with appRoot.ts the one place the app's
+ * parts are put together, once per process (tests build the parts themselves with their own names
+ * and clients). Route: docs/architecture.md, both routes (the clients, the fence's lease read).
  * The storage clients are the app's (`CoordinatorStorage`, else `AzureWebJobsStorage`); the job
  * index is a table there (JOB_INDEX_TABLE), written by the store (JobStore), read by the list (JobList)
  * and kept true by the leader's upkeep (IndexUpkeep).
  */
 import { type Settings } from '../config/settings';
+import { JobList } from '../jobs/api/JobList';
+import { JobService } from '../jobs/api/JobService';
+import { callbackSender } from '../jobs/delivery/CallbackSender';
+import { DeliveryTargets } from '../jobs/delivery/DeliveryTargets';
+import { OutcomeDelivery } from '../jobs/delivery/OutcomeDelivery';
+import { ChunkDispatcher, DISPATCH_DEFAULTS } from '../jobs/dispatch/ChunkDispatcher';
+import { LandedResults } from '../jobs/dispatch/LandedResults';
+import { QueueWorkQueue } from '../jobs/dispatch/QueueWorkQueue';
+import { ChunkItemsReader } from '../jobs/input/ChunkItemsReader';
+import { inputBlobs, InputContainers, reservedContainers } from '../jobs/input/InputContainers';
+import { stagedInput, stageInput } from '../jobs/input/InputStager';
+import { BlobInputStore } from '../jobs/input/InputStore';
+import { JobIntake } from '../jobs/intake/JobIntake';
+import { JOB_LIMITS } from '../jobs/jobLimits';
+import { onceUntilSuccess } from '../jobs/onceUntilSuccess';
+import { BlobCallClaimStore, CallClaims } from '../jobs/run/CallClaims';
+import { JobActivities } from '../jobs/run/JobActivities';
+import { Retention } from '../jobs/run/Retention';
+import { IndexUpkeep } from '../jobs/store/IndexUpkeep';
+import { JobIndex } from '../jobs/store/JobIndex';
+import { JobStore } from '../jobs/store/JobStore';
+import { sharedRead } from '../jobs/store/sharedRead';
+import { WorkItemProcessor } from '../jobs/worker/WorkItemProcessor';
 import { BlobLeaseStore } from '../leader/BlobLeaseStore';
 import { createLogger, type Logger } from '../observability/log';
 import { blobServiceClient, queueServiceClient, tableClient } from '../storage/clients';
 import { type WorkTypeRegistry,workTypes } from '../worktypes/WorkTypeRegistry';
-import { JobList } from './api/JobList';
-import { JobService } from './api/JobService';
-import { callbackSender } from './delivery/CallbackSender';
-import { DeliveryTargets } from './delivery/DeliveryTargets';
-import { OutcomeDelivery } from './delivery/OutcomeDelivery';
-import { ChunkDispatcher, DISPATCH_DEFAULTS } from './dispatch/ChunkDispatcher';
-import { LandedResults } from './dispatch/LandedResults';
-import { QueueWorkQueue } from './dispatch/QueueWorkQueue';
-import { ChunkItemsReader } from './input/ChunkItemsReader';
-import { inputBlobs, InputContainers, reservedContainers } from './input/InputContainers';
-import { stagedInput, stageInput } from './input/InputStager';
-import { BlobInputStore } from './input/InputStore';
-import { JobIntake } from './intake/JobIntake';
-import { JOB_LIMITS } from './jobLimits';
-import { onceUntilSuccess } from './onceUntilSuccess';
-import { BlobCallClaimStore, CallClaims } from './run/CallClaims';
-import { JobActivities } from './run/JobActivities';
-import { Retention } from './run/Retention';
-import { IndexUpkeep } from './store/IndexUpkeep';
-import { JobIndex } from './store/JobIndex';
-import { JobStore } from './store/JobStore';
-import { sharedRead } from './store/sharedRead';
-import { WorkItemProcessor } from './worker/WorkItemProcessor';
 
 export interface JobComponents {
   readonly settings: Settings;
