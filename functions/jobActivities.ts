@@ -8,7 +8,8 @@ import * as df from 'durable-functions';
 import { appRoot } from '../shared/app/appRoot';
 import { type JobSummary } from '../shared/jobs/api/JobSummary';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
-import { type AggregateInput, type DeliverInput, type PlanInput } from '../shared/jobs/run/JobActivities';
+import { type AggregateInput } from '../shared/jobs/run/aggregation';
+import { type DeliverInput, type PlanInput } from '../shared/jobs/run/JobActivities';
 import { JOB_ACTIVITIES } from '../shared/jobs/run/jobOrchestration';
 
 df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => appRoot().jobs.activities.plan(input) });

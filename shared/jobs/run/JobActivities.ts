@@ -26,7 +26,7 @@
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummary } from '../api/JobSummary';
+import { type JobSummary } from '../api/JobSummary';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { OUTCOME_RESULT_INLINE_MAX_BYTES, outcomeOfSummary } from '../delivery/JobOutcome';
 import { type DeliveryView, type OutcomeDelivery } from '../delivery/OutcomeDelivery';
@@ -35,10 +35,11 @@ import { type DispatchLedger, emptyLedger, isLedgerDone } from '../dispatch/Disp
 import { type ChunkItemsSource } from '../dispatch/PipelineStore';
 import { JobError, type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
-import { mapLimit } from '../pool';
-import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from '../store/JobStore';
+import { type JobStore } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
+import { type AggregateInput, aggregateJob } from './aggregation';
 import { type CallClaims } from './CallClaims';
+import { fence } from './fence';
 
 export interface StagedCounts {
   readonly itemCount: number;
@@ -105,16 +106,6 @@ export interface PlanInput {
   readonly repeat?: number;
 }
 
-export interface AggregateInput {
-  /** The job (a whole run, or the part of it a step carries). */
-  readonly run: DispatchJob;
-  readonly chunkCount: number;
-  readonly itemCount: number;
-  readonly cancelled: boolean;
-  /** Set when the orchestration calls it again after a resume: see CallClaims. */
-  readonly repeat?: number;
-}
-
 /** The deliver activity's input: the recorded summary and where its outcome goes. */
 export interface DeliverInput {
   readonly summary: JobSummary;
@@ -125,14 +116,8 @@ export interface DeliverInput {
 /** The calls' names in the log (the activities' names in jobOrchestration.ts). */
 const JOB_CALLS = { plan: 'plan', step: 'step', aggregate: 'aggregate' } as const;
 
-const READ_CONCURRENCY = 16;
 /** The plan's wait answers this long after the first results landed (see `plan`). */
 const PLAN_BUSY_RETURN_MS = 1_000;
-/** The result blob keeps this many chunk and item errors; the summary the first few. */
-const MAX_RECORDED_ERRORS = 100;
-const SUMMARY_ERRORS = 5;
-/** Aggregation yields to the event loop after this many chunks, so a 10,000-chunk fold does not stall leader renewals. */
-const AGGREGATE_YIELD_EVERY = 50;
 
 /** The part of a run a step needs: never its inline items, which would ride in every step's history. */
 export function dispatchJobOf(run: JobRun): DispatchJob {
@@ -143,8 +128,12 @@ export class JobActivities {
 
   private readonly now: Now;
 
+  /** The deps with the clock resolved, for the fence and the aggregation. */
+  private readonly parts: JobPipelineDeps & { readonly now: Now };
+
   constructor(private readonly deps: JobPipelineDeps) {
     this.now = nowOf(deps);
+    this.parts = { ...deps, now: this.now };
   }
 
 
@@ -172,7 +161,7 @@ export class JobActivities {
     const stagedRead =
       input.prestaged !== undefined ? Promise.resolve(input.prestaged) : (this.deps.staged?.(run) ?? Promise.resolve(undefined));
     // A start the intake staged is past the epoch check (`fence`): no read of the lease.
-    const fenced = await this.fence(run, stagedRead.then((s) => s !== undefined), input.prestaged === undefined);
+    const fenced = await fence(this.parts, run, stagedRead.then((s) => s !== undefined), input.prestaged === undefined);
     const resumed = await stagedRead;
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';
@@ -338,46 +327,7 @@ export class JobActivities {
   private async aggregateIfDone(job: DispatchJob, chunkCount: number, itemCount: number, outcome: StepOutcome): Promise<JobStepOutcome> {
     if (outcome.cancelled || !isLedgerDone(outcome.ledger)) return outcome;
     // Inside the plan's or step's own call: no lease of its own.
-    return { ...outcome, summary: await this.aggregateCall({ run: job, chunkCount, itemCount, cancelled: false }) };
-  }
-
-  /**
-   * Checked against storage before any work: a finished job answers its final summary; a run the
-   * start record no longer names, or started under an epoch older than the lease's, is superseded.
-   * The epoch is checked only before the run's first staging (`resumed` false): once a plan of this
-   * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
-   * is the same start's work going on, as its steps are.
-   */
-  private async fence(run: JobRun, resumedRead: Promise<boolean>, readEpoch = true): Promise<JobSummary | undefined> {
-    const [final, startRead, leaseEpoch, resumed] = await Promise.all([
-      this.deps.store.readFinal(run.jobId),
-      run.startId === undefined ? undefined : this.deps.store.readStart(run.jobId),
-      readEpoch ? this.deps.leaseEpoch?.() : undefined,
-      resumedRead,
-    ]);
-    if (final !== undefined) return final;
-    // Runs started before start records existed carry no start id; nothing to compare with.
-    if (run.startId === undefined) return undefined;
-    const superseded = (reason: string): JobSummary => ({
-      jobId: run.jobId,
-      workType: run.workType,
-      status: 'failed',
-      progress: { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } },
-      error: { code: 'SUPERSEDED', message: `This start of the job stood down (${reason}); the job's current start runs it.` },
-      epoch: run.epoch,
-      finishedAt: this.now().toISOString(),
-      superseded: { reason },
-    });
-    const start = startRead?.value;
-    if (start !== undefined && (start.startId !== run.startId || start.state !== 'active')) {
-      const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
-      return superseded(start.state === 'active' ? named : 'the submission was rejected');
-    }
-    if (resumed) return undefined;
-    if (leaseEpoch !== undefined && leaseEpoch > run.epoch) {
-      return superseded(`leader epoch ${leaseEpoch} is newer than the run's ${run.epoch}`);
-    }
-    return undefined;
+    return { ...outcome, summary: await aggregateJob(this.parts, { run: job, chunkCount, itemCount, cancelled: false }) };
   }
 
   /** Records the job's final summary once and answers the stored one (a run that finished first wins). */
@@ -417,111 +367,7 @@ export class JobActivities {
 
   /** Aggregates under the job's call lease (an aggregation of 10,000 chunks takes seconds). */
   async aggregate(input: AggregateInput): Promise<JobSummary> {
-    return this.exclusive(input.run.jobId, JOB_CALLS.aggregate, input, () => this.aggregateCall(input));
+    return this.exclusive(input.run.jobId, JOB_CALLS.aggregate, input, () => aggregateJob(this.parts, input));
   }
 
-  private async aggregateCall(input: AggregateInput): Promise<JobSummary> {
-    const { run } = input;
-    const type = this.deps.registry.get(run.workType);
-    if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
-    const listing = await this.deps.store.chunks.listJob(run.jobId);
-    const entries = listing.results.filter((e) => e.chunk < input.chunkCount).sort((a, b) => a.chunk - b.chunk);
-    const needRead = entries.filter((e) => (e.status === 'ok' && e.partial === undefined) || e.status === 'failed' || e.itemsFailed > 0);
-    // Errors are only read for the first chunks that have them; partials always.
-    let errorReads = 0;
-    const toRead = needRead.filter((e) => (e.status === 'ok' && e.partial === undefined) || errorReads++ < MAX_RECORDED_ERRORS);
-    const read = new Map<number, ChunkResult>();
-    await mapLimit(toRead, READ_CONCURRENCY, async (e) => {
-      const full = await this.deps.store.chunks.readChunkResult(run.jobId, e.chunk);
-      if (full !== undefined) read.set(e.chunk, full);
-    });
-
-    let total = type.empty();
-    const chunkErrors: Array<JobErrorInfo & { chunk: number }> = [];
-    const itemErrors: ItemError[] = [];
-    let folded = 0;
-    for (const e of entries) {
-      if (++folded % AGGREGATE_YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-      const full = read.get(e.chunk);
-      if (e.status === 'ok') {
-        const partial = e.partial ?? full?.partial;
-        if (partial === undefined) throw new Error(`Chunk ${e.chunk} of job ${run.jobId} has no readable partial`);
-        total = type.combine(total, partial);
-      } else if (chunkErrors.length < MAX_RECORDED_ERRORS) {
-        chunkErrors.push({
-          chunk: e.chunk,
-          code: full?.error?.code ?? e.errorCode ?? 'CHUNK_FAILED',
-          message: full?.error?.message ?? 'chunk failed',
-        });
-      }
-      for (const itemError of full?.itemErrors ?? []) if (itemErrors.length < MAX_RECORDED_ERRORS) itemErrors.push(itemError);
-    }
-    const result = type.finish(total);
-    const progress = countProgress(entries, input.chunkCount, input.itemCount);
-    const status: FinalStatus = input.cancelled
-      ? 'cancelled'
-      : progress.chunks.failed === input.chunkCount && input.chunkCount > 0
-        ? 'failed'
-        : progress.chunks.failed > 0 || progress.items.failed > 0
-          ? 'completed_with_errors'
-          : 'completed';
-    const finishedAt = this.now().toISOString();
-    const stored = await this.deps.store.writeJobResult(run.jobId, {
-      jobId: run.jobId,
-      workType: run.workType,
-      status,
-      progress,
-      result,
-      chunkErrors,
-      itemErrors,
-      epoch: run.epoch,
-      finishedAt,
-    });
-    const inline = Buffer.byteLength(JSON.stringify(result), 'utf8') <= INLINE_RESULT_BYTES;
-    const errors: JobErrorInfo[] = [
-      ...chunkErrors.map((e) => ({ code: e.code, message: `chunk ${e.chunk}: ${e.message}` })),
-      ...itemErrors.map((e) => ({ code: e.code, message: `item ${e.index}: ${e.message}` })),
-    ].slice(0, SUMMARY_ERRORS);
-    this.deps.logger.info('job.aggregated', { jobId: run.jobId, status, chunks: progress.chunks, items: progress.items, epoch: run.epoch });
-    // Recorded once here (one Durable hop fewer than a separate finish): a run that finished first wins.
-    const summary: JobSummary = {
-      jobId: run.jobId,
-      workType: run.workType,
-      status,
-      progress,
-      ...(inline ? { result } : {}),
-      resultBlob: stored.blob,
-      ...(status === 'failed'
-        ? {
-            error: {
-              code: chunkErrors[0]?.code ?? 'CHUNK_FAILED',
-              message: `All ${input.chunkCount} chunks failed; first: ${chunkErrors[0]?.message ?? 'unknown'}`,
-            },
-          }
-        : {}),
-      ...(errors.length > 0 ? { errors } : {}),
-      epoch: run.epoch,
-      finishedAt,
-    };
-    // The creation time the run carries keys the job's index row (no read of the start record).
-    return this.deps.store.writeFinal(summary, undefined, run.submittedAt);
-  }
-}
-
-export function countProgress(entries: readonly ChunkResultEntry[], chunkCount: number, itemCount: number): JobProgress {
-  let chunksDone = 0;
-  let chunksFailed = 0;
-  let itemsDone = 0;
-  let itemsFailed = 0;
-  for (const e of entries) {
-    if (e.chunk >= chunkCount) continue;
-    if (e.status === 'ok') chunksDone += 1;
-    else chunksFailed += 1;
-    itemsDone += e.itemCount - e.itemsFailed;
-    itemsFailed += e.itemsFailed;
-  }
-  return {
-    chunks: { total: chunkCount, done: chunksDone, failed: chunksFailed },
-    items: { total: itemCount, done: itemsDone, failed: itemsFailed },
-  };
 }

@@ -44,8 +44,8 @@ import { type StepInput } from '../dispatch/ChunkDispatcher';
 import { type DispatchLedger, isLedgerDone } from '../dispatch/DispatchLedger';
 import { type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
+import { type AggregateInput } from './aggregation';
 import {
-  type AggregateInput,
   type DeliverInput,
   dispatchJobOf,
   type JobStepOutcome,

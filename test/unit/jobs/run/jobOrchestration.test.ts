@@ -13,7 +13,8 @@ import { type JobCustomStatus, type JobSummary } from '../../../../shared/jobs/a
 import { type StepInput, type StepOutcome } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
-import { type AggregateInput, type PlanInput, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
+import { type AggregateInput } from '../../../../shared/jobs/run/aggregation';
+import { type PlanInput, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
 import {
   CANCEL_EVENT,
   initialState,
