@@ -82,7 +82,7 @@ export class JobStatusReader {
     const withCorrelation = reply?.correlationId === undefined ? view : { ...view, correlationId: reply.correlationId };
     if (!hasReply(reply) || reply === undefined) return withCorrelation;
     const ended = view.status !== 'pending' && view.status !== 'running';
-    const record = ended ? await this.deps.store.readDelivery<DeliveryRecord>(view.jobId).catch(() => undefined) : undefined;
+    const record = ended ? await this.deps.store.deliveries.readDelivery<DeliveryRecord>(view.jobId).catch(() => undefined) : undefined;
     return { ...withCorrelation, delivery: record === undefined ? waitingView(reply) : deliveryView(record) };
   }
 

@@ -43,6 +43,7 @@ import { type JobRun } from '../JobRun';
 import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
 import { CancelMarkers } from './CancelMarkers';
 import { ChunkBlobs } from './ChunkBlobs';
+import { DeliveryBlobs } from './DeliveryBlobs';
 import { type JobRecord, type StartRecord, type Versioned } from './jobDocuments';
 import { type IndexEntry, type JobIndex } from './JobIndex';
 
@@ -63,7 +64,6 @@ export type {
 export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
 
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
-const DELIVERY_DUE_PREFIX = 'deliveries-due/';
 
 export class JobStore {
   /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
@@ -72,6 +72,8 @@ export class JobStore {
   readonly #cancels: CancelMarkers;
   /** The job's chunks, their results and claims (the dispatcher's and the workers' store). */
   readonly chunks: ChunkBlobs;
+  /** Where each job's outcome went, and the deliveries the leader's pass retries. */
+  readonly deliveries: DeliveryBlobs;
 
   /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
   static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
@@ -98,6 +100,7 @@ export class JobStore {
     this.#externalSize = externalSize;
     this.#cancels = new CancelMarkers((jobId, signal) => this.docs.exists(JobStore.cancelBlob(jobId), signal));
     this.chunks = new ChunkBlobs(this.docs, this.#cancels);
+    this.deliveries = new DeliveryBlobs(this.docs);
   }
 
   static recordBlob(jobId: string): string {
@@ -120,13 +123,6 @@ export class JobStore {
   }
   static unconfirmedBlob(jobId: string): string {
     return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
-  }
-  /** The job's outcome delivery (shared/jobs/delivery): what was sent where, and the callback's retries. */
-  static deliveryBlob(jobId: string): string {
-    return `jobs/${checkJobId(jobId)}/delivery.json`;
-  }
-  static deliveryDueBlob(jobId: string): string {
-    return `${DELIVERY_DUE_PREFIX}${checkJobId(jobId)}`;
   }
 
   /** Creates the results container once per store; a concurrent create (409) is success. */
@@ -291,7 +287,7 @@ export class JobStore {
     const claim = JobStore.jobBlob(jobId);
     const names: string[] = [];
     for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
-    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), JobStore.deliveryDueBlob(jobId), claim);
+    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
     let deleted = 0;
     for (const name of names) {
       if (await this.docs.delete(name, signal)) deleted += 1;
@@ -306,35 +302,6 @@ export class JobStore {
     for await (const blob of this.docs.list(UNCONFIRMED_PREFIX, false, signal)) {
       const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
       if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.lastModified.getTime() });
-    }
-    return out;
-  }
-
-  // --- outcome delivery (shared/jobs/delivery/OutcomeDelivery.ts) ---
-
-  async readDelivery<T>(jobId: string, signal?: AbortSignal): Promise<T | undefined> {
-    return this.docs.get<T>(JobStore.deliveryBlob(jobId), signal);
-  }
-
-  async writeDelivery(jobId: string, value: unknown, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(JobStore.deliveryBlob(jobId), value, { signal });
-  }
-
-  /** Puts the job on the list of deliveries the leader's pass retries (a callback not delivered yet). */
-  async markDeliveryDue(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(JobStore.deliveryDueBlob(jobId), {}, { signal });
-  }
-
-  async clearDeliveryDue(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.delete(JobStore.deliveryDueBlob(jobId), signal);
-  }
-
-  /** Every job with a delivery still due (one listing per 5,000). */
-  async listDeliveriesDue(signal?: AbortSignal): Promise<string[]> {
-    const out: string[] = [];
-    for await (const blob of this.docs.list(DELIVERY_DUE_PREFIX, false, signal)) {
-      const jobId = blob.name.slice(DELIVERY_DUE_PREFIX.length);
-      if (isValidJobId(jobId)) out.push(jobId);
     }
     return out;
   }
