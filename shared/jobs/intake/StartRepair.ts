@@ -51,6 +51,8 @@ export class StartRepair {
   /** The job ids the last listing showed marked, and the starts this intake marked since (`startUnconfirmed`). */
   #marksListed: ReadonlySet<string> = new Set();
   readonly #markedHere = new Map<string, number>();
+  /** Starts this process is making now (from their mark until their start call settles), and repairs under way. */
+  readonly #inFlight = new Set<string>();
   #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
 
@@ -78,9 +80,19 @@ export class StartRepair {
     this.#startedSinceListing += 1;
   }
 
-  /** A start this intake is marking now (`startUnconfirmed` says so until a listing shows it). */
+  /**
+   * A start this intake is marking now (`startUnconfirmed` says so until a listing shows it). Until
+   * `settled`, its start is this process's own work in progress: a check would find no instance yet
+   * (under a burst the start call takes seconds) and start the job again under a new start.
+   */
   marking(jobId: string): void {
     this.#markedHere.set(jobId, this.now().getTime());
+    this.#inFlight.add(jobId);
+  }
+
+  /** The start call of a start marked here has answered or failed: the checks may judge it again. */
+  settled(jobId: string): void {
+    this.#inFlight.delete(jobId);
   }
 
   /**
@@ -116,11 +128,15 @@ export class StartRepair {
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked
       .filter((m) => now - m.markedAt >= Math.max(INTAKE.checkAfterMs, lag) && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
+      .filter((m) => !this.#inFlight.has(m.jobId))
       .slice(0, INTAKE.maxChecksPerPass);
     const checking = performance.now();
     // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
     const withinBudget = (): boolean => !ctx.signal.aborted && performance.now() - checking < INTAKE.checkBudgetMs;
     await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
+      // A check still running from an earlier pass (a slow start call) is not checked twice at once.
+      if (this.#inFlight.has(jobId)) return;
+      this.#inFlight.add(jobId);
       counts.checked += 1;
       try {
         const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
@@ -140,6 +156,8 @@ export class StartRepair {
         if (isAbort(err)) throw err;
         // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
         this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
+      } finally {
+        this.#inFlight.delete(jobId);
       }
       ctx.progress();
     });

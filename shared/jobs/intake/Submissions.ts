@@ -138,6 +138,8 @@ export class Submissions {
     const reached = (step: string): void => {
       lap[step] = Math.round(performance.now() - t0);
     };
+    // From its mark until its start call settles, the start checks leave this start alone (StartRepair.settled).
+    let startingHere = false;
     try {
       // What the id already holds, read at once (one round trip, not three; the instance only
       // matters for a job started before start records existed).
@@ -210,6 +212,7 @@ export class Submissions {
       // The record and its mark at once: a mark without a record is retired by the next check, and a
       // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
       this.repair.marking(job.jobId);
+      startingHere = true;
       const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
       if (created === 'exists') {
         // Another delivery of this job id got there first: judge this message against its record next time.
@@ -247,6 +250,8 @@ export class Submissions {
         epoch: ctx.epoch,
       });
       return 'retry_later';
+    } finally {
+      if (startingHere) this.repair.settled(job.jobId);
     }
   }
 

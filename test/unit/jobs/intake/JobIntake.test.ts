@@ -145,3 +145,36 @@ describe('job intake on its storage twins', () => {
     assert.deepEqual(t.orchestrations.started, []);
   });
 });
+
+describe('job intake: a start still being made is not taken for an interrupted one', () => {
+  it('starts under way into the next pass (a burst, their start calls slower than the checks wait) are left alone: one run each', async () => {
+    const t = setup();
+    const lanes = INTAKE.messageConcurrency;
+    const jobs = Array.from({ length: lanes + 12 }, (_, i) => `burst-${i}`);
+    for (const jobId of jobs) await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'sum', items: [1] }));
+    let open = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // Every Durable start call hangs until the gate opens: the first pass fills its lanes and ends at
+    // its budget with submissions still waiting, so its starts run on into the next pass.
+    t.orchestrations.onStart = () => gate;
+    const first = await t.pass();
+    assert.equal(first.started, 0, 'no start call has answered yet');
+    // Later than the checks' first look at a mark (checkAfterMs) and than the listing interval: every mark is due.
+    t.advance(INTAKE.checkAfterMs + INTAKE.checkEveryMs + 1_000);
+    setTimeout(open, 1_000);
+    const second = await t.pass();
+    let restarted = second.restarted;
+    for (let pass = 0; pass < 8 && t.orchestrations.started.length < jobs.length; pass++) {
+      t.advance(1_000);
+      restarted += (await t.pass()).restarted;
+    }
+    assert.equal(restarted, 0, 'no start taken over');
+    assert.equal(second.checked, 0, 'the starts under way are not checked');
+    assert.deepEqual([...t.orchestrations.started].sort(), jobs.map((j) => instanceIdFor(j)).sort(), 'one run each, under its first start');
+    const generations = await Promise.all(jobs.map(async (j) => (await t.store.readStart(j))?.value.generation));
+    assert.deepEqual(new Set(generations), new Set([1]));
+    assert.equal(t.logger.lines.filter((l) => l.event === 'intake.start_repaired').length, 0);
+  });
+});
