@@ -108,9 +108,9 @@ export class WorkItemProcessor {
     // A first delivery of a first-round send has no result yet, unless the chunk went out twice (a
     // retried plan or step, rare): then this copy is worked again and its result discarded at the
     // create. A copy the dispatcher sent again in its round says so (`resent`) and checks first: a
-    // chunk whose fast failure wrote no claim is re-sent as unclaimed while the queue redelivers it,
-    // and that copy must not run again once the last attempt is recorded. One read per chunk saved
-    // in the common case.
+    // chunk whose claim write failed can be re-sent as unclaimed while the queue redelivers it, and
+    // that copy must not run again once the last attempt is recorded. One read per chunk saved in the
+    // common case.
     const firstSend = delivery.dequeueCount === 1 && message.dispatch === 1 && message.resent !== true;
     if (!firstSend && (await store.chunkResultExists(message.jobId, message.chunk, signal))) {
       logger.info('workitem.duplicate_skipped', log);
@@ -131,6 +131,11 @@ export class WorkItemProcessor {
       const permanent = err instanceof JobError && err.isUserError;
       const lastAttempt = delivery.dequeueCount >= message.attempts;
       if (!permanent && !lastAttempt) {
+        // A failure faster than the first claim leaves one now: the queue brings the message back
+        // after its visibility (10 s), before the claim goes silent (20 s), so the dispatcher does not
+        // take the chunk for unclaimed and send a copy that would run beside the redelivery (a third
+        // call of a chunk allowed two attempts).
+        await heartbeat.claimNow();
         await heartbeat.stop();
         logger.warn('workitem.attempt_failed', { ...log, error: err });
         throw err;
@@ -191,7 +196,7 @@ export class WorkItemProcessor {
     dequeueCount: number,
     log: Record<string, unknown>,
     signal: AbortSignal,
-  ): { stop(): Promise<void> } {
+  ): { claimNow(): Promise<void>; stop(): Promise<void> } {
     const { store, logger } = this.deps;
     const { jobId, chunk, dispatch } = message;
     const claimedAt = this.now().toISOString();
@@ -216,6 +221,13 @@ export class WorkItemProcessor {
     }, this.deps.claimAfterMs ?? CLAIM_LIVENESS.claimAfterSeconds * 1000);
     first.unref();
     return {
+      /** Claims at once if this delivery has not claimed yet (its first write may still be due). */
+      claimNow: async () => {
+        if (claimed) return;
+        clearTimeout(first);
+        beat();
+        await writing;
+      },
       // Settles once a write in flight has: a claim never lands after the delivery is over.
       stop: () => {
         clearTimeout(first);

@@ -101,4 +101,38 @@ describe('WorkItemProcessor: storage calls per chunk', () => {
     assert.equal(claim?.beatAt, new Date(T0 + 60_000).toISOString());
     assert.equal(store.calls.get('claimChunk'), 1);
   });
+
+  it('a failure faster than the first claim, not the last attempt, leaves a claim before the message goes back to the queue', async () => {
+    const clock = { t: T0 };
+    const store = new MemoryPipeline(() => clock.t);
+    const failing: WorkType<SumPartial, Json> = {
+      ...sumWorkType,
+      name: 'fails',
+      process: () => {
+        throw new Error('backend refused');
+      },
+    };
+    const w = new WorkItemProcessor({
+      store,
+      inputs: {
+        blob: () => {
+          throw new Error('the work type reads no blobs');
+        },
+      },
+      registry: builtInWorkTypes().register(failing),
+      logger: createLogger('test', () => undefined),
+      instanceId: 'w',
+      now: () => new Date(clock.t),
+    });
+    await assert.rejects(w.handle(message(3, 1, 'fails'), { dequeueCount: 1 }), /backend refused/);
+    const claim = [...store.claims.values()][0];
+    // Without it the dispatcher takes the chunk for unclaimed (15 s) and sends a copy beside the
+    // queue's redelivery (10 s visibility, then a poll): a third call of a chunk allowed two attempts.
+    assert.deepEqual([store.claims.size, claim?.chunk, claim?.dispatch, claim?.beatAt], [1, 3, 1, new Date(T0).toISOString()]);
+    assert.equal(store.results.size, 0, 'the attempt records nothing: the queue delivers it again');
+    callsOf(store);
+    // The last attempt records the failure; the claim it leaves is its own delivery's.
+    assert.equal(await w.handle(message(3, 1, 'fails'), { dequeueCount: 3 }), 'failed_recorded');
+    assert.equal(store.results.get('cost/3')?.status ?? [...store.results.values()][0]?.status, 'failed');
+  });
 });
