@@ -9,7 +9,8 @@
  * (its admission bound) and which are still marked (`startUnconfirmed`, for the stall check).
  *
  * Guaranteed: every recorded start is checked by each pass, whoever leads, until its orchestration
- * is past planning, so an interrupted start is completed; a repair by a leader that lost its lease,
+ * is past planning, so an interrupted start is completed (a start this process is still making, from
+ * its mark until its start call settles, is not: it is not interrupted, only slow); a repair by a leader that lost its lease,
  * landing late, is refused by Durable (Pending or Running instance) or does nothing.
  * Not guaranteed: that a run past its plan step stops when a newer epoch appears (its steps are
  * idempotent).
