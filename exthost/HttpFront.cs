@@ -13,18 +13,24 @@ namespace ExtHost;
 /// The HTTP front: the app's HTTP functions under the route prefix (ASP.NET Core route templates,
 /// as the Functions host uses), each call run through the WebJobs host (JobHost.CallAsync, so input
 /// and output bindings go through the real extensions); the Durable extension's webhooks at
-/// /runtime/webhooks/durabletask (its own HTTP API handler); /admin/host/ping.
-/// No function keys (like the development host with keys off).
+/// /runtime/webhooks/durabletask (its own HTTP API handler); /admin/host/ping. Function keys as the
+/// Functions host enforces them (FunctionKeys): each route at its function's authLevel, the webhooks
+/// at the system level (the `durabletask_extension` key or the master key); refused: 401, empty body.
 /// </summary>
 public static class HttpFront
 {
     public const string WebhookPath = "/runtime/webhooks/durabletask";
 
-    public static void Map(IEndpointRouteBuilder endpoints, string routePrefix, IEnumerable<WorkerFunction> httpFunctions, Func<IJobHost> jobHost, Func<IAsyncConverter<HttpRequestMessage, HttpResponseMessage>> durableWebhooks, ILogger logger)
+    public static void Map(IEndpointRouteBuilder endpoints, string routePrefix, IEnumerable<WorkerFunction> httpFunctions, FunctionKeys keys, Func<IJobHost> jobHost, Func<IAsyncConverter<HttpRequestMessage, HttpResponseMessage>> durableWebhooks, ILogger logger)
     {
         endpoints.MapGet("/admin/host/ping", () => Results.Ok());
         endpoints.Map(WebhookPath + "/{**rest}", async ctx =>
         {
+            if (!keys.AuthorizeSystem(FunctionKeys.DurableSystemKeyName, FunctionKeys.Presented(ctx.Request)))
+            {
+                ctx.Response.StatusCode = 401;
+                return;
+            }
             using var request = await ToRequestMessage(ctx);
             using var response = await durableWebhooks().ConvertAsync(request, ctx.RequestAborted);
             await WriteResponseMessage(ctx, response);
@@ -35,7 +41,13 @@ public static class HttpFront
             string route = trigger.Value<string>("route") ?? fn.Name;
             string pattern = "/" + string.Join('/', new[] { routePrefix.Trim('/'), route.Trim('/') }.Where(p => p != ""));
             var methods = (trigger["methods"] as JArray)?.Select(m => m.ToString().ToUpperInvariant()).ToArray();
-            RequestDelegate handler = ctx => Invoke(ctx, fn, jobHost(), logger);
+            string level = FunctionKeys.LevelOf(trigger.Value<string>("authLevel"));
+            RequestDelegate handler = ctx =>
+            {
+                if (keys.Authorize(level, fn.Name, FunctionKeys.Presented(ctx.Request))) return Invoke(ctx, fn, jobHost(), logger);
+                ctx.Response.StatusCode = 401;
+                return Task.CompletedTask;
+            };
             if (methods is { Length: > 0 }) endpoints.MapMethods(pattern, methods, handler);
             else endpoints.Map(pattern, handler);
         }
@@ -118,8 +130,17 @@ public static class HttpFront
     }
 }
 
-/// <summary>The webhook base URL the Durable extension hands out (the Functions host's IWebHookProvider role).</summary>
-public sealed class LocalWebHookProvider(Func<Uri> baseUrl) : IWebHookProvider
+/// <summary>
+/// The webhook base URL the Durable extension hands out (the Functions host's IWebHookProvider role):
+/// with keys on it carries the system key as `code`, as the Functions host's does, so the management
+/// URLs the extension builds from it are authorized.
+/// </summary>
+public sealed class LocalWebHookProvider(Func<Uri> baseUrl, string? systemKey) : IWebHookProvider
 {
-    public Uri GetUrl(IExtensionConfigProvider extension) => new(baseUrl(), HttpFront.WebhookPath);
+    public Uri GetUrl(IExtensionConfigProvider extension)
+    {
+        var url = new UriBuilder(new Uri(baseUrl(), HttpFront.WebhookPath));
+        if (systemKey is not null) url.Query = "code=" + Uri.EscapeDataString(systemKey);
+        return url.Uri;
+    }
 }

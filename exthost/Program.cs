@@ -94,6 +94,9 @@ public static class Program
         }
 
         string routePrefix = hostJson.GetValueOrDefault("AzureWebJobs:extensions:http:routePrefix") ?? "api";
+        var keys = FunctionKeys.FromEnvironment(Environment.GetEnvironmentVariable);
+        if (keys.GeneratedSystemKey)
+            Console.Error.WriteLine($"exthost: keys are on and DEVHOST_SYSTEM_KEYS has no {FunctionKeys.DurableSystemKeyName} key: one was generated for this process, so other instances do not know it");
         var baseUrl = new Uri($"http://127.0.0.1:{port}");
         var builder = new HostBuilder()
             .UseConsoleLifetime(o => o.SuppressStatusMessages = true)
@@ -136,7 +139,7 @@ public static class Program
             .ConfigureServices(s =>
             {
                 s.AddSingleton<ITypeLocator>(new ExplicitTypeLocator(functionsType));
-                s.AddSingleton<IWebHookProvider>(new LocalWebHookProvider(() => baseUrl));
+                s.AddSingleton<IWebHookProvider>(new LocalWebHookProvider(() => baseUrl, keys.SystemKey(FunctionKeys.DurableSystemKeyName)));
                 s.AddSingleton<IHostIdProvider>(new FixedHostIdProvider(hostId));
                 s.AddSingleton<ScheduleMonitor>(new BlobScheduleMonitor(Environment.GetEnvironmentVariable("AzureWebJobsStorage") ?? "UseDevelopmentStorage=true", hostId));
                 if (hostJson.GetValueOrDefault("AzureWebJobs:functionTimeout") is string timeout && TimeSpan.TryParse(timeout, out var limit) && limit > TimeSpan.Zero)
@@ -155,7 +158,7 @@ public static class Program
                     app.UseRouting();
                     var services = app.ApplicationServices;
                     var logger = services.GetRequiredService<ILoggerFactory>().CreateLogger("ExtHost.Http");
-                    app.UseEndpoints(e => HttpFront.Map(e, routePrefix, httpFunctions,
+                    app.UseEndpoints(e => HttpFront.Map(e, routePrefix, httpFunctions, keys,
                         () => services.GetRequiredService<IJobHost>(),
                         () => services.GetServices<IExtensionConfigProvider>().OfType<IAsyncConverter<HttpRequestMessage, HttpResponseMessage>>().First(),
                         logger));

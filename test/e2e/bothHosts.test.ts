@@ -6,7 +6,9 @@
  * - the README's job (an integer past 2^53 given as a string, chunks of 2) completes with the exact sum;
  * - 500 items in chunks of 25 (20 chunks through the work-items queue and back) complete with theirs;
  * - the orchestration instance is Completed in the Durable HTTP API (the extension's own handler on
- *   the extensions host), its output the job's summary.
+ *   the extensions host), its output the job's summary;
+ * - function keys are enforced alike: each route at its function's authLevel (a function key, a host
+ *   key or the master key; anonymous routes open), the Durable webhooks at the system level.
  * How long each job took on each host is reported (t.diagnostic) for exthost/README.md's comparison;
  * it is not judged.
  *
@@ -24,6 +26,9 @@ import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support
 import { createRealAppRoot, type JobView, KEY } from './support/realApp';
 
 const SYSTEM_KEY = 'both-hosts-system-key-not-a-secret';
+const MASTER_KEY = 'both-hosts-master-key-not-a-secret';
+/** A key of the `jobsList` function alone. */
+const LIST_KEY = 'both-hosts-jobslist-key-not-a-secret';
 
 interface HostKind {
   readonly name: string;
@@ -55,6 +60,8 @@ for (const kind of HOSTS) {
       COORDINATOR_LOG_LEVEL: 'info',
       DEVHOST_HOST_KEYS: KEY,
       DEVHOST_SYSTEM_KEYS: `durabletask_extension=${SYSTEM_KEY}`,
+      DEVHOST_MASTER_KEY: MASTER_KEY,
+      DEVHOST_FUNCTION_KEYS: `jobsList=${LIST_KEY}`,
     };
     let app: { dir: string; remove(): void } | undefined;
     let host: HostProcess | undefined;
@@ -100,6 +107,40 @@ for (const kind of HOSTS) {
       const code = await host?.stop();
       app?.remove();
       assert.equal(code, 0, `the ${kind.name} stopped with ${String(code)}:\n${host?.lines().slice(-40).join('\n') ?? ''}`);
+    });
+
+    it('enforces function keys at each route\'s level, and the system key on the Durable webhooks', async () => {
+      const baseUrl = host?.baseUrl;
+      assert.ok(baseUrl !== undefined);
+      const answer = async (method: string, path: string, key?: string, body?: unknown): Promise<{ status: number; text: string }> => {
+        const res = await fetch(`${baseUrl}${path}`, {
+          method,
+          headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { 'x-functions-key': key }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        return { status: res.status, text: await res.text() };
+      };
+      const jobId = `keys-${randomBytes(4).toString('hex')}`;
+      const submission = { jobId, workType: 'sum', items: [1, 2], options: { chunkSize: 2 } };
+      // A mutating route refuses a request without a key, or with a wrong one or another function's, with an empty 401.
+      for (const key of [undefined, 'not-a-key', LIST_KEY, SYSTEM_KEY]) {
+        const refused = await answer('POST', '/api/jobs', key, submission);
+        assert.deepEqual(refused, { status: 401, text: '' }, `POST /api/jobs with ${key === undefined ? 'no key' : 'a key that does not open it'}`);
+      }
+      // ... and nothing was submitted.
+      assert.equal((await answer('GET', `/api/jobs/${jobId}`, KEY)).status, 404);
+      // A function's own key opens that function only; host and master keys open every function.
+      assert.equal((await answer('GET', '/api/jobs?limit=1', LIST_KEY)).status, 200);
+      assert.equal((await answer('GET', '/api/cluster', LIST_KEY)).status, 401);
+      assert.equal((await answer('GET', '/api/cluster', KEY)).status, 200);
+      assert.equal((await answer('GET', '/api/cluster', MASTER_KEY)).status, 200);
+      // The key may come as `code` in the query; anonymous routes need none.
+      assert.equal((await fetch(`${baseUrl}/api/jobs?limit=1&code=${KEY}`)).status, 200);
+      assert.equal((await answer('GET', '/api/health')).status, 200);
+      // The Durable webhooks are system-level: the durabletask_extension key or the master key, not a host key.
+      const webhook = `/runtime/webhooks/durabletask/instances/job-${jobId}`;
+      for (const key of [undefined, KEY, LIST_KEY]) assert.equal((await answer('GET', webhook, key)).status, 401, `webhook with ${key ?? 'no key'}`);
+      for (const key of [SYSTEM_KEY, MASTER_KEY]) assert.equal((await answer('GET', webhook, key)).status, 404, 'an instance that does not exist');
     });
 
     it('completes the README job with the exact sum past 2^53', async (t) => {
