@@ -1,10 +1,12 @@
 /**
- * A start message whose send fails (the storage proxy refuses it, the SDK's retries included), with
- * no process killed: the development host's Durable backend sends the start message before it
- * writes the Pending instance, as the Azure Storage provider does, so the failed start leaves no
- * instance, and the same leader's next pass starts the job again as a new start under the next
- * instance id (never under an id another start used: that one may still land). The job finishes
- * exactly once with the exact result.
+ * A start message whose send fails (the storage proxy refuses every send of it, whichever layer
+ * retries), with no process killed: both Durable backends send the start message before they write
+ * the Pending instance, so the failed start leaves no instance, and the same leader's next pass
+ * starts the job again as a new start under the next instance id (never under an id another start
+ * used: that one may still land). The job finishes exactly once with the exact result.
+ * Every send is refused, not the first few: the development host's storage SDK gives up after 4
+ * attempts, but on the extensions host the provider's .NET queue client sent it a fifth time 12.5 s
+ * later (accepted, the start then landed under its own id and nothing was repaired).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -29,10 +31,10 @@ describe('a start message that storage refuses', () => {
     const { s, proxy } = await scenarios.start();
     const leader = await s.start('lost-a', proxy.connectionString);
     await s.leading(leader);
-    // The first sends of this instance's start message fail (the SDK's retries included): the
-    // backend gives up before writing the instance, and the leader's start call fails.
+    // Every send of this instance's start message fails: the backend gives up before writing the
+    // instance, and the leader's start call fails (or times out while a retry layer keeps trying).
     let refused = 0;
-    const refusal = proxy.refuse((r) => isStartMessage(s, r, jobId) && ++refused <= 4);
+    const refusal = proxy.refuse((r) => isStartMessage(s, r, jobId) && ++refused > 0);
     await s.submitByQueue({ jobId, workType: 'sum', items, options: { chunkSize: 5 } });
     const done = await s.finished(leader, jobId, 150_000);
     refusal.remove();
