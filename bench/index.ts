@@ -3,6 +3,7 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { azuriteSizeBench } from './azuriteSize';
 import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
 import { idleCostBench } from './idleCost';
@@ -48,4 +49,5 @@ export const benches: Bench[] = [
   jobsScaleBench,
   livePageBench,
   idleCostBench,
+  azuriteSizeBench,
 ];
