@@ -102,6 +102,12 @@ export class StalledJobs {
   #lastCheck = Number.NEGATIVE_INFINITY;
   /** The last resume raised per run: which call, when, and how many times that call was asked. */
   readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
+  /**
+   * When each run was last found alive (its call holds the lease): not read again within the
+   * interval, so a check carried on at the next pass reaches the runs it did not, instead of the
+   * longest silent ones again.
+   */
+  readonly #aliveAt = new Map<string, number>();
 
   #running = 0;
   /** The last check's listing was empty. */
@@ -148,6 +154,8 @@ export class StalledJobs {
       const last = this.#raised.get(instance.instanceId);
       // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
       if (last?.call === call && this.#now() - last.at < backoffMs(stalledAfter, repeat + 1)) continue;
+      const aliveAt = this.#aliveAt.get(instance.instanceId);
+      if (aliveAt !== undefined && this.#now() - aliveAt < interval) continue;
       // A first plan call not begun yet: queued behind other activities (a burst), not lost.
       const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
       if (firstPlanCall && this.#deps.startUnconfirmed?.(job.jobId) === true) continue;
@@ -155,6 +163,7 @@ export class StalledJobs {
       silent.push({ instanceId: instance.instanceId, jobId: job.jobId, idleMs, call, phase: status.phase ?? 'unknown', generation, wait });
     }
     for (const id of this.#raised.keys()) if (!seen.has(id)) this.#raised.delete(id);
+    for (const id of this.#aliveAt.keys()) if (!seen.has(id)) this.#aliveAt.delete(id);
     this.#running = seen.size;
 
     // The longest silent first, a few at a time, within the budget: a burst's silent runs do not hold the pass.
@@ -174,7 +183,11 @@ export class StalledJobs {
 
   /** Asks one silent run to resume its current call, unless a live call holds the job's lease. */
   async #ask(orchestrations: OrchestrationClient, run: SilentRun, epoch: number): Promise<ResumeRequested | undefined> {
-    if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) return undefined;
+    if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) {
+      this.#aliveAt.set(run.instanceId, this.#now());
+      return undefined;
+    }
+    this.#aliveAt.delete(run.instanceId);
     const request: ResumeRequest = { generation: run.generation, wait: run.wait };
     try {
       await orchestrations.raiseResume(run.instanceId, request);

@@ -212,6 +212,27 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.equal(scripted.listings, listings, 'no listing within the interval once nothing was left');
   });
 
+  it('a check carried to the next pass reaches the runs it did not, not the live calls it read already', async () => {
+    const { clock, scripted, logger } = setup();
+    // 40 slow live calls (their lease held), silent the longest, and one lost call, silent the least.
+    const held = new Set(Array.from({ length: 40 }, (_, i) => `live${i}`));
+    const callHeld = async (jobId: string): Promise<boolean> => {
+      await Promise.resolve();
+      clock.now += 50;
+      return held.has(jobId);
+    };
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld, budgetMs: 300 });
+    clock.now = T0 + 3_600_000;
+    for (let i = 0; i < 40; i++) scripted.set(`job-live${i}`, status(1, 2), clock.now - 60_000 - i * 100);
+    scripted.set('job-lost', status(1, 2), clock.now - 16_000);
+    const asked: string[] = [];
+    for (let pass = 0; pass < 10 && asked.length === 0; pass++) {
+      clock.now += 500;
+      asked.push(...(await stalls.check(scripted.client(), 1)).map((r) => r.jobId));
+    }
+    assert.deepEqual(asked, ['lost'], 'the lost call is asked within a few passes, though 40 live calls are silent longer');
+  });
+
   it('leaves a run whose first plan call has not begun (its start still marked) to the intake, and asks once the mark is gone', async () => {
     const { clock, scripted, logger } = setup();
     const marked = new Set(['queued', 'stepping']);
