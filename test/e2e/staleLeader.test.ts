@@ -13,34 +13,49 @@
  *   stored result is untouched, and the status still shows the exact result.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 
 import { eventually } from 'devhost/testing';
 
+import { durableRequests } from './support/durableRequests';
+import { pauseInstance } from './support/pauseProcess';
 import { proxiedScenarios, sumOf } from './support/realApp';
 
 describe('a leader paused between its check and its act', () => {
   const scenarios = proxiedScenarios();
+  // A test that fails while its old leader is paused must not leave a stopped process behind (the
+  // scenario's stop continues the host it started, not the extensions host's worker).
+  const pausedInstances: Array<ReturnType<typeof pauseInstance>> = [];
+  after(() => {
+    for (const paused of pausedInstances) paused.resume();
+  });
 
   async function pausedInItsStart(jobId: string, items: number[]) {
     const { s, proxy } = await scenarios.start();
     const old = await s.start(`stale-a-${jobId.slice(-3)}`, proxy.connectionString);
     const oldTerm = await s.leading(old);
     const next = await s.start(`stale-b-${jobId.slice(-3)}`);
-    // The start's own read of the instance comes after the intake's status check of the same blob.
+    // The development host: the start's own read of the instance blob, after the intake's status check
+    // of the same blob. The real extension's provider reads the instance's row as often as its client
+    // is asked (status checks and the start's own dedupe read look alike), so there the hold is the
+    // start's first write, its start message: sent only after the provider's own check found no instance.
+    const durable = durableRequests(s);
     let reads = 0;
-    const hold = proxy.hold((r) => r.method === 'GET' && r.path === s.instancePath(jobId) && ++reads === 2);
+    const hold = proxy.hold((r) =>
+      durable.host === 'devhost' ? durable.instanceRead(r, `job-${jobId}`) && ++reads === 2 : durable.startMessage(r, `job-${jobId}`),
+    );
     await s.submitByQueue({ jobId, workType: 'sum', items, options: { chunkSize: 10 } });
     const held = await hold.held;
-    old.child.kill('SIGSTOP');
+    const paused = pauseInstance(old);
+    pausedInstances.push(paused);
     const oldEpoch = oldTerm.instance.epoch ?? 0;
     const newTerm = await s.leading(next, oldEpoch, 90_000);
-    return { s, proxy, old, next, held, oldEpoch, newEpoch: newTerm.instance.epoch ?? 0 };
+    return { s, proxy, old, paused, next, held, oldEpoch, newEpoch: newTerm.instance.epoch ?? 0 };
   }
 
   /** Resumes the old leader, then lets its held request through; resolves once storage answered it. */
   async function resume(p: Awaited<ReturnType<typeof pausedInItsStart>>): Promise<void> {
-    p.old.child.kill('SIGCONT');
+    p.paused.resume();
     const status = await p.held.release();
     assert.ok(status !== undefined, 'the held read reached storage: the stale start went on');
   }
