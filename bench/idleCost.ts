@@ -14,9 +14,9 @@
  *
  * Variants (`--variants`, comma-separated): `shipped` (host.json as it is), `defaults` (the
  * extension's and the host's default polling ceilings: Durable `maxQueuePollingInterval` 30 s,
- * queues `maxPollingInterval` 1 min; the baseline), `fast` (the ceilings shipped before issue 24:
+ * queues `maxPollingInterval` 1 min; the baseline), `fast` (ceilings for the lowest latency:
  * Durable 0.25 s, queues 0.5 s), `durable30` (Durable at its default 30 s, queues as shipped) and
- * `queues2` (queues 2 s, as shipped before, Durable as shipped): the neighbours of the shipped ceilings.
+ * `queues2` (queues 2 s, Durable as shipped): the neighbours of the shipped ceilings.
  *
  * Run: `npm run bench -- idle-cost [--idle-minutes 10] [--settle-seconds 90] [--after-idle 5] [--gap-seconds 120] [--burst 20] [--variants shipped,defaults]`;
  * a quick check: `--idle-minutes 1 --after-idle 2 --gap-seconds 60 --burst 5`.
@@ -49,12 +49,12 @@ const VARIANTS: readonly Variant[] = [
   },
   {
     name: 'queues2',
-    label: 'Durable as shipped (10 s), queues 2 s (shipped before)',
+    label: 'Durable as shipped (10 s), queues 2 s',
     queues: { maxPollingInterval: '00:00:02' },
   },
   {
     name: 'fast',
-    label: 'before issue 24 (Durable 0.25 s, queues 0.5 s)',
+    label: 'fast ceilings (Durable 0.25 s, queues 0.5 s)',
     queues: { maxPollingInterval: '00:00:00.500' },
     durable: { maxQueuePollingInterval: '00:00:00.250' },
   },

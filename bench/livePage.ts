@@ -22,7 +22,7 @@ import { join } from 'node:path';
 
 import { TableClient } from '@azure/data-tables';
 
-import { type IndexEntry, JobIndex } from '../shared/jobs/JobIndex';
+import { type IndexEntry, JobIndex } from '../shared/jobs/store/JobIndex';
 import { memoryLogger } from '../shared/observability/log';
 import { launchBrowser } from '../test/support/browser';
 import { type AppCluster, percentile, REPO_ROOT, sleep, startAppCluster } from './appCluster';

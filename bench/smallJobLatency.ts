@@ -143,7 +143,7 @@ export const smallJobLatencyBench: Bench = {
         '| host.json | POST answered p50 ms (HTTP floor) | taken by the leader p50 ms | POST -> completed p50 ms | POST -> completed p99 ms | idle storage transactions/s |',
         '|---|---:|---:|---:|---:|---:|',
         row(`shipped (Durable polling ceiling ${shippedCeilings.durable}, queues ${shippedCeilings.queues})`, shipped),
-        row('previous ceilings (Durable 5 s, queues 2 s): baseline', previous),
+        row('ceilings Durable 5 s, queues 2 s: baseline', previous),
         '',
         `${jobs} jobs per variant, one at a time, 0.3-2.3 s apart (p99 is nearest-rank: the slowest job below 100 jobs); ` +
           `completed p50 ${Math.round((shipped.completedMs.p50 / Math.max(1, previous.completedMs.p50)) * 100) / 100}x the baseline's, ` +

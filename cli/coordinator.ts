@@ -80,37 +80,38 @@ interface Args {
   readonly flags: ReadonlyMap<string, string | true>;
 }
 
-/** node:util's parser, strict: the options above, positionals allowed (`-` for stdin), `--` ends the options. */
-const PARSE_OPTIONS: ParseArgsConfig['options'] = {
+/** The options for node:util's parser: the switches and value options above, and -h for --help. */
+const PARSE_OPTIONS: NonNullable<ParseArgsConfig['options']> = {
   ...Object.fromEntries([...BOOLEAN_FLAGS].map((name) => [name, { type: 'boolean' as const }])),
   ...Object.fromEntries([...VALUE_FLAGS].map((name) => [name, { type: 'string' as const }])),
   help: { type: 'boolean', short: 'h' },
 };
 
+/**
+ * node:util's parser reads the arguments (`--name value`, `--name=value`, `-h`, positionals with
+ * `-` for stdin, `--` ending the options) into tokens; the checks on them give the command line's
+ * own messages (exit 2). Not its strict mode, which refuses any value starting with a dash: a value
+ * may start with one (`--key -Ab3...`, a key can; `--chunk-size -5`, which the app refuses), one
+ * starting with two is taken for a forgotten value (`--work-type --watch`); `--name=--x` passes one.
+ */
 export function parseArgs(argv: readonly string[]): Args {
-  let parsed: { values: Record<string, string | boolean | undefined>; positionals: string[] };
-  try {
-    parsed = parseNodeArgs({ args: [...argv], options: PARSE_OPTIONS, allowPositionals: true, strict: true });
-  } catch (err) {
-    // Its errors carry a code and name the option; the messages here are the command line's own.
-    const code = (err as { code?: unknown }).code;
-    const option = /'(--?[^' ]+)/.exec(err instanceof Error ? err.message : '')?.[1] ?? '';
-    const name = option.replace(/^-+/, '');
-    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new CliError(EXIT.usage, `Unknown option ${option}. See --help.`);
-    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
-      throw new CliError(EXIT.usage, BOOLEAN_FLAGS.has(name) ? `--${name} takes no value.` : `--${name} needs a value.`);
-    }
-    throw err;
-  }
+  const { tokens } = parseNodeArgs({ args: [...argv], options: PARSE_OPTIONS, allowPositionals: true, strict: false, tokens: true });
   const flags = new Map<string, string | true>();
-  for (const [name, value] of Object.entries(parsed.values)) {
-    if (value === true) flags.set(name, true);
-    else if (typeof value === 'string') {
-      if (value === '') throw new CliError(EXIT.usage, `--${name} needs a value.`);
-      flags.set(name, value);
+  const positional: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') positional.push(token.value);
+    if (token.kind !== 'option') continue;
+    const type = Object.hasOwn(PARSE_OPTIONS, token.name) ? PARSE_OPTIONS[token.name]?.type : undefined;
+    if (type === undefined) throw new CliError(EXIT.usage, `Unknown option ${token.rawName}. See --help.`);
+    if (type === 'boolean') {
+      if (token.value !== undefined) throw new CliError(EXIT.usage, `--${token.name} takes no value.`);
+      flags.set(token.name, true);
+    } else {
+      const { value } = token;
+      if (value === undefined || value === '' || (token.inlineValue !== true && value.startsWith('--'))) throw new CliError(EXIT.usage, `--${token.name} needs a value.`);
+      flags.set(token.name, value);
     }
   }
-  const positional = parsed.positionals;
   return { command: positional[0], positional: positional.slice(1), flags };
 }
 

@@ -1,15 +1,16 @@
 /**
  * Registers the job orchestration's activities; the logic and its guarantees are in
- * shared/jobs/JobActivities.ts. Inputs arrive as the JSON the orchestration passed.
+ * shared/jobs/run/JobActivities.ts. Inputs arrive as the JSON the orchestration passed.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 5, 7 and 8.
  */
 import * as df from 'durable-functions';
 
 import { appRoot } from '../shared/app/appRoot';
+import { type JobSummary } from '../shared/jobs/api/JobSummary';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
-import { type AggregateInput, type DeliverInput, type PlanInput } from '../shared/jobs/JobActivities';
-import { JOB_ACTIVITIES } from '../shared/jobs/jobOrchestration';
-import { type JobSummary } from '../shared/jobs/JobSummary';
+import { type AggregateInput } from '../shared/jobs/run/aggregation';
+import { type DeliverInput, type PlanInput } from '../shared/jobs/run/JobActivities';
+import { JOB_ACTIVITIES } from '../shared/jobs/run/jobOrchestration';
 
 df.app.activity(JOB_ACTIVITIES.plan, { handler: (input: PlanInput) => appRoot().jobs.activities.plan(input) });
 df.app.activity(JOB_ACTIVITIES.step, { handler: (input: StepInput) => appRoot().jobs.activities.step(input) });

@@ -1,11 +1,11 @@
 /**
- * Registers the job orchestration (see shared/jobs/jobOrchestration.ts for what it guarantees).
+ * Registers the job orchestration (see shared/jobs/run/jobOrchestration.ts for what it guarantees).
  * One instance per start of a job, id `job-<jobId>` (`job-<jobId>.<n>` when a start is made again),
  * started by the leader's coordination pass.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 4.
  */
 import * as df from 'durable-functions';
 
-import { JOB_ORCHESTRATOR, jobOrchestration } from '../shared/jobs/jobOrchestration';
+import { JOB_ORCHESTRATOR, jobOrchestration } from '../shared/jobs/run/jobOrchestration';
 
 df.app.orchestration(JOB_ORCHESTRATOR, jobOrchestration);

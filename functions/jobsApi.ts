@@ -7,7 +7,8 @@
  * upload a job's items as a blob (GET /api/job-inputs: the blob endpoint and input containers).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
- * (they go to the log). The logic is in shared/jobs/JobService.ts.
+ * (they go to the log). The logic is in shared/jobs/api/JobService.ts (one job), JobList.ts (the list)
+ * and shared/jobs/run/Retention.ts (a purge).
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
@@ -18,13 +19,19 @@ import * as df from 'durable-functions';
 import { appRoot } from '../shared/app/appRoot';
 import { JobError } from '../shared/jobs/JobError';
 import { WAKE_WORKERS_MESSAGE } from '../shared/jobs/messageCodec';
-import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/OrchestrationClient';
+import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/run/OrchestrationClient';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 
 const root = appRoot();
 
 /** The work-items doorbell (messageCodec WAKE_WORKERS_MESSAGE): its write wakes this instance's work-items trigger. */
 const wakeWorkers = output.storageQueue({ queueName: root.settings.jobs.workItemsQueue, connection: root.settings.storageConnectionName });
+/**
+ * One doorbell per instance at most this often: the trigger it woke polls on a short back-off for a
+ * while, so the rest of a burst of POSTs needs none (each would cost a send, a receive and a delete).
+ */
+const DOORBELL_EVERY_MS = 2_000;
+let doorbellAt = Number.NEGATIVE_INFINITY;
 
 /** For the routes that only read: this invocation's client, kept to itself. */
 function reading(context: InvocationContext): OrchestrationClient {
@@ -71,10 +78,13 @@ function guarded(handler: (request: HttpRequest, context: InvocationContext) => 
 export const submitJob = guarded(async (request, context) => {
   const submitted = await root.jobs.service.submit(new Uint8Array(await request.arrayBuffer()), changing(context));
   // When this instance leads, its intake takes the submission now rather than at its next pass; and
-  // this instance's work-items trigger polls at once (the doorbell), ready for the first chunks.
+  // this instance's work-items trigger polls at once (the doorbell, at most every 2 s), ready for the first chunks.
   if (submitted.enqueued) {
     root.nudge();
-    context.extraOutputs.set(wakeWorkers, WAKE_WORKERS_MESSAGE);
+    if (performance.now() - doorbellAt >= DOORBELL_EVERY_MS) {
+      doorbellAt = performance.now();
+      context.extraOutputs.set(wakeWorkers, WAKE_WORKERS_MESSAGE);
+    }
   }
   const location = new URL(submitted.location, request.url).href;
   return {
@@ -100,7 +110,7 @@ export const listJobs = guarded(async (request, context) => {
     const value = request.query.get(name) ?? undefined;
     return value === '' ? undefined : value;
   };
-  const page = await root.jobs.service.list(reading(context), param('status'), {
+  const page = await root.jobs.jobList.list(reading(context), param('status'), {
     limit: request.query.get('limit') ?? undefined,
     continuation: request.query.get('continuation') ?? undefined,
     workType: param('workType'),
@@ -115,7 +125,7 @@ export const listJobs = guarded(async (request, context) => {
 
 export const cancelJob = guarded(async (request, context) => {
   if (request.query.get('purge') === 'true') {
-    return { status: 200, jsonBody: { ...(await root.jobs.service.purge(request.params.jobId ?? '', changing(context))), purged: true } };
+    return { status: 200, jsonBody: { ...(await root.jobs.retention.purge(request.params.jobId ?? '', changing(context))), purged: true } };
   }
   const view = await root.jobs.service.cancel(request.params.jobId ?? '', changing(context));
   return {

@@ -1,6 +1,6 @@
 /**
  * GET /api/queues (function key): how many messages wait in the jobs queue, the work-items queue
- * and their poison queues (shared/jobs/QueueDepths.ts; read at most every 5 s per instance), for
+ * and their poison queues (shared/jobs/api/QueueDepths.ts; read at most every 5 s per instance), for
  * the live page. Errors are JSON `{ code, message }`: 503 SERVICE_UNAVAILABLE while storage cannot
  * be reached, 500 INTERNAL otherwise; the cause goes to the log.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 8.
@@ -8,8 +8,8 @@
 import { app, type HttpResponseInit, type InvocationContext } from '@azure/functions';
 
 import { appRoot } from '../shared/app/appRoot';
-import { poisonQueueName } from '../shared/jobs/jobComponents';
-import { QueueDepths } from '../shared/jobs/QueueDepths';
+import { poisonQueueName } from '../shared/app/jobComponents';
+import { QueueDepths } from '../shared/jobs/api/QueueDepths';
 import { queueServiceClient } from '../shared/storage/clients';
 import { isStorageUnreachable } from '../shared/storage/storageFaults';
 

@@ -58,9 +58,9 @@ async function main(): Promise<number> {
   console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
   // The end-to-end files each run two or three host processes on real clocks and bound their
-  // recoveries in seconds: four of them at once on two cores (beside Azurite) pushed the slowest past
-  // their bounds in both the code before and after a change (the same three files together). They
-  // run first, two at a time.
+  // recoveries in seconds: four of them at once on two cores (beside Azurite) push the slowest past
+  // their bounds whatever the code under test (the same three files together). They run first, two
+  // at a time.
   const e2eConcurrency = process.env.TEST_E2E_CONCURRENCY ?? '2';
   // A test that never settles must fail, not hold CI until its 90-minute limit: the slowest test
   // takes about a minute on two cores, so three minutes each is a generous bound. And a test file

@@ -7,6 +7,11 @@
  * give the same bytes on every machine; each entry is deflated, or stored when deflating would not
  * make it smaller. Unix permissions 0644.
  * Not supported: zip64 (more than 65,535 entries or 4 GiB), symbolic links (refused), empty folders.
+ * Cost: each entry is deflated twice, once to decide and once by zipSync. The 37 MB, 7,062-file app
+ * package takes 5-11 s here (one deflate pass 3.7-5.3 s, busy 2-core machine); fflate's streaming
+ * `Zip` would deflate once but writes data descriptors (sizes after the data), a layout change not
+ * worth it untested against Azure's deploy. node:zlib deflates about 1.7x faster, but accelerated
+ * zlib builds are known to give other bytes on other CPUs; fflate's plain JavaScript gives the same.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -17,12 +17,12 @@
 import { type DurableClient } from 'durable-functions';
 
 import { loadSettings, type Settings } from '../config/settings';
-import { buildJobComponents, type JobComponents } from '../jobs/jobComponents';
-import { jobCoordinationPass } from '../jobs/jobCoordinationPass';
+import { jobCoordinationPass } from '../jobs/run/jobCoordinationPass';
 import { ClusterRecords } from '../leader/ClusterRecords';
 import { type CoordinatorRuntime, createCoordinatorRuntime, type RuntimeState } from '../leader/CoordinatorRuntime';
 import { cachedStatusSource } from '../leader/leaderStatus';
 import { DurableClientHolder } from './DurableClientHolder';
+import { buildJobComponents, type JobComponents } from './jobComponents';
 
 /** Anonymous probes of the leader and health share one lease read per 2 s per instance. */
 export const LEADER_READ_TTL_MS = 2_000;

@@ -12,7 +12,7 @@
  * Not guaranteed: `process` may run on any instance and concurrently with itself; keep it free of
  * shared mutable state. It must honour `signal` when it does I/O.
  */
-import { type InputBlobs } from '../jobs/InputContainers';
+import { type InputBlobs } from '../jobs/input/InputContainers';
 import { type Logger } from '../observability/log';
 
 /** A JSON value, the shape every partial and result must have. */

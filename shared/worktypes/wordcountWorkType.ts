@@ -9,7 +9,7 @@
  */
 import { RestError } from '@azure/storage-blob';
 
-import { isBlobRef, parseBlobRef } from '../jobs/BlobRef';
+import { isBlobRef, parseBlobRef } from '../jobs/input/BlobRef';
 import { ItemError, type WorkType } from './WorkType';
 
 export interface WordcountPartial {

@@ -8,9 +8,11 @@
  * month and weekday names (JAN, SUN...), day-of-week 0-6 with 0 = Sunday, and day-of-month and
  * day-of-week both having to match when both are restricted (NCRONTAB's rule, unlike Vixie cron's
  * "either"). A bad expression fails with `DEVHOST_BAD_SCHEDULE` naming what is wrong.
- * Why not cron-parser (5.x, which reads six fields): it keeps Vixie's "either" for day and
- * day-of-week, so `0 0 0 13 * FRI` fires every Friday and every 13th (2026-01-02, 01-09, 01-13)
- * where the Functions host fires on Friday the 13th only (2026-02-13).
+ * Why not cron-parser (5.10.6, which reads six fields): of this parser's test cases it gives the
+ * same next occurrence for 7 of 8 but keeps Vixie's "either" for day and day-of-week, so
+ * `0 0 0 13 * FRI` fires every Friday and every 13th (2026-01-02, 01-09, 01-13) where the Functions
+ * host fires on Friday the 13th only (2026-02-13); its strict mode refuses the pair instead. It also
+ * takes what NCRONTAB refuses: four fields, and 7 for Sunday.
  */
 import { DevHostError } from '../errors';
 

@@ -22,7 +22,7 @@ import { type QueueClient, type QueueServiceClient } from '@azure/storage-queue'
 
 import { type Logger } from '../../observability/log';
 import { type JobErrorInfo } from '../JobError';
-import { type JobStore } from '../JobStore';
+import { type JobStore } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import { type SendCallback } from './CallbackSender';
 import { hasReply, type JobReply } from './DeliveryTargets';
@@ -116,7 +116,7 @@ export class OutcomeDelivery {
    */
   async deliver(outcome: JobOutcome, reply: JobReply | undefined, signal?: AbortSignal): Promise<DeliveryView | undefined> {
     const own = reply ?? {};
-    const recorded = hasReply(own) ? await this.deps.store.readDelivery<DeliveryRecord>(outcome.jobId, signal) : undefined;
+    const recorded = hasReply(own) ? await this.deps.store.deliveries.readDelivery<DeliveryRecord>(outcome.jobId, signal) : undefined;
     let record: DeliveryRecord = recorded ?? { v: 1, jobId: outcome.jobId, outcome, reply: own };
     if (record.replyTo === undefined && own.replyTo !== undefined) {
       record = { ...record, replyTo: await this.sendQueue(own.replyTo, record.outcome, undefined, 'reply') };
@@ -140,13 +140,13 @@ export class OutcomeDelivery {
    * DELIVERY_SWEEP.max), and clears the marks of those that are done. Answers how many were tried.
    */
   async sweep(signal?: AbortSignal): Promise<number> {
-    const due = await this.deps.store.listDeliveriesDue(signal);
+    const due = await this.deps.store.deliveries.listDeliveriesDue(signal);
     let tried = 0;
     for (const jobId of due) {
       if (signal?.aborted === true || tried >= DELIVERY_SWEEP.max) break;
-      const record = await this.deps.store.readDelivery<DeliveryRecord>(jobId, signal);
+      const record = await this.deps.store.deliveries.readDelivery<DeliveryRecord>(jobId, signal);
       if (record === undefined) {
-        await this.deps.store.clearDeliveryDue(jobId, signal);
+        await this.deps.store.deliveries.clearDeliveryDue(jobId, signal);
         continue;
       }
       const nowMs = this.now().getTime();
@@ -167,9 +167,9 @@ export class OutcomeDelivery {
   }
 
   private async save(record: DeliveryRecord, signal?: AbortSignal): Promise<void> {
-    await this.deps.store.writeDelivery(record.jobId, record, signal);
-    if (pending(record)) await this.deps.store.markDeliveryDue(record.jobId, signal);
-    else await this.deps.store.clearDeliveryDue(record.jobId, signal);
+    await this.deps.store.deliveries.writeDelivery(record.jobId, record, signal);
+    if (pending(record)) await this.deps.store.deliveries.markDeliveryDue(record.jobId, signal);
+    else await this.deps.store.deliveries.clearDeliveryDue(record.jobId, signal);
   }
 
   private queue(name: string): QueueClient {

@@ -26,9 +26,9 @@ import { DEFAULTS } from '../../config/settings';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
-import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
+import { type ChunkResult } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import {
   claimsMatter,
@@ -93,9 +93,9 @@ export const REFILL_SHARE = 1 / 8;
 /**
  * The wait before a step's next pass. A job's throughput is its window over the time a chunk holds a
  * slot, and that time includes the wait until a pass sees its result and sends the next chunk: with
- * a fixed 200 ms between passes, a 64-chunk window on one instance ran dry between refills (a worker
- * that finds the queue empty then backs off, up to host.json's `maxPollingInterval`), and 1,000
- * chunks took 7.6 s, 5.1 s with this cadence (jobs-throughput medians, chunk size 100). So while
+ * a fixed 200 ms between passes, a 64-chunk window on one instance runs dry between refills (a worker
+ * that finds the queue empty then backs off, up to host.json's `maxPollingInterval`): 1,000 chunks
+ * took 7.6 s that way against 5.1 s with this cadence (jobs-throughput medians, chunk size 100). So while
  * results land, the next pass comes when `REFILL_SHARE` of the window should have finished at the
  * rate the last pass saw (`finished` results over `cycleMs`, the time since the pass before), within
  * `minBusyPollMs`..`maxPollMs`: a job that has the workers to itself is refilled every ~50 ms, one

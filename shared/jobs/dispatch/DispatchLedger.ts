@@ -16,7 +16,7 @@
  * Not guaranteed: that a re-sent chunk runs once; a false alarm costs a duplicate message, and the
  * second copy is skipped (its result exists) or its result discarded (results are created once).
  */
-import { type JobProgress } from '../JobSummary';
+import { type JobProgress } from '../api/JobSummary';
 
 export interface InFlightChunk {
   readonly chunk: number;

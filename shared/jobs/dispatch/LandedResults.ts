@@ -6,7 +6,7 @@
  * loaded machine). The app knows this work is coming, so it does not wait for a poll to find it.
  *
  * Only a hint, never needed for correctness: a result written by another instance is seen at the
- * step's next pass, as before, and a signal for a job no step watches here is dropped. Counts are
+ * step's next pass, and a signal for a job no step watches here is dropped. Counts are
  * kept only while a step of the job watches (no growth with the jobs a process has seen).
  */
 export interface ResultWatch {

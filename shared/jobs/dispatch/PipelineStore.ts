@@ -10,8 +10,8 @@
  * a claim is overwritten by each delivery of the same round, and `beatClaim` changes only its beat.
  */
 import { type Json } from '../../worktypes/WorkType';
-import { type ChunkResult } from '../JobStore';
 import { type WorkItemMessage } from '../messageCodec';
+import { type ChunkResult } from '../store/JobStore';
 import { type ChunkObservation } from './DispatchLedger';
 
 export interface ChunkClaim {

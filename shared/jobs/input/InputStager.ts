@@ -3,11 +3,11 @@
  * items), checks them, and cuts them into segment blobs of whole chunks (~1 MiB of JSON each) and a
  * manifest, so the dispatcher reads a few chunks at a time instead of holding the whole array.
  *
- * Guarantees: the same refusals, codes and messages as the planner's whole-array read
- * (`JobActivities.loadItems`), in the same precedence: UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
+ * Guarantees: these refusals, each with its stable code and message, in this precedence:
+ * UNKNOWN_WORK_TYPE; ITEMS_BLOB_NOT_FOUND;
  * ITEMS_BLOB_INVALID (too big, not JSON, not an array); NESTING_TOO_DEEP (decided by the
  * non-recursive splitter before any recursive code sees an item; judged on the text, so also for
- * a deep value that a duplicate key later replaces, which the whole-array read let through);
+ * a deep value that a duplicate key later replaces, which a parse-then-check would let through);
  * ITEMS_EMPTY; ITEM_REJECTED (the count and the first five problems); ITEMS_TOO_MANY
  * (`assertChunkCount`). An items blob is read only up to the first item past what the job may hold
  * (`JOB_LIMITS.maxItems`, or `maxChunks` chunks): there it is refused ITEMS_TOO_MANY (ITEM_REJECTED
@@ -27,12 +27,12 @@ import { StringDecoder } from 'node:string_decoder';
 
 import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { ItemRejections } from '../ItemRejections';
+import { assertChunkCount, MAX_NESTING_DEPTH } from '../api/JobSubmission';
 import { JobError } from '../JobError';
 import { JOB_LIMITS, maxItemsAt } from '../jobLimits';
 import { type JobRun } from '../JobRun';
-import { assertChunkCount, MAX_NESTING_DEPTH } from '../JobSubmission';
 import { type InputManifest, type InputStore } from './InputStore';
+import { ItemRejections } from './ItemRejections';
 import { JsonArraySplitter, JsonSplitError } from './JsonArraySplitter';
 
 export interface StageDeps {
@@ -76,7 +76,7 @@ export async function stageInput(
     let itemCount: number;
     if (run.source.kind === 'inline') {
       const items = run.source.items;
-      // Inline items were checked at submission, as the whole-array planner assumes too.
+      // Inline items were validated at submission (JobSubmission): only their count is checked here.
       assertChunkCount(items.length, chunkSize);
       for (const item of items) {
         writer.add(JSON.stringify(item));

@@ -21,7 +21,7 @@ import { type Json } from '../../worktypes/WorkType';
 import { JobError } from '../JobError';
 import { isValidJobId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
-import { isStatus } from '../JobStore';
+import { isStatus } from '../store/JobStore';
 
 export interface InputManifest {
   readonly v: 1;

@@ -11,11 +11,11 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../shared/app/appRoot';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
-import { initialState } from '../../../shared/jobs/jobOrchestration';
 import { type JobRun } from '../../../shared/jobs/JobRun';
-import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
+import { initialState } from '../../../shared/jobs/run/jobOrchestration';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
@@ -180,17 +180,17 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 4 });
     const store = appRoot().jobs.store;
-    assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
-    assert.equal((await store.readChunkResult('stuck-job', 0))?.dispatch, 1);
-    const listing = await store.listJob('stuck-job');
+    assert.equal((await store.chunks.readChunkResult('stuck-job', 2))?.dispatch, 2, 'the re-dispatched copy wrote chunk 2');
+    assert.equal((await store.chunks.readChunkResult('stuck-job', 0))?.dispatch, 1);
+    const listing = await store.chunks.listJob('stuck-job');
     assert.deepEqual(listing.claims.map((c) => [c.chunk, c.dispatch]), [[2, 1]], 'only the stuck chunk ran long enough to be claimed');
-    const dispatches = await Promise.all([0, 1, 2, 3].map(async (c) => (await store.readChunkResult('stuck-job', c))?.dispatch));
+    const dispatches = await Promise.all([0, 1, 2, 3].map(async (c) => (await store.chunks.readChunkResult('stuck-job', c))?.dispatch));
     assert.deepEqual(dispatches, [1, 1, 2, 1], 'only the claimed, stuck chunk was sent again');
     // The stuck first copy finishes now: its result is discarded, the job's result stands.
     assert.ok(release !== undefined);
     release();
     await new Promise((r) => setTimeout(r, 500));
-    assert.equal((await store.readChunkResult('stuck-job', 2))?.dispatch, 2);
+    assert.equal((await store.chunks.readChunkResult('stuck-job', 2))?.dispatch, 2);
     assert.deepEqual(((await h.request('GET', '/api/jobs/stuck-job')).json as JobView).result, { n: 4 });
   });
 
@@ -224,7 +224,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.status, 'completed', JSON.stringify(view));
     assert.deepEqual(view.result, { n: 60 });
     assert.deepEqual(view.progress?.chunks, { total: 60, done: 60, failed: 0 });
-    const listing = await appRoot().jobs.store.listJob('backlog-job');
+    const listing = await appRoot().jobs.store.chunks.listJob('backlog-job');
     assert.equal(listing.claims.length, 60, 'one claim per chunk, all of its first dispatch');
     assert.ok(listing.claims.every((c) => c.dispatch === 1));
     const claimed = listing.claims.map((c) => Date.parse(c.claimedAt));
@@ -255,7 +255,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     assert.equal(view.error?.code, 'CHUNK_FAILED');
     assert.match(view.error?.message ?? '', /attempt 2 of 2: backend refused/);
     assert.equal(calls, 2, 'one call per delivery, none after the failure was recorded');
-    assert.equal((await appRoot().jobs.store.readChunkResult('always-fails', 0))?.attempt, 2);
+    assert.equal((await appRoot().jobs.store.chunks.readChunkResult('always-fails', 0))?.attempt, 2);
   });
 
   it('continues as new on the real Durable backend, carrying its state, and still aggregates exactly', async () => {

@@ -12,14 +12,16 @@ import { after, before, describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../shared/app/appRoot';
-import { InputContainers } from '../../../shared/jobs/InputContainers';
-import { jobStatusPath } from '../../../shared/jobs/jobComponents';
+import { jobStatusPath } from '../../../shared/app/jobComponents';
+import { JobService } from '../../../shared/jobs/api/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
+import { InputContainers } from '../../../shared/jobs/input/InputContainers';
 import { instanceIdFor } from '../../../shared/jobs/jobIds';
-import { JobService, type JobView } from '../../../shared/jobs/JobService';
-import { type JobStore } from '../../../shared/jobs/JobStore';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
-import { durableOrchestrationClient } from '../../../shared/jobs/OrchestrationClient';
-import { StalledJobs } from '../../../shared/jobs/StalledJobs';
+import { durableOrchestrationClient } from '../../../shared/jobs/run/OrchestrationClient';
+import { Retention } from '../../../shared/jobs/run/Retention';
+import { StalledJobs } from '../../../shared/jobs/run/StalledJobs';
+import { type JobStore } from '../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../shared/observability/log';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
@@ -100,7 +102,7 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
     assert.equal((await degraded.get('recorded', durableOrchestrationClient(h.client))).status, 'running');
     // Started straight through Durable (no start record), so no index row names it until the leader's
     // walk of the index finds it: a job shows in the list once it is indexed.
-    await c.service.walkIndex(durableOrchestrationClient(h.client));
+    await c.indexUpkeep.walkIndex(durableOrchestrationClient(h.client));
     const listed = (await h.request('GET', '/api/jobs')).json as { jobs: Array<{ jobId: string; status: string }> };
     assert.deepEqual(listed.jobs.filter((j) => j.jobId === 'recorded').map((j) => j.status), ['completed']);
     const cancel = await h.request('DELETE', '/api/jobs/recorded');
@@ -282,12 +284,9 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'pending-forever', workType: 'noop', items: [1] }))).status, 202);
     const c = appRoot().jobs;
     const orchestrations = durableOrchestrationClient(h.client);
-    const at = (days: number): JobService =>
-      new JobService({
-        jobsQueue: h.jobsQueue,
+    const at = (days: number): Retention =>
+      new Retention({
         store: c.store,
-        registry: workTypes,
-        inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
         logger: memoryLogger('retention'),
         statusPath: jobStatusPath,
         now: () => new Date(Date.now() + days * 86_400_000),

@@ -1,13 +1,13 @@
 /**
  * The whole app on the development host, nothing called by hand: the leader timer wins the lease
- * and runs the coordination pass (shared/jobs/jobCoordinationPass.ts), which starts the orchestrations;
+ * and runs the coordination pass (shared/jobs/run/jobCoordinationPass.ts), which starts the orchestrations;
  * the queue trigger works the chunks. A sum over 10,000 integers submitted by HTTP and one
  * submitted as a plain queue message both complete with the exact result.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 
-import { type JobView } from '../../../shared/jobs/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 

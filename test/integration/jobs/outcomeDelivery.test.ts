@@ -19,8 +19,8 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 
 import { main } from '../../../cli/coordinator';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { type JobOutcome } from '../../../shared/jobs/delivery/JobOutcome';
-import { type JobView } from '../../../shared/jobs/JobService';
 import { encodeQueueMessage } from '../../../shared/jobs/messageCodec';
 import { workTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../support/env';

@@ -9,21 +9,25 @@
  *
  * A multi-step job is posted after the instance idled past the ceiling, and its history (the
  * extension's `showHistory` summary: each activity's ScheduledTime and answer Timestamp) must show:
- * - start (ExecutionStarted -> the plan scheduled) under 6 s: a poller woken by the start message may
+ * - start (ExecutionStarted -> the plan scheduled) under 8 s: a poller woken by the start message may
  *   read it before the instance's record exists and defer it 2 s (DedupeExecutionStartedMessagesAsync),
  *   taking it again at one of its next polls, 2-4 s later (docs/deploy.md, "A race the wake exposes");
- * - the plan (scheduled -> answered) under 4 s: it answers about 2 s after it starts while chunks
- *   remain to send, and waited for the work-item queue's next poll unwoken;
+ * - the plan taken under 5 s: from its ScheduledTime to its own `job.planned` line (the app's log, on
+ *   this process's console), which it writes once staged and its first window sent. The plan's
+ *   answer is no bound: it waits for results up to 5 s more, and under the suite's load the workers'
+ *   first results come late (8.8 s from scheduled to answered in a CI run);
  * - each step within its own wait (2 s while chunks remain to send, 5 s once all are out) plus a pass;
- * - each answer -> the next activity scheduled under 1.5 s.
- * Red check: DEVHOST_DURABLE_WAKE_ON_SEND=false (every message waits for its queue's next poll) fails it.
+ * - each answer -> the next activity scheduled under 2.5 s.
+ * The bounds hold under the suite's load (the plan is taken in about 80 ms on a quiet machine); an
+ * unwoken queue waits for its next poll, up to the 10 s ceiling at a random phase: the red check
+ * (DEVHOST_DURABLE_WAKE_ON_SEND=false) took the plan 8.0 and 8.3 s after it was scheduled in two runs.
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
-import { type JobView } from '../../../shared/jobs/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
 import { eventually, type JobsHost, startJobsHost } from './support/jobsHost';
 
@@ -47,14 +51,25 @@ describe('a job posted after an idle spell: its run does not wait for Durable\'s
   };
   const ceilingMs = timeSpanMs(hostJson.extensions.durableTask.storageProvider.maxQueuePollingInterval);
 
+  // The app runs in this process and logs one JSON line per event on the console (at info here):
+  // keep the plan's line, and leave the other info lines out of the test's output.
+  const planned: string[] = [];
+  const log = console.log;
+
   before(async () => {
+    console.log = (...args: unknown[]): void => {
+      const text = String(args[0]);
+      if (!text.startsWith('{"ts":')) log(...args);
+      else if (text.includes('"job.planned"') && text.includes('"after-idle"')) planned.push(text);
+    };
     registerTestWorkTypes();
     // A window of 8 chunks: the job needs several steps, and its first window (sent by the leader's
     // intake) cannot finish the job before the plan runs, however late the plan is.
-    h = await startJobsHost('idlerun', ['*'], { LEADER_TIMER_SCHEDULE: '*/1 * * * * *', LEADER_PASS_INTERVAL_SECONDS: '1', JOB_DISPATCH_WINDOW: '8' });
+    h = await startJobsHost('idlerun', ['*'], { LEADER_TIMER_SCHEDULE: '*/1 * * * * *', LEADER_PASS_INTERVAL_SECONDS: '1', JOB_DISPATCH_WINDOW: '8', COORDINATOR_LOG_LEVEL: 'info' });
   });
   after(async () => {
     await h?.stop();
+    console.log = log;
   });
 
   it('takes the start, the plan, every answer and every next step at once after the pollers backed off to the ceiling', async (t) => {
@@ -92,13 +107,15 @@ describe('a job posted after an idle spell: its run does not wait for Durable\'s
     assert.ok(calls[0]?.name === 'jobPlan' && calls.slice(1).some((c) => c.name === 'jobStep'), `a plan, then steps: ${shown}`);
 
     const startMs = (calls[0]?.scheduled ?? NaN) - at(started?.Timestamp);
-    assert.ok(startMs < 6_000, `start -> plan scheduled took ${startMs} ms: ${shown}`);
-    const planMs = (calls[0]?.answered ?? NaN) - (calls[0]?.scheduled ?? NaN);
-    assert.ok(planMs < 4_000, `the plan took ${planMs} ms from scheduled to answered: ${shown}`);
-    for (const call of calls.slice(1)) assert.ok(call.answered - call.scheduled < 6_500, `${call.name} took ${call.answered - call.scheduled} ms: ${shown}`);
+    assert.ok(startMs < 8_000, `start -> plan scheduled took ${startMs} ms: ${shown}`);
+    const plannedAt = Date.parse(String((JSON.parse(planned[0] ?? '{}') as { ts?: unknown }).ts));
+    const takenMs = plannedAt - (calls[0]?.scheduled ?? NaN);
+    t.diagnostic(`the plan logged job.planned ${takenMs} ms after it was scheduled`);
+    assert.ok(takenMs < 5_000, `the plan logged job.planned ${takenMs} ms after it was scheduled (${planned.length} lines): ${shown}`);
+    for (const call of calls.slice(1)) assert.ok(call.answered - call.scheduled < 9_000, `${call.name} took ${call.answered - call.scheduled} ms: ${shown}`);
     for (let i = 1; i < calls.length; i++) {
       const hop = (calls[i]?.scheduled ?? NaN) - (calls[i - 1]?.answered ?? NaN);
-      assert.ok(hop < 1_500, `answer ${i - 1} -> ${calls[i]?.name} scheduled took ${hop} ms: ${shown}`);
+      assert.ok(hop < 2_500, `answer ${i - 1} -> ${calls[i]?.name} scheduled took ${hop} ms: ${shown}`);
     }
   });
 });

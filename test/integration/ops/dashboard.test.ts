@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 
-import { type JobView } from '../../../shared/jobs/JobService';
+import { type JobView } from '../../../shared/jobs/api/jobViews';
 import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
 import { type Browser, hexColor, launchBrowser, Screenshot } from '../../support/browser';
 import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';

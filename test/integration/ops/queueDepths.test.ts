@@ -1,5 +1,5 @@
 /**
- * The queue depths the live page shows (shared/jobs/QueueDepths.ts), on Azurite with the real SDK:
+ * The queue depths the live page shows (shared/jobs/api/QueueDepths.ts), on Azurite with the real SDK:
  * each queue's count, a queue not created yet as null, and one read shared by every caller for
  * the cache time.
  */
@@ -8,9 +8,8 @@ import { describe, it } from 'node:test';
 
 import { QueueServiceClient } from '@azure/storage-queue';
 
-import { QueueDepths } from '../../../shared/jobs/QueueDepths';
+import { QueueDepths } from '../../../shared/jobs/api/QueueDepths';
 import { azuriteConnectionString, uniqueName } from '../../support/env';
-import { sleep } from '../leader/harness';
 
 describe('queue depths (Azurite)', () => {
   it('counts each queue, shows a missing one as null, and shares one read for the cache time', async () => {
@@ -23,6 +22,8 @@ describe('queue depths (Azurite)', () => {
     await Promise.all([jobs.create(), poison.create(), work.create()]);
     for (let i = 0; i < 3; i++) await jobs.sendMessage(`job ${i}`);
     await poison.sendMessage('bad');
+    // The cache's clock is the test's: a slow send under load must not age the cached answer.
+    let now = 0;
     const depths = new QueueDepths(
       [
         { role: 'jobs', client: jobs },
@@ -31,6 +32,7 @@ describe('queue depths (Azurite)', () => {
         { role: 'work-items-poison', client: missing },
       ],
       500,
+      { now: () => now },
     );
     const first = await depths.read();
     assert.deepEqual(first.queues.map((q) => [q.role, q.name, q.messages]), [
@@ -43,7 +45,9 @@ describe('queue depths (Azurite)', () => {
     const [again] = await Promise.all([depths.read(), depths.read()]);
     assert.equal(again?.queues[2]?.messages, 0, 'within the cache time: the same answer');
     assert.equal(depths.reads, 1, 'one read for every caller within the cache time');
-    await sleep(600);
+    now += 499;
+    assert.equal((await depths.read()).queues[2]?.messages, 0, 'still within the cache time');
+    now += 1;
     assert.equal((await depths.read()).queues[2]?.messages, 1);
     assert.equal(depths.reads, 2);
   });

@@ -1,7 +1,7 @@
 /**
  * The command line's arguments (cli/coordinator.ts parseArgs, on node:util's parser): options in
- * both forms, positionals (`-` for stdin), `--` ending the options, and usage errors with exit 2
- * and the command line's own messages.
+ * both forms, positionals (`-` for stdin), `--` ending the options, values starting with a dash, and
+ * usage errors with exit 2 and the command line's own messages.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -30,5 +30,14 @@ describe('coordinator argument parsing', () => {
     usageError(['list', '--status'], /^--status needs a value\.$/);
     usageError(['list', '--status='], /^--status needs a value\.$/);
     usageError(['submit', 'items.json', '--work-type', '--watch'], /^--work-type needs a value\.$/);
+  });
+
+  it('takes a value starting with one dash, as the hand-written parser did; one starting with two only after =', () => {
+    const args = parseArgs(['status', 'job-1', '--key', '-Ab3_key==', '--chunk-size', '-5', '-h']);
+    assert.deepEqual(Object.fromEntries(args.flags), { key: '-Ab3_key==', 'chunk-size': '-5', help: true });
+    assert.deepEqual(args.positional, ['job-1']);
+    assert.equal(parseArgs(['list', '--work-type=--odd']).flags.get('work-type'), '--odd');
+    usageError(['list', '-x'], /^Unknown option -x\. See --help\.$/);
+    usageError(['list', '--constructor'], /^Unknown option --constructor\. See --help\.$/);
   });
 });

@@ -29,7 +29,7 @@ describe('job ids', () => {
   });
 
   it('lets the store load without the schema validator (ajv) or the job schema', () => {
-    const store = join(__dirname, '..', '..', '..', 'shared', 'jobs', 'JobStore.js');
+    const store = join(__dirname, '..', '..', '..', 'shared', 'jobs', 'store', 'JobStore.js');
     const script = `require(${JSON.stringify(store)}); console.log(Object.keys(require.cache).filter((k) => /[\\\\/]ajv[\\\\/]|job\\.schema\\.json/.test(k)).length)`;
     assert.equal(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' }).trim(), '0');
   });

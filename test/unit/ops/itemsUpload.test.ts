@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { CliError } from '../../../cli/CoordinatorClient';
 import { uploadBlobName, uploadContainer, uploadLine } from '../../../cli/itemsUpload';
 import { isLocalAzurite } from '../../../cli/storageAccess';
-import { parseBlobRef } from '../../../shared/jobs/BlobRef';
+import { parseBlobRef } from '../../../shared/jobs/input/BlobRef';
 
 describe('uploading a job\'s items', () => {
   it('uploads to the first exact input container, else to a name made from the first prefix', () => {

@@ -10,8 +10,8 @@ describe('publicMessage', () => {
       'Result: Failure',
       'Exception: Maximum call stack size exceeded',
       'Stack: RangeError: Maximum call stack size exceeded',
-      '    at sortKeys (/home/site/wwwroot/dist/shared/jobs/canonicalJson.js:14:5)',
-      '    at /home/site/wwwroot/dist/shared/jobs/canonicalJson.js:12:30',
+      '    at sortKeys (/home/site/wwwroot/dist/shared/jobs/api/canonicalJson.js:14:5)',
+      '    at /home/site/wwwroot/dist/shared/jobs/api/canonicalJson.js:12:30',
     ].join('\n');
     assert.equal(publicMessage(text), 'Maximum call stack size exceeded');
   });

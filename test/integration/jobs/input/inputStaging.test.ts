@@ -37,14 +37,14 @@ describe('input staging (Azurite)', () => {
     const items = Array.from({ length: 40_000 }, (_, i) => ({ id: i, text: `item ${i} ${'ü'.repeat(i % 5)}`.padEnd(48, '.') }));
     const body = JSON.stringify(items);
     await inputs.getBlockBlobClient('items.json').uploadData(Buffer.from(body, 'utf8'));
-    const store = new BlobInputStore(p.blobs, p.store.container.containerName);
+    const store = new BlobInputStore(p.blobs, p.store.containerName);
     const run = jobRun('staged-1', 'noop', { kind: 'blob', container: inputs.containerName, blob: 'items.json' }, { chunkSize: 300 });
 
     const manifest = await stageInput({ store, registry: p.registry }, run);
     assert.equal(manifest.itemCount, 40_000);
     assert.equal(manifest.chunkCount, 134);
     const names: string[] = [];
-    for await (const b of p.store.container.listBlobsFlat({ prefix: 'jobs/staged-1/input/' })) names.push(b.name);
+    for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: 'jobs/staged-1/input/' })) names.push(b.name);
     const segmentNames = manifest.segments.map((_, i) => `jobs/staged-1/input/${String(i).padStart(5, '0')}.json`);
     assert.deepEqual(names.sort(), [...segmentNames, 'jobs/staged-1/input/manifest.json'].sort());
     assert.ok(manifest.segments.length >= 2, `${manifest.segments.length} segments`);
@@ -88,7 +88,7 @@ describe('input staging (Azurite)', () => {
     await put('invalid-utf8.json', Buffer.from([0x5b, 0x22, 0xc3, 0x28, 0x22, 0x5d]));
     await put('huge.json', Buffer.alloc(JOB_LIMITS.maxItemsBlobBytes + 1, 0x20));
 
-    const store = new BlobInputStore(p.blobs, p.store.container.containerName);
+    const store = new BlobInputStore(p.blobs, p.store.containerName);
     const cases: Array<[string, string, number?]> = [
       ['missing.json', 'sum'],
       ['object.json', 'sum'],

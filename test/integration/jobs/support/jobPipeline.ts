@@ -11,14 +11,14 @@ import { ChunkDispatcher, DISPATCH_DEFAULTS, type StepOutcome } from '../../../.
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { QueueWorkQueue } from '../../../../shared/jobs/dispatch/QueueWorkQueue';
 import { ChunkItemsReader } from '../../../../shared/jobs/input/ChunkItemsReader';
+import { inputBlobs, InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { stagedInput, stageInput } from '../../../../shared/jobs/input/InputStager';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
-import { inputBlobs, InputContainers } from '../../../../shared/jobs/InputContainers';
-import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/JobActivities';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
-import { JobStore } from '../../../../shared/jobs/JobStore';
 import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
-import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/WorkItemProcessor';
+import { dispatchJobOf, JobActivities, type JobPipelineDeps, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
+import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { WorkItemProcessor, type WorkOutcome } from '../../../../shared/jobs/worker/WorkItemProcessor';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { builtInWorkTypes, type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { azuriteConnectionString, uniqueName } from '../../../support/env';
@@ -41,16 +41,16 @@ export async function jobPipeline(
   const conn = azuriteConnectionString();
   const blobs = BlobServiceClient.fromConnectionString(conn);
   const queues = QueueServiceClient.fromConnectionString(conn);
-  const store = new JobStore(blobs, uniqueName(`${prefix}-res`));
+  const store = JobStore.onBlobs(blobs, uniqueName(`${prefix}-res`));
   await store.ensureContainer();
   const workItems = queues.getQueueClient(uniqueName(`${prefix}-wi`));
   await workItems.create();
   const logger = memoryLogger('jobs');
   // Tests put their inputs in containers named `inputs-...` and `texts-...` (uniqueName).
-  const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.container.containerName]);
-  const inputStore = new BlobInputStore(blobs, store.container.containerName);
+  const inputContainers = new InputContainers(['inputs-*', 'texts-*'], [store.containerName]);
+  const inputStore = new BlobInputStore(blobs, store.containerName);
   const dispatcher = new ChunkDispatcher({
-    chunks: store,
+    chunks: store.chunks,
     queue: new QueueWorkQueue(workItems),
     items: new ChunkItemsReader(inputStore),
     policy: { ...DISPATCH_DEFAULTS, window },
@@ -81,7 +81,7 @@ export async function jobPipeline(
   const step = (run: JobRun, planned: { chunkCount: number; itemCount: number }, ledger: DispatchLedger, at: string): Promise<StepOutcome> =>
     dispatcher.pass({ job: dispatchJobOf(run), chunkCount: planned.chunkCount, itemCount: planned.itemCount, ledger, at });
   const worker = new WorkItemProcessor({
-    store,
+    store: store.chunks,
     inputs: inputBlobs(blobs, inputContainers),
     registry,
     logger,

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { jobCoordinationPass } from '../../../../shared/jobs/jobCoordinationPass';
+import { type JobView } from '../../../../shared/jobs/api/jobViews';
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
-import { initialState } from '../../../../shared/jobs/jobOrchestration';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
-import { type JobView } from '../../../../shared/jobs/JobService';
+import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
+import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { eventually, type JobsHost } from './jobsHost';
 

@@ -6,8 +6,8 @@
  */
 import { type ChunkObservation } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type ChunkClaim, type ChunkItemsSource, type ChunkStore, type WorkQueue } from '../../../../shared/jobs/dispatch/PipelineStore';
-import { type ChunkResult } from '../../../../shared/jobs/JobStore';
 import { type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
+import { type ChunkResult } from '../../../../shared/jobs/store/JobStore';
 import { type Json } from '../../../../shared/worktypes/WorkType';
 
 export interface QueuedMessage {

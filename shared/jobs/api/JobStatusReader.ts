@@ -1,0 +1,112 @@
+/**
+ * One job's status, read from where its state is: its current Durable instance (`job-<jobId>`, or
+ * the generation its start record names after a stuck start was repaired), else its start record
+ * (accepted, starting: pending), else its record (pending or rejected).
+ *
+ * Guarantees: once a job is accepted (202) a read never answers JOB_NOT_FOUND, as the reads follow
+ * the order in which its records come to exist (`current`); a run that stood down is never shown
+ * as the job's outcome; a running job whose outcome is already recorded shows that outcome
+ * (`settled`); a job that asked for a reply shows where its outcome went. Job ids are validated
+ * before they touch storage.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 8.
+ */
+import { hasReply, type JobReply } from '../delivery/DeliveryTargets';
+import { type DeliveryRecord, deliveryView, waitingView } from '../delivery/OutcomeDelivery';
+import { JobError } from '../JobError';
+import { assertJobId, instanceIdFor } from '../jobIds';
+import { type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
+import { type JobRecord, type JobStore, type StartRecord } from '../store/JobStore';
+import { isSuperseded, type JobCustomStatus } from './JobSummary';
+import { finishedLast, fromRecord, fromSnapshot, fromStart, type JobView } from './jobViews';
+
+export interface JobStatusDeps {
+  readonly store: JobStore;
+  /** Builds the status route for a job (resultUrl). */
+  readonly statusPath: (jobId: string) => string;
+}
+
+/** Where a job's state is (see JobStatusReader.current). */
+export interface JobState {
+  readonly snapshot?: OrchestrationSnapshot;
+  readonly start?: StartRecord;
+  readonly record?: JobRecord;
+  readonly stoodDown?: OrchestrationSnapshot;
+}
+
+export class JobStatusReader {
+  constructor(private readonly deps: JobStatusDeps) {}
+
+  /** A job's view; once the job is accepted (202) never JOB_NOT_FOUND (see `current`). */
+  async get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
+    assertJobId(jobId);
+    const current = await this.current(jobId, orchestrations);
+    if (current.snapshot !== undefined) {
+      const snapshot = await this.settled(jobId, current.snapshot);
+      return this.withDelivery(this.fromSnapshot(jobId, snapshot), runOf(snapshot)?.reply);
+    }
+    if (current.start !== undefined) return this.withDelivery(fromStart(current.start), current.start.run.reply);
+    if (current.record !== undefined) return this.withDelivery(fromRecord(current.record), current.record.reply);
+    if (current.stoodDown !== undefined) return this.fromSnapshot(jobId, current.stoodDown);
+    const hint = 'A queue submission shows up here once the leader has read it (within a few seconds).';
+    throw new JobError('JOB_NOT_FOUND', `No job "${jobId}". ${hint}`);
+  }
+
+  /**
+   * Where the job's state is. The common case is one read: its first instance shows it. Past that,
+   * the reads follow the order in which the job's records come to exist: the HTTP submission's
+   * pending record, then the start record, then the instance the start names. The intake creates the
+   * start record before it deletes the pending record, so a pending record gone by the time it is
+   * read means the start record is there for the read after it (read the other way round, a start
+   * made between the reads hid both, and an accepted job answered JOB_NOT_FOUND). `start` is set
+   * when the job is accepted and no instance of it shows its state yet.
+   */
+  async current(jobId: string, orchestrations: OrchestrationClient): Promise<JobState> {
+    const first = await orchestrations.getStatus(instanceIdFor(jobId));
+    if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
+    const record = await this.deps.store.readRecord(jobId);
+    const start = (await this.deps.store.readStart(jobId))?.value;
+    if (start !== undefined && start.state === 'active') {
+      // Read again even for generation 1: the start may have been made since the first read.
+      const named = await orchestrations.getStatus(instanceIdFor(jobId, start.generation));
+      return named !== undefined && !isSuperseded(named.output) ? { snapshot: named } : { start };
+    }
+    if (first !== undefined && !isSuperseded(first.output)) return { snapshot: first };
+    return { ...(record === undefined ? {} : { record }), ...(first === undefined ? {} : { stoodDown: first }) };
+  }
+
+  /**
+   * A job that asked for a reply shows its delivery: what its record says once the outcome went out
+   * (one blob read, only for such jobs), else `waiting`. A read that fails shows `waiting` too.
+   */
+  private async withDelivery(view: JobView, reply: JobReply | undefined): Promise<JobView> {
+    const withCorrelation = reply?.correlationId === undefined ? view : { ...view, correlationId: reply.correlationId };
+    if (!hasReply(reply) || reply === undefined) return withCorrelation;
+    const ended = view.status !== 'pending' && view.status !== 'running';
+    const record = ended ? await this.deps.store.deliveries.readDelivery<DeliveryRecord>(view.jobId).catch(() => undefined) : undefined;
+    return { ...withCorrelation, delivery: record === undefined ? waitingView(reply) : deliveryView(record) };
+  }
+
+  /**
+   * A running job whose outcome is already recorded shows it: `final.json` is written once, by the
+   * activity that aggregates the job, before the run hears of it (a Durable hop later), and a run
+   * whose call was repeated after a resume (StalledJobs) stays Running in Durable until the held
+   * answer comes back (up to the control queue's 1 minute: Durable completes an instance only once
+   * every activity it started has answered). Costs one blob read per status read of a running job,
+   * none once the run is Pending or finished.
+   */
+  async settled(jobId: string, s: OrchestrationSnapshot): Promise<OrchestrationSnapshot> {
+    if (s.runtimeStatus !== 'Running' && s.runtimeStatus !== 'ContinuedAsNew') return s;
+    const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
+    // Unreadable now (a storage fault): Durable's own view stands; the outcome shows on a later read.
+    const final = await this.deps.store.readFinal(jobId).catch(() => undefined);
+    if (final === undefined || isSuperseded(final)) return s;
+    // Its last change is when the outcome was recorded (the run's last update may be older).
+    const lastUpdatedTime = finishedLast(s.lastUpdatedTime, final);
+    return { ...s, runtimeStatus: 'Completed', output: final, customStatus: { ...custom, phase: 'done' }, lastUpdatedTime };
+  }
+
+  /** The view a snapshot shows (its `resultUrl` on this app's status route). */
+  fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
+    return fromSnapshot(jobId, s, this.deps.statusPath);
+  }
+}

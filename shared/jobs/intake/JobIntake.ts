@@ -1,0 +1,303 @@
+/**
+ * The leader's intake of job submissions from the jobs queue, and its check of the starts still in
+ * progress (together, the body of the coordination pass). This file is the pump: it receives
+ * batches, groups them by job id, and keeps up to `INTAKE.messageConcurrency` groups under way
+ * within the pass's budget and the admission bound; each message is handled by Submissions.ts
+ * (start, or reject: Rejections.ts), and every pass checks the marked starts beside the taking
+ * (StartRepair.ts, `nextStartStep` in startSteps.ts). The tuning is `INTAKE` (intakeTerms.ts).
+ *
+ * Guaranteed: never two submissions naming one job id under way at once (a duplicate finds its
+ * twin's start); the pass stops between messages once `signal` aborts and reports `progress()` for
+ * the leader's watchdog; a new term does not overlap the last one's starts.
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
+ */
+import { decodeQueueMessage } from '../messageCodec';
+import { onceUntilSuccess } from '../onceUntilSuccess';
+import { type OrchestrationClient } from '../run/OrchestrationClient';
+import { type ReceivedSubmission } from '../SubmissionQueue';
+import { nowOf } from '../wallClock';
+import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
+import { QueueReadability } from './QueueReadability';
+import { StartRepair } from './StartRepair';
+import { Submissions } from './Submissions';
+
+export interface IntakeReport {
+  readonly received: number;
+  readonly started: number;
+  readonly alreadyStarted: number;
+  readonly rejected: number;
+  readonly retryLater: number;
+  /** Milliseconds this pass spent checking the unconfirmed starts, and taking submissions. */
+  readonly checksMs?: number;
+  readonly takingMs?: number;
+  /** Unconfirmed starts checked this pass, confirmed (their mark removed), and started again. */
+  readonly checked: number;
+  readonly confirmed: number;
+  readonly restarted: number;
+}
+
+/** Messages naming one job id (else one message, keyed by its own id), taken in order by one lane. */
+interface Group {
+  readonly key: string;
+  readonly messages: ReceivedSubmission[];
+}
+
+/** A group and when its batch was received (its messages stay invisible `INTAKE.visibilityTimeoutSeconds` from then). */
+type ReceivedGroup = Group & { readonly receivedAt: number };
+
+interface Tally {
+  received: number;
+  started: number;
+  alreadyStarted: number;
+  rejected: number;
+  retryLater: number;
+}
+
+function emptyTally(): Tally {
+  return { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
+}
+
+/** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
+function byJobId(messages: readonly ReceivedSubmission[]): Group[] {
+  const groups = new Map<string, ReceivedSubmission[]>();
+  for (const message of messages) {
+    let key = `message:${message.messageId}`;
+    try {
+      const parsed = decodeQueueMessage(message.messageText);
+      const jobId = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? parsed.jobId : undefined;
+      if (typeof jobId === 'string') key = `job:${jobId}`;
+    } catch {
+      // Not readable: handleMessage rejects it on its own.
+    }
+    groups.set(key, [...(groups.get(key) ?? []), message]);
+  }
+  return [...groups].map(([key, grouped]) => ({ key, messages: grouped }));
+}
+
+export class JobIntake {
+  /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
+  private readonly readability: QueueReadability;
+
+  /** The start checks and their state (the marks' listing, lags and back-offs). */
+  private readonly repair: StartRepair;
+
+  /** Each submission's handling: its start or its rejection. */
+  private readonly submissions: Submissions;
+
+  /**
+   * Submissions received and not begun yet, by job id, for this pass or the next of the same term
+   * while their receipts hold (`INTAKE.carriedForMs`).
+   */
+  #waiting: { readonly epoch: number; readonly groups: ReceivedGroup[] } | undefined;
+  /** The groups being started (by key), which run on across passes while a burst lasts (`takeSubmissions`). */
+  readonly #taking = new Map<string, Promise<void>>();
+  /** What the submissions handled since the last report came to. */
+  #tally: Tally = emptyTally();
+  /** Resolved (and replaced) whenever a group ends or a batch lands: a pass waiting for room wakes. */
+  #wake: () => void = () => undefined;
+  #changed: Promise<void> = new Promise<void>((resolve) => (this.#wake = resolve));
+
+  constructor(private readonly deps: IntakeDeps) {
+    const now = nowOf(deps);
+    this.readability = new QueueReadability({
+      queue: deps.jobsQueue,
+      logger: deps.logger,
+      now,
+      heldSeconds: INTAKE.visibilityTimeoutSeconds,
+    });
+    this.repair = new StartRepair({ store: deps.store, logger: deps.logger, now });
+    this.submissions = new Submissions(deps, this.repair);
+  }
+
+  private readonly ensureQueues = onceUntilSuccess((signal) =>
+    Promise.all([
+      this.deps.jobsQueue.createIfNotExists({ abortSignal: signal }),
+      this.deps.poisonQueue.createIfNotExists({ abortSignal: signal }),
+      this.deps.store.ensureContainer(signal),
+    ]),
+  );
+
+  /**
+   * Checks the unconfirmed starts and, beside them, reads the jobs queue in batches until it is
+   * empty, the pass budget is spent, or `signal` aborts.
+   */
+  async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
+    this.submissions.beginPass();
+    let leaveRunning = false;
+    try {
+      const report = await this.intakePass(ctx, orchestrations);
+      leaveRunning = report.more;
+      return report.counts;
+    } finally {
+      // Unless a burst goes on (its starts run on into the next pass): the starts under way and the
+      // first windows being sent (they stop between messages once `signal` aborts).
+      if (!leaveRunning || ctx.signal.aborted) await this.settle();
+    }
+  }
+
+  /** Waits for every start under way and every first window being sent. */
+  private async settle(): Promise<void> {
+    while (this.#taking.size > 0 || this.submissions.sending.size > 0) {
+      await Promise.all([...this.#taking.values(), ...this.submissions.sending]);
+    }
+  }
+
+  private notify(): void {
+    const wake = this.#wake;
+    this.#changed = new Promise<void>((resolve) => (this.#wake = resolve));
+    wake();
+  }
+
+  private async intakePass(
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+  ): Promise<{ readonly counts: IntakeReport; readonly more: boolean }> {
+    const checks = { checked: 0, confirmed: 0, restarted: 0 };
+    await this.ensureQueues(ctx.signal);
+    // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
+    if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
+    const began = performance.now();
+    const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
+    // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
+    const marked = await this.repair.listMarks(ctx);
+    const [checksMs, taken] = await Promise.all([
+      this.repair.checkStarts(marked, ctx, orchestrations, checks).then(() => performance.now() - began),
+      this.takeSubmissions(withinBudget, ctx, orchestrations),
+    ]);
+    // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts.
+    if (!taken.more || ctx.signal.aborted) await this.settle();
+    const tally = this.#tally;
+    this.#tally = emptyTally();
+    const counts: IntakeReport = { ...tally, ...checks, checksMs: Math.round(checksMs), takingMs: Math.round(performance.now() - began) };
+    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
+      this.deps.logger.info('intake.pass', { ...counts, ...(taken.more ? { underWay: this.#taking.size } : {}), epoch: ctx.epoch });
+    }
+    // Submissions wait, or a full last batch (a burst): no pause before the next pass.
+    if (taken.more && !ctx.signal.aborted) ctx.again?.();
+    return { counts, more: taken.more };
+  }
+
+  /**
+   * Takes submissions, at most `INTAKE.messageConcurrency` groups under way at once (a group: the
+   * messages naming one job id, in order; never two under way for one job id, so a duplicate finds
+   * its twin's start), while `withinBudget()`. The next batch is received while the groups under way
+   * run (when fewer groups wait than there are lanes), and each group that ends makes room for the
+   * next at once, so no lane waits for a batch's slowest start. At the budget, the groups under way
+   * run on into the next pass (which follows at once) when more submissions wait, and the ones not
+   * begun wait for it; answers whether more wait. A failed receive fails the pass.
+   */
+  private async takeSubmissions(
+    withinBudget: () => boolean,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+  ): Promise<{ readonly more: boolean }> {
+    const at = performance.now();
+    const waiting = this.#waiting?.epoch === ctx.epoch ? this.#waiting.groups.filter((g) => at - g.receivedAt < INTAKE.carriedForMs) : [];
+    this.#waiting = { epoch: ctx.epoch, groups: waiting };
+    let batches = 0;
+    /** No further receive this pass: the queue answered none, the batches are used up, or a receive failed. */
+    let drained = false;
+    let full = false;
+    let failure: { readonly error: unknown } | undefined;
+    let receiving: Promise<void> | undefined;
+    const receive = async (): Promise<void> => {
+      try {
+        const received = await this.deps.jobsQueue.receiveMessages({
+          numberOfMessages: INTAKE.batchSize,
+          visibilityTimeout: INTAKE.visibilityTimeoutSeconds,
+          abortSignal: ctx.signal,
+        });
+        const receivedAt = performance.now();
+        ctx.progress();
+        const items = received.receivedMessageItems;
+        full = items.length === INTAKE.batchSize;
+        if (items.length === 0) {
+          drained = true;
+          if (batches === 0) await this.readability.afterEmptyReceive(ctx.signal);
+          return;
+        }
+        batches += 1;
+        if (batches >= INTAKE.maxBatchesPerPass) drained = true;
+        this.readability.sawMessages();
+        waiting.push(...byJobId(items).map((g) => ({ ...g, receivedAt })));
+      } catch (error) {
+        drained = true;
+        failure = { error };
+      } finally {
+        receiving = undefined;
+        this.notify();
+      }
+    };
+    const begin = (group: Group): void => {
+      const handling = this.takeGroup(group.messages, ctx, orchestrations)
+        .catch((err: unknown) => {
+          // Aborted between messages (the term ended): the rest of the group reappears for the next leader.
+          if (!isAbort(err)) this.deps.logger.warn('intake.start_failed', { error: err, epoch: ctx.epoch });
+        })
+        .finally(() => {
+          this.#taking.delete(group.key);
+          this.notify();
+        });
+      this.#taking.set(group.key, handling);
+    };
+    while (!ctx.signal.aborted && withinBudget()) {
+      // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
+      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && this.admits()) receiving = receive();
+      while (this.#taking.size < INTAKE.messageConcurrency && this.admits()) {
+        const next = waiting.findIndex((g) => !this.#taking.has(g.key));
+        if (next < 0) break;
+        begin(waiting.splice(next, 1)[0] as Group);
+      }
+      if (this.#taking.size === 0 && receiving === undefined && waiting.length === 0) break;
+      // Room, a batch, or the budget's end, whichever comes first.
+      const changed = this.#changed;
+      let timer: NodeJS.Timeout | undefined;
+      const left = Math.max(0, INTAKE.passBudgetMs - (performance.now() - at));
+      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+      clearTimeout(timer);
+    }
+    // A batch that landed as the budget ran out waits for the next pass too.
+    while (receiving !== undefined) await receiving;
+    if (failure !== undefined) throw failure.error;
+    // Groups not begun, or a full last batch (the queue may hold more).
+    return { more: waiting.length > 0 || full };
+  }
+
+  /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
+  startUnconfirmed(jobId: string): boolean {
+    return this.repair.startUnconfirmed(jobId);
+  }
+
+  /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */
+  private admits(): boolean {
+    return this.repair.underWay() + this.#taking.size < INTAKE.maxStartsUnderWay;
+  }
+
+  /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
+  private async takeGroup(
+    messages: readonly ReceivedSubmission[],
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+  ): Promise<void> {
+    for (const message of messages) {
+      // Stop between messages: an unhandled one simply becomes visible again for the next leader.
+      if (ctx.signal.aborted) return;
+      this.#tally.received += 1;
+      const outcome = await this.submissions.handle(message, ctx, orchestrations);
+      const tally = this.#tally;
+      if (outcome === 'started') {
+        tally.started += 1;
+        this.repair.started();
+      }
+      else if (outcome === 'already_started') tally.alreadyStarted += 1;
+      else if (outcome === 'rejected') tally.rejected += 1;
+      else tally.retryLater += 1;
+      ctx.progress();
+    }
+  }
+
+  /** One submission: started, already started, rejected, or left for a later pass (Submissions.ts). */
+  handleMessage(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
+    return this.submissions.handle(message, ctx, orchestrations);
+  }
+}

@@ -1,0 +1,261 @@
+/**
+ * The leader's check of the starts still in progress: every pass lists the marks
+ * `unconfirmed-starts/<jobId>` and takes each marked start one step on (`nextStartStep`): confirmed
+ * (the mark goes), waiting, or started again under a new start id, the pass's epoch and the next
+ * instance generation (`takeOver`). A newer leader takes over its predecessors' marked starts at its
+ * first pass. The start record changes only with If-Match, and only by a leader whose epoch is at
+ * least the record's. The checks follow the start -> plan lag the marks show and back off per start
+ * (INTAKE), and the listing also tells the intake how many starts are on their way to their plans
+ * (its admission bound) and which are still marked (`startUnconfirmed`, for the stall check).
+ *
+ * Guaranteed: every recorded start is checked by each pass, whoever leads, until its orchestration
+ * is past planning, so an interrupted start is completed (a start this process is still making, from
+ * its mark until its start call settles, is not: it is not interrupted, only slow); a repair by a leader that lost its lease,
+ * landing late, is refused by Durable (Pending or Running instance) or does nothing.
+ * Not guaranteed: that a run past its plan step stops when a newer epoch appears (its steps are
+ * idempotent).
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
+ */
+import { randomUUID } from 'node:crypto';
+
+import { type Logger } from '../../observability/log';
+import { instanceIdFor } from '../jobIds';
+import { mapWhile } from '../pool';
+import { type OrchestrationClient } from '../run/OrchestrationClient';
+import { type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
+import { type Now } from '../wallClock';
+import { INTAKE, type IntakeContext, isAbort } from './intakeTerms';
+import { nextStartStep, startRecorded } from './startSteps';
+
+const MAX_PREVIOUS_STARTS = 5;
+
+export interface StartRepairDeps {
+  readonly store: JobStore;
+  readonly logger: Logger;
+  readonly now: Now;
+}
+
+/** The marks of one listing: the job id and when its start was marked. */
+export type Marks = ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }>;
+
+export class StartRepair {
+  /** When the marked starts were last listed (`INTAKE.checkEveryMs`). */
+  #checkedAt = Number.NEGATIVE_INFINITY;
+  /**
+   * The fresh marks of the last listing (job id -> marked at: first listed within `freshMarkMs`) and
+   * when it was, and the lags of the marks gone since (`startLagWindowMs`).
+   */
+  #marksSeen = new Map<string, number>();
+  #marksSeenAt = 0;
+  /** Starts on their way to their plans at the last listing (`maxStartsUnderWay`), and starts made since. */
+  #underWayAtListing = 0;
+  /** The job ids the last listing showed marked, and the starts this intake marked since (`startUnconfirmed`). */
+  #marksListed: ReadonlySet<string> = new Set();
+  readonly #markedHere = new Map<string, number>();
+  /** Starts this process is making now (from their mark until their start call settles), and repairs under way. */
+  readonly #inFlight = new Set<string>();
+  #startedSinceListing = 0;
+  readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
+
+  /** When each marked start that was waiting is due for its next check (`INTAKE.maxCheckBackoffMs`). */
+  readonly #checkBackoff = new Map<string, { nextAt: number; waitMs: number }>();
+
+  private readonly now: Now;
+
+  constructor(private readonly deps: StartRepairDeps) {
+    this.now = deps.now;
+  }
+
+  /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
+  startUnconfirmed(jobId: string): boolean {
+    return this.#marksListed.has(jobId) || this.#markedHere.has(jobId);
+  }
+
+  /** Starts on their way to their plans: the fresh marks of the last listing and the starts made since (`maxStartsUnderWay`). */
+  underWay(): number {
+    return this.#underWayAtListing + this.#startedSinceListing;
+  }
+
+  /** A start this intake made (counted toward `underWay` until the next listing). */
+  started(): void {
+    this.#startedSinceListing += 1;
+  }
+
+  /**
+   * A start this intake is marking now (`startUnconfirmed` says so until a listing shows it). Until
+   * `settled`, its start is this process's own work in progress: a check would find no instance yet
+   * (under a burst the start call takes seconds) and start the job again under a new start.
+   */
+  marking(jobId: string): void {
+    this.#markedHere.set(jobId, this.now().getTime());
+    this.#inFlight.add(jobId);
+  }
+
+  /** The start call of a start marked here has answered or failed: the checks may judge it again. */
+  settled(jobId: string): void {
+    this.#inFlight.delete(jobId);
+  }
+
+  /**
+   * The marked starts, listed at most every `INTAKE.checkEveryMs` (a listing walks every blob of the
+   * container on Azurite: not on every one of a burst's back-to-back passes); undefined when not due.
+   * Before any submission is taken: the admission bound counts them.
+   */
+  async listMarks(ctx: IntakeContext): Promise<Marks | undefined> {
+    const at = this.now().getTime();
+    if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
+    this.#checkedAt = at;
+    const marked = await this.deps.store.listUnconfirmed(ctx.signal);
+    ctx.progress();
+    this.#underWayAtListing = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs).length;
+    this.#marksListed = new Set(marked.map((m) => m.jobId));
+    // Marks made before this listing began are in it (or already gone: their plans began); later ones are kept.
+    for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
+    this.#startedSinceListing = 0;
+    return marked;
+  }
+
+  /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
+  async checkStarts(
+    marked: Marks | undefined,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    counts: { checked: number; confirmed: number; restarted: number },
+  ): Promise<void> {
+    if (marked === undefined) return;
+    const now = this.now().getTime();
+    const present = new Set(marked.map((m) => m.jobId));
+    const lag = this.startLag(now, present, marked);
+    for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
+    const due = marked
+      .filter((m) => now - m.markedAt >= Math.max(INTAKE.checkAfterMs, lag) && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
+      .filter((m) => !this.#inFlight.has(m.jobId))
+      .slice(0, INTAKE.maxChecksPerPass);
+    const checking = performance.now();
+    // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
+    const withinBudget = (): boolean => !ctx.signal.aborted && performance.now() - checking < INTAKE.checkBudgetMs;
+    await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
+      // A check still running from an earlier pass (a slow start call) is not checked twice at once.
+      if (this.#inFlight.has(jobId)) return;
+      this.#inFlight.add(jobId);
+      counts.checked += 1;
+      try {
+        const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
+        if (step === 'confirmed') counts.confirmed += 1;
+        else if (step === 'restarted') counts.restarted += 1;
+        if (step === 'waiting' || step === 'not_ours') {
+          const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
+          const checkedAt = this.now().getTime();
+          // Never past the moment a Pending instance counts as stuck: its repair is what recovers a
+          // start message taken by an instance that died (a back-off past it would delay that by up to 15 s).
+          const nextAt = stuckAt !== undefined && stuckAt > checkedAt ? Math.min(checkedAt + waitMs, stuckAt) : checkedAt + waitMs;
+          this.#checkBackoff.set(jobId, { nextAt, waitMs });
+        } else {
+          this.#checkBackoff.delete(jobId);
+        }
+      } catch (err) {
+        if (isAbort(err)) throw err;
+        // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
+        this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
+      } finally {
+        this.#inFlight.delete(jobId);
+      }
+      ctx.progress();
+    });
+  }
+
+  /**
+   * The start -> plan lag the marks show (INTAKE.startLagWindowMs): a mark gone since the last listing
+   * was still there at that listing, so its start waited at least that long (a lower bound: an idle
+   * leader's listings 15 s apart do not count as lag).
+   */
+  private startLag(
+    now: number,
+    present: ReadonlySet<string>,
+    marked: Marks,
+  ): number {
+    for (const [jobId, markedAt] of this.#marksSeen) {
+      if (!present.has(jobId)) this.#lags.push({ at: now, ms: Math.max(0, this.#marksSeenAt - markedAt) });
+    }
+    const seen = this.#marksSeen;
+    this.#marksSeen = new Map(
+      marked.filter((m) => seen.has(m.jobId) || now - m.markedAt <= INTAKE.freshMarkMs).map((m) => [m.jobId, m.markedAt]),
+    );
+    this.#marksSeenAt = now;
+    while (this.#lags.length > 0 && now - (this.#lags[0]?.at ?? now) > INTAKE.startLagWindowMs) this.#lags.shift();
+    return Math.min(INTAKE.maxStartLagMs, this.#lags.reduce((most, l) => Math.max(most, l.ms), 0));
+  }
+
+  private async advance(
+    jobId: string,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    stuckAfterMs: number,
+  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
+    const { store, logger } = this.deps;
+    const found = await store.readStart(jobId, ctx.signal);
+    if (found === undefined || found.value.state !== 'active') {
+      await store.clearUnconfirmed(jobId, ctx.signal);
+      return { step: 'retired' };
+    }
+    // A newer leader has taken this start over: this one is stale and leaves it alone.
+    if (found.value.epoch > ctx.epoch) return { step: 'not_ours' };
+    const instance = await orchestrations.getStatus(instanceIdFor(jobId, found.value.generation));
+    const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
+    if (step.kind === 'wait') {
+      // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
+      const pending = instance?.runtimeStatus === 'Pending';
+      const stuckAt = pending ? instance.createdTime.getTime() + stuckAfterMs + 1 : undefined;
+      return { step: 'waiting', ...(stuckAt === undefined ? {} : { stuckAt }) };
+    }
+    if (step.kind === 'confirmed') {
+      await store.clearUnconfirmed(jobId, ctx.signal);
+      await store.dropPendingRecord(jobId, ctx.signal);
+      return { step: 'confirmed' };
+    }
+    let start = found;
+    if (step.kind === 'take_over') {
+      const taken = await this.takeOver(found, step.reason, ctx);
+      // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
+      if (taken === undefined) return { step: 'waiting' };
+      start = taken;
+      // Marked again: the earlier start's plan may have removed the mark since it was listed.
+      await store.markUnconfirmed(jobId, ctx.signal);
+    }
+    await startRecorded(start.value, orchestrations);
+    logger.warn('intake.start_repaired', {
+      jobId,
+      reason: step.reason,
+      instanceId: instanceIdFor(jobId, start.value.generation),
+      startId: start.value.startId,
+      previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
+      previousEpoch: found.value.epoch,
+      epoch: ctx.epoch,
+    });
+    return { step: 'restarted' };
+  }
+
+  /** A new start id under this epoch and the next instance generation, written only over the version read. */
+  private async takeOver(
+    found: Versioned<StartRecord>,
+    reason: string,
+    ctx: IntakeContext,
+  ): Promise<Versioned<StartRecord> | undefined> {
+    const old = found.value;
+    const startId = randomUUID();
+    const record: StartRecord = {
+      ...old,
+      startId,
+      generation: old.generation + 1,
+      epoch: ctx.epoch,
+      holder: ctx.holder,
+      at: this.now().toISOString(),
+      reason,
+      run: { ...old.run, startId, epoch: ctx.epoch, holder: ctx.holder },
+      previous: [...(old.previous ?? []), { startId: old.startId, generation: old.generation, epoch: old.epoch, at: old.at }]
+        .slice(-MAX_PREVIOUS_STARTS),
+    };
+    const written = await this.deps.store.replaceStart(record, found.etag, ctx.signal);
+    return written === 'conflict' ? undefined : { value: record, etag: written.etag };
+  }
+}

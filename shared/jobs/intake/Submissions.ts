@@ -1,0 +1,311 @@
+/**
+ * One submission off the jobs queue (`handle`): validated, then rejected (Rejections.ts) or started.
+ *
+ * A start is several writes nothing makes atomic: the Durable instance and its start message are
+ * two writes on every backend (the development host writes the instance first, Azure Storage the
+ * message first), and deleting the submission is a third; the leader can die, freeze or lose its
+ * storage between any two. So a start is recorded before it is made:
+ * 1. `jobs/<jobId>/start.json`, the start record, created once (the submission's fingerprint, the
+ *    run input, a fresh start id, the leader's epoch, the instance generation), and the mark
+ *    `unconfirmed-starts/<jobId>`, which the start checks (StartRepair.ts) follow until the run is
+ *    past its plan;
+ * 2. the Durable start of `job-<jobId>` (`job-<jobId>.<n>` after a repair), then the message delete.
+ * A small input (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`) is staged between 1 and
+ * 2, after the plan's own checks (`FirstWindow.prestage`), while the pass has spent less than
+ * `INTAKE.firstWindowBudgetMs` doing so, and once the run is started the leader
+ * sends the job's first window itself, in the background of the pass: the first chunks do not wait
+ * for the Durable queue hops to the plan activity, which finds the input staged and that window in
+ * flight. A check that fails (a newer epoch, the id's earlier results, a cancel) or input the plan
+ * must refuse leaves it all to the plan, which reports the outcome as for any job.
+ *
+ * Guaranteed: a submission is deleted only after its start is recorded and tried, or its rejection
+ * recorded; the same submission twice is a no-op, a different one under a used job id is rejected
+ * (DUPLICATE_JOB_ID); a start by a leader that lost its lease, landing late, is refused by Durable
+ * (Pending or Running instance) or does nothing (its run stands down at its plan step).
+ * Not guaranteed: retrying a start interrupted before its record was written sooner than the
+ * message's visibility timeout (60 s).
+ * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
+ */
+import { randomUUID } from 'node:crypto';
+
+import { type AcceptedJob, validateSubmission } from '../api/JobSubmission';
+import { replyOf } from '../delivery/DeliveryTargets';
+import { JobError } from '../JobError';
+import { instanceIdFor, isValidJobId } from '../jobIds';
+import { type JobRun } from '../JobRun';
+import { decodeQueueMessage } from '../messageCodec';
+import { type StagedCounts } from '../run/JobActivities';
+import { fingerprintOf, type OrchestrationClient } from '../run/OrchestrationClient';
+import { type StartRecord } from '../store/JobStore';
+import { type ReceivedSubmission } from '../SubmissionQueue';
+import { type Now, nowOf } from '../wallClock';
+import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
+import { askedBy, duplicateError, type Rejection, Rejections, startFailed } from './Rejections';
+import { type StartRepair } from './StartRepair';
+import { startRecorded } from './startSteps';
+
+export class Submissions {
+  private readonly now: Now;
+
+  private readonly rejections: Rejections;
+
+  /** First windows being sent (see `sendFirstWindow`). */
+  readonly #sending = new Set<Promise<void>>();
+
+  /** Time this pass has spent staging inputs at intake (`INTAKE.firstWindowBudgetMs`). */
+  #prestagingMs = 0;
+
+  constructor(
+    private readonly deps: IntakeDeps,
+    /** The start checks, told of each start marked here (`startUnconfirmed`). */
+    private readonly repair: StartRepair,
+  ) {
+    this.now = nowOf(deps);
+    this.rejections = new Rejections({
+      poisonQueue: deps.poisonQueue,
+      store: deps.store,
+      logger: deps.logger,
+      now: this.now,
+      outcomes: deps.delivery?.outcomes,
+      deleteMessage: (message, ctx) => this.deleteMessage(message, ctx),
+      alreadyAccepted: (message, job, ctx) => this.alreadyAccepted(message, job, ctx),
+    });
+  }
+
+  /** A pass begins: its staging time at intake starts from zero (`INTAKE.firstWindowBudgetMs`). */
+  beginPass(): void {
+    this.#prestagingMs = 0;
+  }
+
+  /** The first windows being sent now (the pass waits for them before it ends). */
+  get sending(): ReadonlySet<Promise<void>> {
+    return this.#sending;
+  }
+
+  async handle(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
+    const { logger, store } = this.deps;
+    const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
+    let parsed: unknown;
+    let job: AcceptedJob;
+    let blobBytes: number | undefined;
+    try {
+      parsed = decodeQueueMessage(message.messageText);
+      job = validateSubmission(parsed, {
+        registry: this.deps.registry,
+        generateJobId: () => `q-${message.messageId}`,
+        inputContainers: this.deps.inputContainers,
+        delivery: this.deps.delivery?.targets,
+      });
+      if (job.source.kind === 'blob') {
+        blobBytes = await store.externalSize(job.source, ctx.signal);
+        if (blobBytes === undefined) {
+          throw new JobError('ITEMS_BLOB_NOT_FOUND', `itemsBlob ${job.source.container}/${job.source.blob} does not exist.`);
+        }
+      }
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      let reason: JobError;
+      if (err instanceof JobError) reason = err;
+      else if (message.dequeueCount < INTAKE.maxStartAttempts) {
+        // Not a verdict on the submission (a storage fault reading itemsBlob, a work type that threw):
+        // leave it for a later pass, like a failed start, rather than abort this pass for the rest.
+        logger.warn('intake.validation_failed', {
+          messageId: message.messageId,
+          dequeueCount: message.dequeueCount,
+          error: err,
+          epoch: ctx.epoch,
+        });
+        return 'retry_later';
+      } else {
+        reason = new JobError(
+          'VALIDATION_FAILED',
+          `The submission could not be checked after ${message.dequeueCount} tries: ` +
+            `${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
+      const asked = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? (parsed).jobId : undefined;
+      // Its reply fields, when they are valid on their own: a submission refused for anything else still gets its outcome.
+      const replied =
+        parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)
+          ? replyOf(parsed as Record<string, unknown>, this.deps.delivery?.targets)
+          : undefined;
+      const reply = replied !== undefined && 'reply' in replied ? replied.reply : undefined;
+      return reject({ message, error: reason, submittedJobId: isValidJobId(asked) ? asked : undefined, reply });
+    }
+
+    const t0 = performance.now();
+    const lap: Record<string, number> = {};
+    const reached = (step: string): void => {
+      lap[step] = Math.round(performance.now() - t0);
+    };
+    // From its mark until its start call settles, the start checks leave this start alone (StartRepair.settled).
+    let startingHere = false;
+    try {
+      // What the id already holds, read at once (one round trip, not three; the instance only
+      // matters for a job started before start records existed).
+      const [known, legacy, record] = await Promise.all([
+        store.readStart(job.jobId, ctx.signal),
+        orchestrations.getStatus(instanceIdFor(job.jobId)),
+        store.readRecord(job.jobId, ctx.signal),
+      ]);
+      reached('read');
+      if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
+        const since = known.value.run.submittedAt;
+        return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
+      }
+      if (known?.value.state === 'active') return await this.alreadyAccepted(message, job, ctx);
+      if (known === undefined) {
+        // Started before start records existed (or by an earlier version of the app).
+        const existing = legacy;
+        if (existing !== undefined) {
+          if (fingerprintOf(existing) !== job.fingerprint) {
+            const since = existing.createdTime.toISOString();
+            return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
+          }
+          await this.deleteMessage(message, ctx);
+          logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
+          return 'already_started';
+        }
+      }
+      if (
+        record !== undefined &&
+        (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)
+      ) {
+        return reject({ message, error: duplicateError(job.jobId, record.createdAt), ...askedBy(job) });
+      }
+      if (record?.status === 'rejected') {
+        // This very message was rejected before and came back (crash before its delete): finish that.
+        return reject({ message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) });
+      }
+      if (known !== undefined) {
+        // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
+        return reject({ message, error: startFailed(message.dequeueCount, 'given up earlier'), ...askedBy(job) });
+      }
+
+      const startId = randomUUID();
+      const run: JobRun = {
+        jobId: job.jobId,
+        workType: job.workType,
+        fingerprint: job.fingerprint,
+        options: job.options,
+        source: job.source,
+        epoch: ctx.epoch,
+        holder: ctx.holder,
+        submittedAt: record?.createdAt ?? message.insertedOn.toISOString(),
+        via: record === undefined ? 'queue' : record.via,
+        startId,
+        ...(job.reply === undefined ? {} : { reply: job.reply }),
+        ...(this.deps.delivery?.outcomes.wanted(job.reply) === true ? { deliver: true as const } : {}),
+      };
+      const start: StartRecord = {
+        v: 1,
+        jobId: job.jobId,
+        fingerprint: job.fingerprint,
+        state: 'active',
+        startId,
+        generation: 1,
+        epoch: ctx.epoch,
+        holder: ctx.holder,
+        at: this.now().toISOString(),
+        run,
+      };
+      // The record and its mark at once: a mark without a record is retired by the next check, and a
+      // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
+      this.repair.marking(job.jobId);
+      startingHere = true;
+      const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
+      if (created === 'exists') {
+        // Another delivery of this job id got there first: judge this message against its record next time.
+        throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
+      }
+      reached('recorded');
+      const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
+      const prestaged = small && this.#prestagingMs < INTAKE.firstWindowBudgetMs ? await this.prestage(run, ctx) : undefined;
+      reached('staged');
+      await startRecorded(start, orchestrations, prestaged);
+      reached('started');
+      if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
+      await Promise.all([this.deleteMessage(message, ctx), record === undefined ? undefined : store.deleteRecord(job.jobId, ctx.signal)]);
+      logger.info('intake.started', {
+        jobId: job.jobId,
+        workType: job.workType,
+        instanceId: instanceIdFor(job.jobId),
+        startId,
+        epoch: ctx.epoch,
+        ...(prestaged === undefined ? {} : { firstWindow: true }),
+        // Milliseconds from taking the message to each step's end: where a start's time goes under load.
+        ms: { ...lap, done: Math.round(performance.now() - t0) },
+      });
+      return 'started';
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      if (message.dequeueCount >= INTAKE.maxStartAttempts) return this.rejections.giveUp(message, job, err, ctx, orchestrations);
+      // Left on the queue: it comes back after the visibility timeout and the next pass retries (the
+      // pass's check of unconfirmed starts retries a recorded start sooner).
+      logger.warn('intake.start_failed', {
+        jobId: job.jobId,
+        messageId: message.messageId,
+        dequeueCount: message.dequeueCount,
+        error: err,
+        epoch: ctx.epoch,
+      });
+      return 'retry_later';
+    } finally {
+      if (startingHere) this.repair.settled(job.jobId);
+    }
+  }
+
+  /** The plan's checks and the staging, at intake (FirstWindow.prestage); undefined when the plan is to do it. */
+  private async prestage(run: JobRun, ctx: IntakeContext): Promise<StagedCounts | undefined> {
+    const started = performance.now();
+    try {
+      return await this.deps.firstWindow?.prestage(run, ctx.signal);
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      // Storage trouble while staging: the plan stages (and retries) as it does for any job.
+      this.deps.logger.warn('intake.first_window_failed', { jobId: run.jobId, stage: 'staging', error: err, epoch: ctx.epoch });
+      return undefined;
+    } finally {
+      this.#prestagingMs += performance.now() - started;
+    }
+  }
+
+  /**
+   * Sends the first window of a job staged at intake without holding up the pass's next submission;
+   * the pass waits for these sends before it ends. A failed send is logged: its chunks count as sent
+   * in the plan's ledger and go out again once unclaimed (`DISPATCH_DEFAULTS.unclaimedSeconds`).
+   */
+  private sendFirstWindow(run: JobRun, staged: StagedCounts, ctx: IntakeContext): void {
+    const firstWindow = this.deps.firstWindow;
+    if (firstWindow === undefined) return;
+    const sending: Promise<void> = firstWindow.send(run, staged, ctx.signal).then(
+      () => undefined,
+      (err: unknown) => {
+        if (isAbort(err)) return;
+        this.deps.logger.warn('intake.first_window_failed', { jobId: run.jobId, stage: 'sending', error: err, epoch: ctx.epoch });
+      },
+    ).finally(() => this.#sending.delete(sending));
+    this.#sending.add(sending);
+  }
+
+  /** A submission whose start is already recorded: the pass's check of unconfirmed starts sees it through. */
+  private async alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome> {
+    await this.deps.store.markUnconfirmed(job.jobId, ctx.signal);
+    await this.deleteMessage(message, ctx);
+    this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
+    return 'already_started';
+  }
+
+  private async deleteMessage(message: ReceivedSubmission, ctx: IntakeContext): Promise<void> {
+    try {
+      await this.deps.jobsQueue.deleteMessage(message.messageId, message.popReceipt, { abortSignal: ctx.signal });
+    } catch (err) {
+      // 404 (already deleted) or 400 PopReceiptMismatch (our visibility lapsed during a slow batch and
+      // the message was received again): the work it asked for is done here and any redelivery is a
+      // no-op, so this is not a failure to retry or to reject.
+      const { statusCode, code } = err as { statusCode?: number; code?: string };
+      if (statusCode !== 404 && code !== 'PopReceiptMismatch') throw err;
+      this.deps.logger.info('intake.delete_missed', { messageId: message.messageId, epoch: ctx.epoch });
+    }
+  }
+}

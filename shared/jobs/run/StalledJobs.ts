@@ -1,0 +1,168 @@
+/**
+ * Wakes job runs that stopped moving: the leader's pass, every `STALL_CHECK.intervalMs`, lists the
+ * Running orchestrations and raises a `resume` event on each job run whose last update is more than
+ * `STALL_CHECK.stalledAfterMs` old; the run calls the activity it waits on again (jobOrchestration.ts
+ * `call`).
+ *
+ * Why: a run moves only when a message on its control queue is processed. An instance that received
+ * one (an activity's answer, an event) and died before its episode committed leaves that message
+ * invisible for `controlQueueVisibilityTimeout` (1 minute in host.json, the least the extension
+ * takes), and nothing else wakes the run: a job stalled a minute after a SIGKILL, past the L + 30 s
+ * the recovery promises. A running job's run updates at least every few seconds (a step answers
+ * within 5 s), so 15 s of silence means its message is held (or an activity is retrying).
+ *
+ * A plan not begun is not lost either: a run whose first plan call waits while its start is still
+ * marked unconfirmed (the plan removes the mark before anything else) is queued behind other
+ * activities (a burst: 1,000 queued jobs had 343 such runs asked to resume, each a second plan call),
+ * and its start is the intake's to check (`startUnconfirmed`).
+ *
+ * A slow call is not a lost one: a job activity that runs for more than a moment holds the job's
+ * call lease (CallClaims.ts), so before asking, the check reads it and leaves a run whose call holds
+ * it alone (`job.call_alive`); a lost call's lease runs out within 15 s of its instance's death.
+ * A call made again after a resume says so in the run's custom status (`repeat`), and each repeat is
+ * given twice as long as the call before it before the run counts as stalled (`stalledAfterMs`, 2x,
+ * 4x, up to `maxBackoffMs`): a call that keeps not answering (its message queued behind a busy
+ * worker) is not called again every 15 s. The rule lives in the run's status, so a new leader keeps
+ * it. A resume raised and not yet taken (the run still shows the same call) is not raised again
+ * within the same wait.
+ *
+ * Guarantees: a resume is harmless whenever it comes: every job activity is safe to run twice
+ * (`ChunkDispatcher`, `JobActivities`: a spare step sends a window's chunks twice, workers keep one
+ * result each), the repeated call waits for any live call of the job before it runs (CallClaims), and
+ * the answer of the call that was repeated is ignored when it lands later. Costs one listing of
+ * Running instances per check (the leader only), and one read of the lease per run found idle.
+ * Not covered here: a run whose very first message (its start) is held has no status to resume; it
+ * stays Pending, and the intake starts the job again once it is stuck (`INTAKE.stuckPendingSeconds`).
+ */
+import { type Logger } from '../../observability/log';
+import { type JobCustomStatus } from '../api/JobSummary';
+import { parseInstanceId } from '../jobIds';
+import { type ResumeRequest } from './jobOrchestration';
+import { type OrchestrationClient } from './OrchestrationClient';
+
+export const STALL_CHECK = {
+  /** A Running job run not updated for this long is asked to resume. */
+  stalledAfterMs: 15_000,
+  /** How often the leader's pass looks. */
+  intervalMs: 5_000,
+  /** The longest wait before the same call is asked again (the back-off doubles up to this). */
+  maxBackoffMs: 240_000,
+} as const;
+
+export interface StallCheckDeps {
+  readonly logger: Logger;
+  /** Whether a live call of the job holds its call lease (CallClaims.held); absent: never. */
+  readonly callHeld?: (jobId: string) => Promise<boolean>;
+  /**
+   * Whether the job's start is still marked unconfirmed (JobIntake.startUnconfirmed): its plan has not
+   * begun (the plan removes the mark first), so its run waits for an activity slot, not for an answer
+   * a dead instance holds; the intake's start checks own it. Absent: never.
+   */
+  readonly startUnconfirmed?: (jobId: string) => boolean;
+  readonly now?: () => number;
+  readonly stalledAfterMs?: number;
+  readonly intervalMs?: number;
+}
+
+export interface ResumeRequested extends ResumeRequest {
+  readonly instanceId: string;
+  readonly jobId: string;
+  readonly idleMs: number;
+  readonly phase: string;
+}
+
+export class StalledJobs {
+  readonly #deps: StallCheckDeps;
+  #lastCheck = Number.NEGATIVE_INFINITY;
+  /** The last resume raised per run: which call, when, and how many times that call was asked. */
+  readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
+
+  #running = 0;
+  /** The last check's listing was empty. */
+  #noneRunning = false;
+
+  constructor(deps: StallCheckDeps) {
+    this.#deps = deps;
+  }
+
+  /** Job runs the last check found Running (the leader keeps passing at its busy interval while there are some). */
+  get running(): number {
+    return this.#running;
+  }
+
+  /**
+   * Checks when the interval has passed since the last check, or, after a check that found no run
+   * Running, once `stalledAfterMs` has: a run that starts later cannot be stalled sooner, so an idle
+   * leader lists the runs half as often, and a stall is still asked about within one pass of
+   * its `stalledAfterMs`. Answers the resumes it raised.
+   */
+  async check(orchestrations: OrchestrationClient, epoch: number, signal?: AbortSignal): Promise<ResumeRequested[]> {
+    const now = this.#now();
+    const stalledAfter = this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs;
+    const interval = this.#deps.intervalMs ?? STALL_CHECK.intervalMs;
+    if (now - this.#lastCheck < (this.#noneRunning ? Math.max(interval, stalledAfter) : interval)) return [];
+    this.#lastCheck = now;
+    const running = await orchestrations.listRunning();
+    this.#noneRunning = running.length === 0;
+    const seen = new Set<string>();
+    const raised: ResumeRequested[] = [];
+    for (const instance of running) {
+      if (signal?.aborted === true) break;
+      const job = parseInstanceId(instance.instanceId);
+      const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+      if (job === undefined || typeof status?.generation !== 'number' || typeof status.wait !== 'number') continue;
+      seen.add(instance.instanceId);
+      const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
+      // A repeat of a call (after earlier resumes) is given twice as long as the call before it.
+      const repeat = typeof status.repeat === 'number' ? status.repeat : 0;
+      if (status.phase === 'done' || idleMs < backoffMs(stalledAfter, repeat + 1)) continue;
+      const call = `${status.generation}/${status.wait}`;
+      const last = this.#raised.get(instance.instanceId);
+      // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
+      if (last?.call === call && this.#now() - last.at < backoffMs(stalledAfter, repeat + 1)) continue;
+      // A first plan call not begun yet: queued behind other activities (a burst), not lost.
+      const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
+      if (firstPlanCall && this.#deps.startUnconfirmed?.(job.jobId) === true) continue;
+      if (await this.#callAlive(job.jobId, instance.instanceId, epoch, idleMs)) continue;
+      const request: ResumeRequest = { generation: status.generation, wait: status.wait };
+      try {
+        await orchestrations.raiseResume(instance.instanceId, request);
+      } catch (err) {
+        // Finished since the listing (Durable answers 410), or Durable is unreachable: the next check sees.
+        this.#deps.logger.warn('job.stall_check_failed', { instanceId: instance.instanceId, epoch, error: err });
+        continue;
+      }
+      this.#raised.set(instance.instanceId, { call, at: this.#now() });
+      const phase = status.phase ?? 'unknown';
+      const resumed: ResumeRequested = { ...request, instanceId: instance.instanceId, jobId: job.jobId, idleMs, phase };
+      raised.push(resumed);
+      const hint = 'the run had not moved; it calls its current activity again';
+      this.#deps.logger.warn('job.resume_requested', { ...resumed, epoch, hint });
+    }
+    for (const id of this.#raised.keys()) if (!seen.has(id)) this.#raised.delete(id);
+    this.#running = seen.size;
+    return raised;
+  }
+
+  /** A live call holds the job's call lease: slow, not lost (a failed read counts as not known alive). */
+  async #callAlive(jobId: string, instanceId: string, epoch: number, idleMs: number): Promise<boolean> {
+    if (this.#deps.callHeld === undefined) return false;
+    try {
+      if (!(await this.#deps.callHeld(jobId))) return false;
+    } catch (err) {
+      this.#deps.logger.warn('job.stall_check_failed', { instanceId, epoch, error: err });
+      return false;
+    }
+    this.#deps.logger.debug('job.call_alive', { jobId, instanceId, idleMs, epoch });
+    return true;
+  }
+
+  #now(): number {
+    return (this.#deps.now ?? Date.now)();
+  }
+}
+
+/** How long the `n`-th call of the same activity (1: the first) may be silent before it counts as stalled. */
+export function backoffMs(stalledAfterMs: number, n: number): number {
+  return Math.min(STALL_CHECK.maxBackoffMs, stalledAfterMs * 2 ** Math.max(0, n - 1));
+}

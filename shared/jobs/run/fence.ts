@@ -1,0 +1,63 @@
+/**
+ * The plan's fence, checked against storage before any work (see intake/startSteps.ts for the start
+ * rules it enforces): a finished job answers its final summary; a run the job's start record no
+ * longer names, or started under a leader epoch older than the lease's, stands down with a
+ * superseded marker. The epoch is checked on the plan's first pass only: a retried plan whose start
+ * already staged goes on, as the run's steps do (docs/jobs.md, "Fencing", says why).
+ * Route: docs/architecture.md, "The lease epoch from the elector to the fence", step 6.
+ */
+import { type JobSummary } from '../api/JobSummary';
+import { type JobRun } from '../JobRun';
+import { type JobStore } from '../store/JobStore';
+import { type Now } from '../wallClock';
+
+export interface FenceDeps {
+  readonly store: JobStore;
+  /** The leader lease's current epoch (undefined: no leader yet); without it the check is skipped. */
+  readonly leaseEpoch?: () => Promise<number | undefined>;
+  readonly now: Now;
+}
+
+/**
+ * Checked against storage before any work: a finished job answers its final summary; a run the
+ * start record no longer names, or started under an epoch older than the lease's, is superseded.
+ * The epoch is checked only before the run's first staging (`resumed` false): once a plan of this
+ * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
+ * is the same start's work going on, as its steps are.
+ */
+export async function fence(
+  deps: FenceDeps,
+  run: JobRun,
+  resumedRead: Promise<boolean>,
+  readEpoch = true,
+): Promise<JobSummary | undefined> {
+  const [final, startRead, leaseEpoch, resumed] = await Promise.all([
+    deps.store.readFinal(run.jobId),
+    run.startId === undefined ? undefined : deps.store.readStart(run.jobId),
+    readEpoch ? deps.leaseEpoch?.() : undefined,
+    resumedRead,
+  ]);
+  if (final !== undefined) return final;
+  // Runs started before start records existed carry no start id; nothing to compare with.
+  if (run.startId === undefined) return undefined;
+  const superseded = (reason: string): JobSummary => ({
+    jobId: run.jobId,
+    workType: run.workType,
+    status: 'failed',
+    progress: { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } },
+    error: { code: 'SUPERSEDED', message: `This start of the job stood down (${reason}); the job's current start runs it.` },
+    epoch: run.epoch,
+    finishedAt: deps.now().toISOString(),
+    superseded: { reason },
+  });
+  const start = startRead?.value;
+  if (start !== undefined && (start.startId !== run.startId || start.state !== 'active')) {
+    const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
+    return superseded(start.state === 'active' ? named : 'the submission was rejected');
+  }
+  if (resumed) return undefined;
+  if (leaseEpoch !== undefined && leaseEpoch > run.epoch) {
+    return superseded(`leader epoch ${leaseEpoch} is newer than the run's ${run.epoch}`);
+  }
+  return undefined;
+}

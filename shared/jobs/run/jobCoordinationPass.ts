@@ -1,0 +1,182 @@
+/**
+ * The job pipeline's coordination pass, which the leader runs (on acquiring, on each of its timer
+ * ticks, and on the runtime's own interval while it leads): it completes or repairs the starts
+ * still in progress and, beside that, reads the jobs queue in batches and starts one orchestration per valid
+ * submission (instance id `job-<jobId>`, stamped with the epoch), records invalid ones as rejected
+ * jobs with their original message in `<jobsQueue>-poison`, and deletes a message only after that
+ * (intake/ has the guarantees: Submissions.ts, StartRepair.ts). Idempotent (an extra pass costs a read, never a duplicate); honours
+ * `ctx.signal` between messages and reports `ctx.progress()` for the leader's watchdog. Followers never run it.
+ *
+ * The Durable client is the latest one a function handed over (shared/app/DurableClientHolder); a
+ * pass before any handover logs `intake.no_durable_client` and does nothing.
+ *
+ * Beside the intake, every few seconds, it asks job runs that stopped moving to resume (StalledJobs:
+ * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
+ * check is logged (`job.stall_check_failed`) and does not fail the pass.
+ *
+ * Then the job index's upkeep (IndexUpkeep.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
+ * that say pending or running against their jobs; IndexUpkeep.walkIndex every walkEveryMs: missing
+ * and left-over rows); a failure is logged (`index.upkeep_failed`) and does not fail the pass.
+ *
+ * Then, at most once an hour, the retention sweep purges finished jobs older than
+ * JOB_RETENTION_DAYS (Retention.purgeExpired; 100 per sweep, oldest first).
+ *
+ * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
+ * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
+ * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs.
+ */
+import { type DurableClient } from 'durable-functions';
+
+import { type JobComponents } from '../../app/jobComponents';
+import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
+import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
+import { type IntakeReport } from '../intake/JobIntake';
+import { INDEX_UPKEEP } from '../store/IndexUpkeep';
+import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
+import { StalledJobs } from './StalledJobs';
+
+export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
+/** A pass this long logs `leader.pass_slow` with the time of each of its parts. */
+export const SLOW_PASS_MS = 5_000;
+
+export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
+
+export function jobCoordinationPass(
+  components: Pick<JobComponents, 'intake' | 'indexUpkeep' | 'retention' | 'logger' | 'settings' | 'calls'> &
+    Partial<Pick<JobComponents, 'delivery'>>,
+  durableClient: () => DurableClient | undefined,
+  /** The schedule's clock (tests move it); the work itself runs on real time. */
+  clock: () => number = Date.now,
+): JobCoordinationPass {
+  let lastSweep = 0;
+  let lastDeliverySweep = -Infinity;
+  const upkeep = indexUpkeep(components, clock);
+  let upkeepAt = clock();
+  const stalls = new StalledJobs({
+    logger: components.logger,
+    callHeld: (jobId) => components.calls.held(jobId),
+    startUnconfirmed: (jobId) => components.intake.startUnconfirmed(jobId),
+  });
+  return async (ctx) => {
+    const client = durableClient();
+    if (client === undefined) {
+      components.logger.warn('intake.no_durable_client', {
+        epoch: ctx.epoch,
+        hint: 'the pass runs again on the next timer firing, which brings a client',
+      });
+      return undefined;
+    }
+    const orchestrations = durableOrchestrationClient(client);
+    const began = performance.now();
+    const ms: Record<string, number> = {};
+    let lap = began;
+    const timed = (phase: string): void => {
+      const now = performance.now();
+      ms[phase] = Math.round(now - lap);
+      lap = now;
+    };
+    // The stall check beside the intake, not behind it: a burst's intake takes its whole budget.
+    const apart = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
+      const t0 = performance.now();
+      try {
+        return await work();
+      } finally {
+        ms[phase] = Math.round(performance.now() - t0);
+      }
+    };
+    const [report] = await Promise.all([
+      apart('intake', () => components.intake.runPass(ctx, orchestrations)),
+      apart('stallCheck', async () => {
+        if (ctx.signal.aborted) return;
+        try {
+          await stalls.check(orchestrations, ctx.epoch, ctx.signal);
+        } catch (err) {
+          components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
+        }
+        ctx.progress();
+      }),
+    ]);
+    lap = performance.now();
+    // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
+    // retry, or job runs are Running. Otherwise the leader's passes back off to
+    // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
+    if ((report !== undefined && (report.received > 0 || report.retryLater > 0)) || stalls.running > 0) ctx.busy?.();
+    // Not while submissions are being taken: the upkeep's checks are status reads of several storage
+    // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
+    // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
+    // once it has waited INDEX_UPKEEP.maxDeferMs, so a steady stream cannot hold it off for good.
+    const busy = report !== undefined && report.received > 0 && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
+    if (!ctx.signal.aborted && !busy) {
+      upkeepAt = clock();
+      await upkeep(orchestrations, ctx);
+      ctx.progress();
+    }
+    timed('indexUpkeep');
+    // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
+    const delivery = components.delivery;
+    if (delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs) {
+      lastDeliverySweep = clock();
+      try {
+        const tried = await delivery.sweep(ctx.signal);
+        if (tried > 0) components.logger.info('delivery.swept', { tried, epoch: ctx.epoch });
+      } catch (err) {
+        components.logger.warn('delivery.sweep_failed', { epoch: ctx.epoch, error: err });
+      }
+      ctx.progress();
+    }
+    timed('deliverySweep');
+    const retentionDays = components.settings.jobs.retentionDays;
+    if (retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
+      lastSweep = clock();
+      const purged = await components.retention.purgeExpired(orchestrations, retentionDays);
+      if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
+      ctx.progress();
+    }
+    timed('retention');
+    const totalMs = Math.round(performance.now() - began);
+    // Where a long pass's time went (the stall check and the upkeep wait behind the intake).
+    if (totalMs >= SLOW_PASS_MS) {
+      components.logger.warn('leader.pass_slow', {
+        totalMs,
+        ms: { ...ms, startChecks: report?.checksMs, takingSubmissions: report?.takingMs },
+        received: report?.received,
+        checked: report?.checked,
+        epoch: ctx.epoch,
+      });
+    }
+    return report;
+  };
+}
+
+/**
+ * The index upkeep on its schedule: the refresh every INDEX_UPKEEP.refreshEveryMs, the walk every
+ * walkEveryMs (the first one a walk interval after this leader's first pass: a new leader does not
+ * list every job at once). A failure waits for the next turn.
+ */
+export function indexUpkeep(
+  components: Pick<JobComponents, 'indexUpkeep' | 'logger'>,
+  clock: () => number = Date.now,
+): (orchestrations: OrchestrationClient, ctx: Pick<CoordinationContext, 'epoch' | 'signal'>) => Promise<void> {
+  let lastRefresh = -Infinity;
+  let lastWalk: number | undefined;
+  return async (orchestrations, ctx) => {
+    const now = clock();
+    lastWalk ??= now;
+    if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs) {
+      lastRefresh = now;
+      try {
+        await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal });
+      } catch (err) {
+        components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
+      }
+    }
+    if (!ctx.signal.aborted && now - lastWalk >= INDEX_UPKEEP.walkEveryMs) {
+      lastWalk = now;
+      try {
+        await components.indexUpkeep.walkIndex(orchestrations, { signal: ctx.signal });
+      } catch (err) {
+        components.logger.warn('index.upkeep_failed', { kind: 'walk', epoch: ctx.epoch, error: err });
+      }
+    }
+  };
+}

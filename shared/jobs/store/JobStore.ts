@@ -1,0 +1,411 @@
+/**
+ * Everything the job pipeline keeps in blobs, in the results container (default `job-results`):
+ *
+ *   records/<jobId>.json              a submission that has no orchestration: pending (accepted by
+ *                                     HTTP, not yet started) or rejected (with its error)
+ *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
+ *                                     (a different one under it is refused: DUPLICATE_JOB_ID)
+ *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
+ *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
+ *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
+ *   jobs/<jobId>/claims/<n>-<d>.json  a worker's claim on chunk n's dispatch-d message, overwritten
+ *                                     by each delivery of it (claim time in metadata): the chunk's
+ *                                     deadline runs from its latest claim, not from its enqueue
+ *   jobs/<jobId>/input/...            the job's staged items (segments and their manifest, see
+ *                                     input/InputStore.ts), written once by the plan step
+ *   jobs/<jobId>/result.json          the job's full result
+ *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
+ *                                     may run the job; created once, then changed only with If-Match
+ *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
+ *                                     it; any later run of the job returns it instead of running
+ *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step; the leader's
+ *                                     pass checks each and completes or repairs it
+ *   jobs/<jobId>/delivery.json        where the job's outcome went (replyTo, callback), for its status
+ *   deliveries-due/<jobId>            an outcome delivery that failed, for the leader's pass to retry
+ *
+ * Guarantees (the chunks' own: ChunkBlobs.ts): start records and the final summary are created once; a start record
+ * or a record is replaced only over the version read (`Versioned` carries its etag), so a writer
+ * that read an older version loses instead of overwriting.
+ * The job index (JobIndex, when the store has one) is written here, where a job's status changes:
+ * a record created or replaced (pending by HTTP, rejected), a start record created (pending) or
+ * retired (its row goes), the run past its plan's fence (`confirmStart`: running), the final summary
+ * (its status), and a purge (the row goes). Best effort: a failed index write is logged and never
+ * fails the write it follows; the leader's repair corrects the row.
+ * Callers validate job ids before they get here (`isValidJobId`); this module checks again, since
+ * a job id becomes part of a blob name.
+ */
+import { type BlobServiceClient } from '@azure/storage-blob';
+
+import { isSuperseded, type JobSummary } from '../api/JobSummary';
+import { type BlobRef } from '../input/BlobRef';
+import { isValidJobId } from '../jobIds';
+import { type JobRun } from '../JobRun';
+import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
+import { CancelMarkers } from './CancelMarkers';
+import { ChunkBlobs } from './ChunkBlobs';
+import { DeliveryBlobs } from './DeliveryBlobs';
+import { type JobRecord, type StartRecord, type Versioned } from './jobDocuments';
+import { type IndexEntry, type JobIndex } from './JobIndex';
+
+export { checkJobId, isStatus } from './BlobDocuments';
+export type {
+  ChunkClaimEntry,
+  ChunkResult,
+  ChunkResultEntry,
+  ItemError,
+  JobListing,
+  JobRecord,
+  RecordStatus,
+  StartRecord,
+  Versioned,
+} from './jobDocuments';
+
+/** The size of a blob elsewhere in the account, undefined when it does not exist. */
+export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
+
+const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
+
+export class JobStore {
+  /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
+  readonly #externalSize: ExternalSize;
+  /** The cancel markers as this process last read them (at most a second old: CancelMarkers). */
+  readonly #cancels: CancelMarkers;
+  /** The job's chunks, their results and claims (the dispatcher's and the workers' store). */
+  readonly chunks: ChunkBlobs;
+  /** Where each job's outcome went, and the deliveries the leader's pass retries. */
+  readonly deliveries: DeliveryBlobs;
+
+  /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
+  static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
+    const externalSize = async (ref: BlobRef, signal?: AbortSignal): Promise<number | undefined> => {
+      try {
+        const properties = await blobs.getContainerClient(ref.container).getBlobClient(ref.blob).getProperties({ abortSignal: signal });
+        return properties.contentLength ?? 0;
+      } catch (err) {
+        if (isStatus(err, 404)) return undefined;
+        throw err;
+      }
+    };
+    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName)), containerName, externalSize, index);
+  }
+
+  constructor(
+    private readonly docs: JsonDocuments,
+    /** The results container (other stores keep their blobs there too). */
+    readonly containerName: string,
+    externalSize: ExternalSize,
+    /** The job index this store keeps up to date (none: tests of the pipeline alone). */
+    readonly index?: JobIndex,
+  ) {
+    this.#externalSize = externalSize;
+    this.#cancels = new CancelMarkers((jobId, signal) => this.docs.exists(JobStore.cancelBlob(jobId), signal));
+    this.chunks = new ChunkBlobs(this.docs, this.#cancels);
+    this.deliveries = new DeliveryBlobs(this.docs);
+  }
+
+  static recordBlob(jobId: string): string {
+    return `records/${checkJobId(jobId)}.json`;
+  }
+  static cancelBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/cancel.json`;
+  }
+  static jobBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/job.json`;
+  }
+  static resultBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/result.json`;
+  }
+  static startBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/start.json`;
+  }
+  static finalBlob(jobId: string): string {
+    return `jobs/${checkJobId(jobId)}/final.json`;
+  }
+  static unconfirmedBlob(jobId: string): string {
+    return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
+  }
+
+  /** Creates the results container once per store; a concurrent create (409) is success. */
+  ensureContainer(signal?: AbortSignal): Promise<unknown> {
+    return this.docs.ensureContainer(signal);
+  }
+
+  // --- records ---
+
+  /**
+   * Claims `jobs/<jobId>/` for one submission (create-once, by fingerprint): true when it is this
+   * submission's, false when an earlier, different job with this id left its results there (its
+   * Durable instance purged, or the task hub changed), which must never be reused as this job's.
+   */
+  async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal): Promise<boolean> {
+    const name = JobStore.jobBlob(jobId);
+    const at = new Date().toISOString();
+    if ((await this.docs.put(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') return true;
+    const owner = await this.docs.get<{ fingerprint?: string }>(name, signal);
+    return owner?.fingerprint === fingerprint;
+  }
+
+  async readRecord(jobId: string, signal?: AbortSignal): Promise<JobRecord | undefined> {
+    return this.docs.get<JobRecord>(JobStore.recordBlob(jobId), signal);
+  }
+
+  async readRecordVersioned(jobId: string, signal?: AbortSignal): Promise<Versioned<JobRecord> | undefined> {
+    return this.docs.getVersioned<JobRecord>(JobStore.recordBlob(jobId), signal);
+  }
+
+  /** Creates the record unless one exists; answers which. */
+  async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
+    const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
+    const outcome = await this.docs.put(JobStore.recordBlob(record.jobId), record, options);
+    if (outcome === 'written') await this.index?.note(recordEntry(record), 'record');
+    return outcome;
+  }
+
+  /** Like `createRecord`, answering the new record's etag. */
+  async createRecordVersioned(record: JobRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
+    const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
+    const outcome = await this.docs.putVersioned(JobStore.recordBlob(record.jobId), record, options);
+    if (typeof outcome === 'object') await this.index?.note(recordEntry(record), 'record');
+    return outcome === 'conflict' ? 'exists' : outcome;
+  }
+
+  async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
+    await this.docs.put(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
+    await this.index?.note(recordEntry(record), 'record');
+  }
+
+  /** Replaces the record only if it is still the version read (`ifMatch`): the new etag, or `conflict`. */
+  async replaceRecordIf(record: JobRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
+    const options = { ifMatch, metadata: recordMetadata(record), signal };
+    const outcome = await this.docs.putVersioned(JobStore.recordBlob(record.jobId), record, options);
+    if (typeof outcome === 'object') await this.index?.note(recordEntry(record), 'record');
+    return outcome === 'exists' ? 'conflict' : outcome;
+  }
+
+  async deleteRecord(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.delete(JobStore.recordBlob(jobId), signal);
+  }
+
+  /** Every record's id, status and times, from one listing (no reads). */
+  async listRecords(signal?: AbortSignal): Promise<Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt' | 'workType'>>> {
+    const out: Array<Pick<JobRecord, 'jobId' | 'status' | 'createdAt' | 'updatedAt' | 'workType'>> = [];
+    for await (const blob of this.docs.list('records/', true, signal)) {
+      const jobId = blob.name.slice('records/'.length, -'.json'.length);
+      const meta = blob.metadata;
+      const status = meta.status === 'rejected' ? 'rejected' : 'pending';
+      out.push({
+        jobId,
+        status,
+        createdAt: meta.createdat ?? '',
+        updatedAt: meta.updatedat ?? '',
+        ...(meta.worktype === undefined ? {} : { workType: meta.worktype }),
+      });
+    }
+    return out;
+  }
+
+  // --- starts ---
+
+  async readStart(jobId: string, signal?: AbortSignal): Promise<Versioned<StartRecord> | undefined> {
+    return this.docs.getVersioned<StartRecord>(JobStore.startBlob(jobId), signal);
+  }
+
+  /** Creates the job's start record unless one exists: its etag, or `exists`. */
+  async createStart(record: StartRecord, signal?: AbortSignal): Promise<{ etag: string } | 'exists'> {
+    const outcome = await this.docs.putVersioned(JobStore.startBlob(record.jobId), record, { ifNoneMatch: true, signal });
+    // An HTTP submission's row says pending since its POST (its record): the same status, not written again.
+    const indexed = record.state === 'active' && record.run.via !== 'http';
+    if (typeof outcome === 'object' && indexed) await this.index?.note(startEntry(record), 'start');
+    return outcome === 'conflict' ? 'exists' : outcome;
+  }
+
+  /** Replaces the start record only if it is still the version read: the new etag, or `conflict`. */
+  async replaceStart(record: StartRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
+    const outcome = await this.docs.putVersioned(JobStore.startBlob(record.jobId), record, { ifMatch, signal });
+    // A start given up (START_FAILED): the job id shows no job now (its rejection is recorded next, with its own row).
+    if (typeof outcome === 'object' && record.state === 'rejected') {
+      await this.index?.forget(record.jobId, record.run.submittedAt, 'start_rejected');
+    }
+    return outcome === 'exists' ? 'conflict' : outcome;
+  }
+
+  /** Puts the job on the list of starts the leader's pass checks. */
+  async markUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.put(JobStore.unconfirmedBlob(jobId), {}, { metadata: { since: new Date().toISOString() }, signal });
+  }
+
+  async clearUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.delete(JobStore.unconfirmedBlob(jobId), signal);
+  }
+
+  /**
+   * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
+   * marked starts) and an HTTP submission's pending record goes, if a leader died before deleting
+   * it. Called by that plan, so the leader's pass does not re-read every fresh start until it sees
+   * it past planning. The index row says running once the plan hands the job to its steps
+   * (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
+   */
+  async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
+    const { jobId, via } = run;
+    await Promise.all([this.clearUnconfirmed(jobId, signal), via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined]);
+  }
+
+  /** The index row of a job whose run goes on past its plan: running (best effort, as every index write). */
+  async noteRunning(run: JobRun): Promise<void> {
+    const updatedAt = new Date().toISOString();
+    await this.index?.note(
+      {
+        jobId: run.jobId,
+        status: 'running',
+        workType: run.workType,
+        progress: null,
+        errorCode: null,
+        createdAt: run.submittedAt,
+        updatedAt,
+      },
+      'run',
+    );
+  }
+
+  /** An HTTP submission's pending record, once its start has landed (the status follows the start record then). */
+  async dropPendingRecord(jobId: string, signal?: AbortSignal): Promise<void> {
+    if ((await this.readRecord(jobId, signal))?.status === 'pending') await this.deleteRecord(jobId, signal);
+  }
+
+  /**
+   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
+   * last, so a purge cut short is finished by the next one), its record and its start mark.
+   * Answers how many blobs it deleted.
+   */
+  async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
+    const prefix = `jobs/${checkJobId(jobId)}/`;
+    // The index row's key is the job's creation time: read it while the records that hold it exist.
+    const created =
+      this.index === undefined
+        ? []
+        : [(await this.readStart(jobId, signal))?.value.run.submittedAt, (await this.readRecord(jobId, signal))?.createdAt];
+    const claim = JobStore.jobBlob(jobId);
+    const names: string[] = [];
+    for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
+    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
+    let deleted = 0;
+    for (const name of names) {
+      if (await this.docs.delete(name, signal)) deleted += 1;
+    }
+    for (const createdAt of new Set(created)) if (createdAt !== undefined) await this.index?.forget(jobId, createdAt, 'purge');
+    return deleted;
+  }
+
+  /** Every unconfirmed start: its job id and when it was last marked (one listing per 5,000). */
+  async listUnconfirmed(signal?: AbortSignal): Promise<Array<{ readonly jobId: string; readonly markedAt: number }>> {
+    const out: Array<{ readonly jobId: string; readonly markedAt: number }> = [];
+    for await (const blob of this.docs.list(UNCONFIRMED_PREFIX, false, signal)) {
+      const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
+      if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.lastModified.getTime() });
+    }
+    return out;
+  }
+
+  async readFinal(jobId: string, signal?: AbortSignal): Promise<JobSummary | undefined> {
+    return this.docs.get<JobSummary>(JobStore.finalBlob(jobId), signal);
+  }
+
+  /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
+  async writeFinal(summary: JobSummary, signal?: AbortSignal, createdAt?: string): Promise<JobSummary> {
+    if ((await this.docs.put(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') {
+      if (!isSuperseded(summary)) await this.indexFinal(summary, createdAt);
+      return summary;
+    }
+    return (await this.readFinal(summary.jobId, signal)) ?? summary;
+  }
+
+  // --- the job index (best effort: JobIndex.note logs its own failures; so do these reads) ---
+
+  /**
+   * The job's row shows its outcome. Its key is the job's creation time: given by the run that
+   * aggregated, else read from the start record (a run without one is left to the repair).
+   */
+  private async indexFinal(summary: JobSummary, createdAt?: string): Promise<void> {
+    const index = this.index;
+    if (index === undefined) return;
+    const submittedAt = createdAt ?? (await this.readStart(summary.jobId).catch(() => undefined))?.value.run.submittedAt;
+    if (submittedAt === undefined) return;
+    const entry: IndexEntry = {
+      jobId: summary.jobId,
+      status: summary.status,
+      workType: summary.workType,
+      progress: summary.progress,
+      errorCode: summary.error?.code ?? null,
+      createdAt: submittedAt,
+      updatedAt: summary.finishedAt,
+    };
+    await index.note(entry, 'final');
+  }
+
+  // --- cancel ---
+
+  async markCancelled(jobId: string, reason: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.put(JobStore.cancelBlob(jobId), { jobId, reason, at: new Date().toISOString() }, { ifNoneMatch: true, signal });
+    this.#cancels.noteCancelled(jobId);
+  }
+
+  /** The cancel marker, as read at most a second ago by this process (CancelMarkers says why that is enough). */
+  async isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean> {
+    return this.#cancels.isCancelled(jobId, signal);
+  }
+
+
+  // --- the job's result ---
+
+  async writeJobResult(jobId: string, value: unknown, signal?: AbortSignal): Promise<{ blob: string; bytes: number }> {
+    const name = JobStore.resultBlob(jobId);
+    await this.docs.put(name, value, { signal });
+    return { blob: name, bytes: Buffer.byteLength(JSON.stringify(value)) };
+  }
+
+  async readJobResultText(jobId: string, signal?: AbortSignal): Promise<string | undefined> {
+    return this.docs.getText(JobStore.resultBlob(jobId), signal);
+  }
+
+  /** Whether a blob elsewhere in the account exists (a job's itemsBlob). */
+  async externalExists(ref: BlobRef, signal?: AbortSignal): Promise<boolean> {
+    return (await this.externalSize(ref, signal)) !== undefined;
+  }
+
+  /** The size in bytes of a blob elsewhere in the account (a job's itemsBlob), undefined when it does not exist. */
+  async externalSize(ref: BlobRef, signal?: AbortSignal): Promise<number | undefined> {
+    return this.#externalSize(ref, signal);
+  }
+
+}
+
+/** A record's index row (pending by HTTP, or rejected). */
+function recordEntry(record: JobRecord): IndexEntry {
+  return {
+    jobId: record.jobId,
+    status: record.status,
+    workType: record.workType ?? null,
+    progress: null,
+    errorCode: record.error?.code ?? null,
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+  };
+}
+
+/** A start record's index row: accepted, its start under way (pending). */
+function startEntry(start: StartRecord): IndexEntry {
+  const { jobId, run } = start;
+  const { submittedAt: createdAt, workType } = run;
+  return { jobId, status: 'pending', workType, progress: null, errorCode: null, createdAt, updatedAt: start.at };
+}
+
+function recordMetadata(record: JobRecord): Record<string, string> {
+  return {
+    status: record.status,
+    createdat: record.createdAt,
+    updatedat: record.updatedAt,
+    ...(record.error === undefined ? {} : { code: record.error.code }),
+    // Metadata values are HTTP header text: a work type name is letters, digits, '-' and '_' (WorkTypeRegistry).
+    ...(record.workType === undefined || !/^[A-Za-z0-9_-]{1,64}$/.test(record.workType) ? {} : { worktype: record.workType }),
+  };
+}

@@ -1,0 +1,667 @@
+/**
+ * The leader's intake pass with the real Durable backend (development host) and Azurite: what
+ * happens around failures, aborts and redeliveries. Faults are injected at the narrow seams
+ * (OrchestrationClient, the jobs queue client), nothing else is faked.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+
+import { BlobServiceClient } from '@azure/storage-blob';
+import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient } from '@azure/storage-queue';
+
+import { appRoot } from '../../../../shared/app/appRoot';
+import { type JobService } from '../../../../shared/jobs/api/JobService';
+import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
+import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
+import { type FirstWindow, INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
+import { type IntakeReport, JobIntake } from '../../../../shared/jobs/intake/JobIntake';
+import { instanceIdFor } from '../../../../shared/jobs/jobIds';
+import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
+import { durableOrchestrationClient, type OrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
+import { memoryLogger } from '../../../../shared/observability/log';
+import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
+import { builtInWorkTypes, type WorkTypeRegistry, workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
+import { azuriteConnectionString, uniqueName } from '../../../support/env';
+import { type JobsHost, startJobsHost } from '../support/jobsHost';
+
+describe('job intake pass (development host, Durable backend, Azurite)', () => {
+  let h: JobsHost;
+  let orchestrations: OrchestrationClient;
+  const ctx = (signal = new AbortController().signal, onProgress: () => void = () => undefined) => ({ epoch: 11, holder: 'intake-test', signal, progress: onProgress });
+
+  before(async () => {
+    h = await startJobsHost('intake');
+    orchestrations = durableOrchestrationClient(h.client);
+    await Promise.all([h.jobsQueue.createIfNotExists(), h.poisonQueue.createIfNotExists()]);
+  });
+  after(async () => {
+    await h.stop();
+  });
+
+  interface IntakeOverrides {
+    readonly jobsQueue?: QueueClient;
+    readonly poisonQueue?: QueueClient;
+    readonly registry?: WorkTypeRegistry;
+    readonly logger?: ReturnType<typeof memoryLogger>;
+    readonly now?: () => Date;
+    readonly firstWindow?: FirstWindow;
+  }
+
+  function intake(overrides: IntakeOverrides = {}): JobIntake {
+    const c = appRoot().jobs;
+    return new JobIntake({
+      jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
+      poisonQueue: overrides.poisonQueue ?? h.poisonQueue,
+      store: c.store,
+      registry: overrides.registry ?? workTypes,
+      inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
+      logger: overrides.logger ?? memoryLogger('intake'),
+      ...(overrides.now === undefined ? {} : { now: overrides.now }),
+      ...(overrides.firstWindow === undefined ? {} : { firstWindow: overrides.firstWindow }),
+    });
+  }
+
+  it('reports a jobs queue that holds messages no receive returns (a raw control character on Azurite), every 5 minutes', async () => {
+    const fresh = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName('intake-cc'));
+    await fresh.create();
+    // Azure refuses this at send; Azurite keeps it and from then on answers every receive of the queue with nothing.
+    await fresh.sendMessage('{"jobId":"bad\u0001id"}');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'behind-the-bad-one', workType: 'noop', items: [1] }));
+    const base = Date.parse('2026-01-01T00:00:00.000Z');
+    let now = base;
+    const logger = memoryLogger('intake');
+    const pass = intake({ jobsQueue: fresh, logger, now: () => new Date(now) });
+    const reports = (): Array<Record<string, unknown>> => logger.lines.filter((l) => l.event === 'intake.queue_unreadable');
+    for (let seconds = 0; seconds <= 80; seconds += 10) {
+      now = base + seconds * 1000;
+      assert.equal((await pass.runPass(ctx(), orchestrations)).received, 0);
+    }
+    assert.deepEqual(reports(), [], 'not while a dead leader could still be holding the messages (60 s)');
+    now = base + 125_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 1);
+    const report = reports()[0] ?? {};
+    assert.equal(report.level, 'error');
+    assert.equal(report.code, 'JOBS_QUEUE_UNREADABLE');
+    assert.equal(report.queue, fresh.name);
+    assert.equal(report.messages, 2);
+    assert.match(String(report.action), /control character/);
+    assert.match(String(report.action), new RegExp(`az storage message clear --queue-name ${fresh.name}`));
+    now = base + 200_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 1, 'not repeated within 5 minutes');
+    now = base + 430_000;
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(reports().length, 2, 'repeated while the state lasts');
+    await fresh.delete();
+  });
+
+  it('reports nothing for a jobs queue that is empty or reads', async () => {
+    const fresh = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName('intake-ok'));
+    await fresh.create();
+    const base = Date.parse('2026-01-01T00:00:00.000Z');
+    let now = base;
+    const logger = memoryLogger('intake');
+    const pass = intake({ jobsQueue: fresh, logger, now: () => new Date(now) });
+    for (let seconds = 0; seconds <= 400; seconds += 40) {
+      now = base + seconds * 1000;
+      if (seconds === 200) await fresh.sendMessage(encodeQueueMessage({ jobId: 'reads-fine', workType: 'noop', items: [1] }));
+      await pass.runPass(ctx(), orchestrations);
+    }
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.queue_unreadable'), []);
+    assert.ok(await orchestrations.getStatus(instanceIdFor('reads-fine')), 'the good message was taken');
+    await fresh.delete();
+  });
+
+  it('starts one orchestration per job id, stamped with the epoch, and treats a redelivered submission as done', async () => {
+    const message = encodeQueueMessage({ jobId: 'once', workType: 'noop', items: [1, 2] });
+    await h.jobsQueue.sendMessage(message);
+    await h.jobsQueue.sendMessage(message);
+    let progressCalls = 0;
+    const report = await intake().runPass(
+      ctx(undefined, () => {
+        progressCalls += 1;
+      }),
+      orchestrations,
+    );
+    assert.deepEqual(intakeCounts(report), { received: 2, started: 1, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    assert.ok(progressCalls >= 3, 'progress reported per message and per batch');
+    const status = await orchestrations.getStatus(instanceIdFor('once'));
+    assert.equal((status?.input as { run: { epoch: number } }).run.epoch, 11);
+    assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('stages a small job and sends its first window itself once the run is started; leaves a bigger items blob to the plan', async () => {
+    const c = appRoot().jobs;
+    const calls: { prestaged: string[]; sent: Array<[string, number]> } = { prestaged: [], sent: [] };
+    const firstWindow: FirstWindow = {
+      prestage: (run, signal) => (calls.prestaged.push(run.jobId), c.activities.prestage(run, signal)),
+      send: async (run, staged, signal) => {
+        const sent = await c.activities.sendFirstWindow(run, staged, signal);
+        calls.sent.push([run.jobId, sent]);
+        return sent;
+      },
+    };
+    const manifests = new BlobInputStore(BlobServiceClient.fromConnectionString(azuriteConnectionString()), c.settings.jobs.resultsContainer);
+    const items = Array.from({ length: 30 }, (_, i) => i + 1);
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'first-window', workType: 'sum', items, options: { chunkSize: 10 } }));
+    const passStarted = Date.now();
+    assert.equal((await intake({ firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    assert.deepEqual(calls.sent, [['first-window', 3]], 'the pass ends once its first windows are sent');
+    const manifest = await manifests.readManifest('first-window');
+    const windowAt = Date.parse(manifest?.firstWindowAt ?? '');
+    assert.ok(windowAt >= passStarted - 5_000, `manifest ${JSON.stringify(manifest)}`);
+    const view = await eventuallyFinished('first-window');
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(view.result, { count: 30, sum: 465, min: 1, max: 30 });
+
+    // Over INTAKE.firstWindowMaxBytes: the intake stages nothing; the plan does it all.
+    const inputs = BlobServiceClient.fromConnectionString(azuriteConnectionString()).getContainerClient(uniqueName('e2e-inputs'));
+    await inputs.createIfNotExists();
+    const big = JSON.stringify(Array.from({ length: 200_000 }, (_, i) => i));
+    assert.ok(Buffer.byteLength(big) > INTAKE.firstWindowMaxBytes);
+    await inputs.getBlockBlobClient('big.json').upload(big, Buffer.byteLength(big));
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'no-first-window', workType: 'noop', itemsBlob: `${inputs.containerName}/big.json` }));
+    assert.equal((await intake({ firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    assert.deepEqual(calls.prestaged, ['first-window'], 'the big input was staged at intake');
+    assert.equal((await eventuallyFinished('no-first-window')).status, 'completed');
+    assert.equal((await manifests.readManifest('no-first-window'))?.firstWindowAt, undefined, 'the plan staged it');
+  });
+
+  it('a first window the leader failed to send goes out from the plan once its chunks are unclaimed (15 s), and the job completes exactly', async () => {
+    const c = appRoot().jobs;
+    const logger = memoryLogger('intake');
+    const firstWindow: FirstWindow = {
+      prestage: (run, signal) => c.activities.prestage(run, signal),
+      send: () => Promise.reject(new Error('queue unreachable')),
+    };
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'window-lost', workType: 'sum', items: [5, 6, 7], options: { chunkSize: 1 } }));
+    const posted = Date.now();
+    assert.equal((await intake({ logger, firstWindow }).runPass(ctx(), orchestrations)).started, 1);
+    const failed = logger.lines.filter((l) => l.event === 'intake.first_window_failed');
+    assert.deepEqual(failed.map((l) => [l.level, l.jobId, l.stage]), [['warn', 'window-lost', 'sending']]);
+    const view = await eventuallyFinished('window-lost');
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(view.result, { count: 3, sum: 18, min: 5, max: 7 });
+    assert.ok(Date.now() - posted >= 14_000, 'the chunks went out before they were unclaimed for 15 s (a duplicate send)');
+  });
+
+  it('starts a burst of submissions a few at once, the messages naming one job id one after another', async () => {
+    const fresh = await freshQueue('burst');
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `burst-${i}`, workType: 'noop', items: [i] }));
+    const twin = encodeQueueMessage({ jobId: 'burst-twin', workType: 'noop', items: [1] });
+    await fresh.sendMessage(twin);
+    await fresh.sendMessage(twin);
+    let inFlight = 0;
+    let most = 0;
+    const counting: OrchestrationClient = {
+      ...orchestrations,
+      start: async (instanceId, input) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          // Long enough for the others of the batch to reach their starts meanwhile.
+          await new Promise((r) => setTimeout(r, 100));
+          return await orchestrations.start(instanceId, input);
+        } finally {
+          inFlight -= 1;
+        }
+      },
+    };
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), counting);
+    assert.deepEqual(intakeCounts(report), { received: 10, started: 9, alreadyStarted: 1, rejected: 0, retryLater: 0 }, 'the twin found its start');
+    assert.ok(most > 1 && most <= INTAKE.messageConcurrency, `starts in flight at once: ${most}`);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('stops taking submissions at the pass budget: the ones no lane began go to the next pass, which takes them first', async () => {
+    await clearMarks();
+    const fresh = await freshQueue('carry');
+    const n = INTAKE.messageConcurrency * 2;
+    for (let i = 0; i < n; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `carry-${i}`, workType: 'noop', items: [i] }));
+    // Messages handed out by receives (an empty receive, the pass looking ahead, hands out none).
+    let received = 0;
+    const counted = new Proxy(fresh, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (key !== 'receiveMessages' || typeof value !== 'function') return value;
+        return async (...args: unknown[]): Promise<unknown> => {
+          const answer = (await (value as (...a: unknown[]) => Promise<QueueReceiveMessageResponse>).apply(target, args));
+          received += answer.receivedMessageItems.length;
+          return answer;
+        };
+      },
+    });
+    // Each start outlasts the whole budget (a loaded backend): one round of lanes spends it.
+    const slowMs = INTAKE.passBudgetMs + 500;
+    const slow: OrchestrationClient = {
+      ...orchestrations,
+      start: async (instanceId, input) => {
+        await new Promise((r) => setTimeout(r, slowMs));
+        return orchestrations.start(instanceId, input);
+      },
+    };
+    const pass = intake({ jobsQueue: counted });
+    let again = 0;
+    const passCtx = { ...ctx(), again: () => void (again += 1) };
+    // Passes until every submission is taken (a loaded machine may spend a pass's budget before its
+    // receive: what is asserted is the split, not when it falls).
+    const reports: IntakeReport[] = [];
+    // (More passes than the split needs: the admission bound, INTAKE.maxStartsUnderWay, waits for plans.)
+    while (reports.reduce((sum, r) => sum + r.received, 0) < n && reports.length < 20) reports.push(await pass.runPass(passCtx, slow));
+    const taken = reports.map((r) => r.received).filter((received) => received > 0);
+    assert.equal(taken.reduce((sum, k) => sum + k, 0), n);
+    assert.ok(taken.length >= 2 && taken.every((k) => k <= INTAKE.messageConcurrency), `taken per pass: ${taken.join(', ')} (at most a round of lanes each)`);
+    assert.equal(received, n, 'each received once: the kept submissions were taken without receiving them again (their receipts hold)');
+    assert.ok(again >= 1, 'the next pass is asked for at once');
+    assert.equal(reports.reduce((sum, r) => sum + r.started, 0), n);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+    const started = await Promise.all(Array.from({ length: n }, (_, i) => orchestrations.getStatus(instanceIdFor(`carry-${i}`))));
+    assert.equal(started.filter((s) => s !== undefined).length, n, 'every job started once');
+    // A third pass finds nothing kept and an empty queue.
+    assert.equal((await pass.runPass(passCtx, orchestrations)).received, 0);
+    await fresh.delete();
+  });
+
+  it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans', async () => {
+    const c = appRoot().jobs;
+    const fresh = await freshQueue('budget');
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-${i}`, workType: 'noop', items: [i] }));
+    const prestaged: string[] = [];
+    const firstWindow: FirstWindow = {
+      // Each staging takes longer than the whole budget (a loaded storage account).
+      prestage: async (run, signal) => {
+        prestaged.push(run.jobId);
+        await new Promise((r) => setTimeout(r, INTAKE.firstWindowBudgetMs + 50));
+        return c.activities.prestage(run, signal);
+      },
+      send: (run, staged, signal) => c.activities.sendFirstWindow(run, staged, signal),
+    };
+    const report = await intake({ jobsQueue: fresh, firstWindow }).runPass(ctx(), orchestrations);
+    assert.equal(report.started, 8);
+    // The first few start staging together, before any time is spent; once it is, the others skip it.
+    assert.ok(prestaged.length >= 1 && prestaged.length <= INTAKE.messageConcurrency, `staged at intake: ${prestaged.join(', ')}`);
+  });
+
+  it('the run\'s plan removes its start\'s mark once past its fence: no intake pass has to read the start again', async () => {
+    const c = appRoot().jobs;
+    const jobsQueue = await freshQueue('confirm');
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'plan-confirms', workType: 'sum', items: [1, 2, 3] }));
+    const marked = async (): Promise<boolean> => (await c.store.listUnconfirmed()).some((m) => m.jobId === 'plan-confirms');
+    assert.equal((await intake({ jobsQueue }).runPass(ctx(), orchestrations)).started, 1);
+    assert.ok(await marked(), 'the intake marks the start before making it');
+    // No intake pass runs from here on: only the run itself can remove the mark.
+    assert.equal((await eventuallyFinished('plan-confirms')).status, 'completed');
+    assert.equal(await marked(), false, 'the plan removed the mark');
+  });
+
+  /**
+   * A marked start whose gen-1 instance Durable shows Pending whenever asked (created at `createdAt`
+   * of the held clock), run through passes every second up to `untilS`: the times (s) its instance was read.
+   */
+  async function checkTimes(jobId: string, createdAt: 'fresh' | 'at-start', untilS: number): Promise<number[]> {
+    const c = appRoot().jobs;
+    const run = await recordStart(jobId);
+    await clearMarks();
+    await c.store.markUnconfirmed(jobId);
+    // The held clock starts at the mark's own time (under load the write ends a second or more later).
+    const t0 = (await c.store.listUnconfirmed()).find((m) => m.jobId === jobId)?.markedAt ?? assert.fail('no mark');
+    let offset = 0;
+    const now = (): Date => new Date(t0 + offset);
+    const checkedAt: number[] = [];
+    const pendingForever: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (instanceId) => {
+        if (instanceId !== instanceIdFor(jobId)) return orchestrations.getStatus(instanceId);
+        checkedAt.push(offset / 1000);
+        const created = createdAt === 'fresh' ? now() : new Date(t0);
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: created, lastUpdatedTime: created });
+      },
+    };
+    const pass = intake({ jobsQueue: await freshQueue('backoff'), now });
+    for (offset = 0; offset <= untilS * 1000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
+    return checkedAt;
+  }
+
+  it('under a lag the marks show (starts confirmed 18 s after their marks), waits that long to check and twice it to take a Pending start for stuck', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const run = await recordStart('lag-pending');
+    // The other start: on its way (freshly Pending whenever checked) until its plan removes its mark.
+    const other = await recordStart('lag-confirmed');
+    await Promise.all([c.store.markUnconfirmed('lag-pending'), c.store.markUnconfirmed('lag-confirmed')]);
+    const t0 = Math.max(...(await c.store.listUnconfirmed()).map((m) => m.markedAt));
+    let offset = 0;
+    const now = (): Date => new Date(t0 + offset);
+    const checkedAt: number[] = [];
+    const pendingSinceT0: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (instanceId) => {
+        if (instanceId === instanceIdFor('lag-confirmed')) {
+          const fresh = now();
+          const input = { run: other };
+          return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input, output: null, customStatus: null, createdTime: fresh, lastUpdatedTime: fresh });
+        }
+        if (instanceId !== instanceIdFor('lag-pending')) return orchestrations.getStatus(instanceId);
+        checkedAt.push(offset / 1000);
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: new Date(t0), lastUpdatedTime: new Date(t0) });
+      },
+    };
+    const pass = intake({ jobsQueue: await freshQueue('lag'), now });
+    const generation = async (): Promise<number | undefined> => (await c.store.readStart('lag-pending'))?.value.generation;
+    for (offset = 0; offset <= 33_000; offset += 1_000) {
+      // The other start's plan confirms it at 19 s: listed (fresh) from 0 s, last seen at 18 s.
+      if (offset === 19_000) await c.store.clearUnconfirmed('lag-confirmed');
+      await pass.runPass(ctx(), pendingSinceT0);
+    }
+    // Before the lag was seen: checked at 4, 8 and 14 s (3, 6 s back-off); from 20 s on, a check is due
+    // only once the mark is as old as the lag (it is), and stuck only past 36 s, not 30 s.
+    assert.deepEqual(checkedAt.slice(0, 3), [4, 8, 14], `checked at ${checkedAt.join(', ')} s`);
+    assert.equal(await generation(), 1, `not taken for stuck at 30-33 s (checked at ${checkedAt.join(', ')} s)`);
+    // (Until the first start again: the new start's real instance is not on the held clock.)
+    for (offset = 34_000; offset <= 40_000 && (await generation()) === 1; offset += 1_000) await pass.runPass(ctx(), pendingSinceT0);
+    assert.equal(await generation(), 2, `started again once past twice the lag (checked at ${checkedAt.join(', ')} s)`);
+    assert.ok((checkedAt.at(-1) ?? 0) >= 36, `at ${checkedAt.at(-1)} s, past 36 s`);
+    await c.store.clearUnconfirmed('lag-pending');
+  });
+
+  it('begins no submission while maxStartsUnderWay starts are on their way to their plans, and takes it once they landed', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('admit');
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'admit-1', workType: 'noop', items: [1] }));
+    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `admit-under-way-${i}`);
+    await Promise.all(underWay.map((jobId) => c.store.markUnconfirmed(jobId)));
+    let offset = 0;
+    const now = (): Date => new Date(Date.now() + offset);
+    const pass = intake({ jobsQueue, now });
+    const first = await pass.runPass(ctx(), orchestrations);
+    assert.equal(first.received, 0, 'nothing begun while the starts under way fill the bound');
+    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 1, 'the submission waits on the queue, not received');
+    // Their plans ran (the marks go); the next listing (2 s on) sees room.
+    await Promise.all(underWay.map((jobId) => c.store.clearUnconfirmed(jobId)));
+    offset = INTAKE.checkEveryMs;
+    let started = 0;
+    for (let i = 0; i < 3 && started === 0; i++) started += (await pass.runPass(ctx(), orchestrations)).started;
+    assert.equal(started, 1);
+    await jobsQueue.delete();
+  });
+
+  it('tells the stall check which starts are still on their way: the marks listed, and the ones it made since', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    await c.store.markUnconfirmed('listed-mark');
+    const jobsQueue = await freshQueue('unconfirmed');
+    let offset = 0;
+    const pass = intake({ jobsQueue, now: () => new Date(Date.now() + offset) });
+    // The first pass lists the marks before it takes the submission it finds.
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'made-here', workType: 'noop', items: [1] }));
+    // Its Durable start is slow: the assertions fall while the start is on its way.
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held: OrchestrationClient = { ...orchestrations, start: async (id, input) => (await released, orchestrations.start(id, input)) };
+    const first = pass.runPass(ctx(), held);
+    for (let i = 0; i < 200 && !(await c.store.listUnconfirmed()).some((m) => m.jobId === 'made-here'); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(pass.startUnconfirmed('listed-mark'), true, 'listed');
+    assert.equal(pass.startUnconfirmed('made-here'), true, 'marked by this intake after the listing');
+    assert.equal(pass.startUnconfirmed('never-marked'), false);
+    release();
+    assert.equal((await first).started, 1);
+    offset = 10 * INTAKE.checkEveryMs;
+    await c.store.clearUnconfirmed('listed-mark');
+    await pass.runPass(ctx(), orchestrations);
+    assert.equal(pass.startUnconfirmed('listed-mark'), false, 'gone from the next listing: its plan began');
+    assert.equal(pass.startUnconfirmed('made-here'), true, 'in the next listing');
+    await c.store.clearUnconfirmed('made-here');
+    await jobsQueue.delete();
+  });
+
+  /** An active start record of a one-item noop job under epoch 11, made by this test (no mark, no instance): its run. */
+  async function recordStart(jobId: string): Promise<JobRun> {
+    const startId = randomUUID();
+    const run: JobRun = {
+      jobId,
+      workType: 'noop',
+      fingerprint: 'f',
+      options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline', items: [1] },
+      epoch: 11,
+      holder: 'intake-test',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+      startId,
+    };
+    const record = { v: 1 as const, jobId, fingerprint: 'f', state: 'active' as const, startId, generation: 1, epoch: 11, holder: 'intake-test', at: run.submittedAt, run };
+    assert.notEqual(await appRoot().jobs.store.createStart(record), 'exists');
+    return run;
+  }
+
+  /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
+  async function clearMarks(): Promise<void> {
+    const c = appRoot().jobs;
+    for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId);
+  }
+
+  it('checks a marked start that is still on its way 3 s after its mark, then 3, 6, 12 and every 15 s later: not on every pass', async () => {
+    // Durable shows the run freshly Pending whenever asked (never stuck): the intake waits on it.
+    const checkedAt = await checkTimes('check-backoff', 'fresh', 45);
+    // Passes every second, the marks listed every 2 s (INTAKE.checkEveryMs): marked at t0, checked at
+    // the first listing once due (3 s), then at the first listing 3, 6, 12 and 15 s later.
+    assert.equal(INTAKE.checkEveryMs, 2_000);
+    assert.deepEqual(checkedAt, [4, 8, 14, 26, 42], `checked at ${checkedAt.join(', ')} s`);
+    await appRoot().jobs.store.clearUnconfirmed('check-backoff');
+  });
+
+  it('checks a Pending start again once it counts as stuck (30 s), whatever its back-off, and starts it again then', async () => {
+    // Created at t0 and never started: stuck from 30 s; its back-off alone would have waited until 41 s.
+    // (The passes stop at 33 s: the real instance of the new start is not on the held clock.)
+    const checkedAt = await checkTimes('check-stuck', 'at-start', 33);
+    assert.deepEqual(checkedAt, [4, 8, 14, 26, 32], `checked at ${checkedAt.join(', ')} s`);
+    assert.equal((await appRoot().jobs.store.readStart('check-stuck'))?.value.generation, 2, 'started again under the next instance id');
+  });
+
+  it('leaves a message whose start failed on the queue for the next pass', async () => {
+    await h.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'flaky-start', workType: 'noop', items: [1] }));
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const report = await intake().runPass(ctx(), failingStart);
+    assert.equal(report.retryLater, 1);
+    assert.equal(await orchestrations.getStatus(instanceIdFor('flaky-start')), undefined);
+    // The message is invisible for the visibility timeout, not gone: make it visible again and retry.
+    const peek = await h.jobsQueue.getProperties();
+    assert.equal(peek.approximateMessagesCount, 1);
+  });
+
+  it('rejects a valid submission with START_FAILED once its start has failed on its tenth delivery', async () => {
+    const fresh = await freshQueue('startfail');
+    const text = encodeQueueMessage({ jobId: 'never-starts', workType: 'noop', items: [1] });
+    await fresh.sendMessage(text);
+    // Nine earlier deliveries whose starts failed, as if nine passes had tried.
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), failingStart);
+    assert.equal(report.rejected, 1);
+    // Recorded under the job's own id (nothing else has it), so the submitter finds it there.
+    const view = await appRoot().jobs.service.get('never-starts', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'START_FAILED');
+    assert.match(view.error?.message ?? '', /extension unreachable/);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.ok(poison.peekedMessageItems.some((m) => m.messageText === text));
+  });
+
+  it('on a tenth delivery, a stale leader leaves a start recorded by a newer leader alone instead of giving it up', async () => {
+    const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
+    // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
+    const first = await freshQueue('giveup-newer');
+    await first.sendMessage(text);
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    assert.equal((await intake({ jobsQueue: first }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
+    const c = appRoot().jobs;
+    assert.equal((await c.store.readStart('newer-start'))?.value.epoch, 12);
+    // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
+    const stale = await freshQueue('giveup-stale');
+    await stale.sendMessage(text);
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    let reads = 0;
+    const flaky: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
+    };
+    const report = await intake({ jobsQueue: stale }).runPass(ctx(), flaky);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 1 });
+    const kept = await c.store.readStart('newer-start');
+    assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
+    assert.equal(kept?.value.epoch, 12);
+    await Promise.all([first.delete(), stale.delete()]);
+  });
+
+  it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {
+    const fresh = await freshQueue('boom');
+    const registry = builtInWorkTypes().register({
+      ...noopWorkType,
+      name: 'explodes',
+      validateItem: () => {
+        throw new Error('plug-in bug');
+      },
+    });
+    const bad = encodeQueueMessage({ jobId: 'explodes-1', workType: 'explodes', items: [1] });
+    await fresh.sendMessage(bad);
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'after-explodes', workType: 'noop', items: [1] }));
+    const first = await intake({ jobsQueue: fresh, registry }).runPass(ctx(), orchestrations);
+    const counts = { received: 2, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 1 };
+    assert.deepEqual(intakeCounts(first), counts, 'the pass went on past the failure');
+    assert.ok((await orchestrations.getStatus(instanceIdFor('after-explodes'))) !== undefined);
+
+    // Its tenth delivery (the first pass left the original invisible, so a copy on a queue of its own).
+    const again = await freshQueue('boom10');
+    await again.sendMessage(bad);
+    const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined && got.messageText === bad);
+    const outcome = await intake({ jobsQueue: again, registry }).handleMessage({ ...got, dequeueCount: INTAKE.maxStartAttempts }, ctx(), orchestrations);
+    assert.equal(outcome, 'rejected');
+    const view = await appRoot().jobs.service.get('explodes-1', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'VALIDATION_FAILED');
+    assert.match(view.error?.message ?? '', /plug-in bug/);
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.ok(poison.peekedMessageItems.some((m) => m.messageText === bad), 'the original is kept in the poison queue');
+  });
+
+  it('rejects a submission nested too deep for the recursive code after validation, without crashing the pass', async () => {
+    const fresh = await freshQueue('deep');
+    let items: unknown = 1;
+    for (let i = 0; i < 3_000; i++) items = [items];
+    const text = encodeQueueMessage({ jobId: 'too-deep', workType: 'noop', items: [items] });
+    await fresh.sendMessage(text);
+    const report = await intake({ jobsQueue: fresh }).runPass(ctx(), orchestrations);
+    assert.equal(report.rejected, 1);
+    const view = await appRoot().jobs.service.get('too-deep', orchestrations);
+    assert.equal(view.error?.code, 'NESTING_TOO_DEEP');
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('counts a started job as done when its pop receipt went stale before the delete (a slow batch)', async () => {
+    const fresh = await freshQueue('gone');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'receipt-expired', workType: 'noop', items: [1] }));
+    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined);
+    // Someone else touched the message since (as a receive after our visibility lapsed would): our receipt is stale.
+    await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 30);
+    const outcome = await intake({ jobsQueue: fresh }).handleMessage(got, ctx(), orchestrations);
+    assert.equal(outcome, 'started');
+    assert.ok((await orchestrations.getStatus(instanceIdFor('receipt-expired'))) !== undefined);
+    const rejected = await appRoot().jobs.service.get('receipt-expired', orchestrations);
+    assert.notEqual(rejected.status, 'rejected');
+  });
+
+  it('handles nothing once the leader\'s signal has aborted', async () => {
+    const fresh = await freshQueue('abort');
+    await fresh.sendMessage(encodeQueueMessage({ jobId: 'not-yet', workType: 'noop', items: [1] }));
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(intake({ jobsQueue: fresh }).runPass(ctx(controller.signal), orchestrations));
+    assert.equal(await orchestrations.getStatus(instanceIdFor('not-yet')), undefined);
+    assert.equal((await fresh.getProperties()).approximateMessagesCount, 1, 'the submission is still queued');
+  });
+
+  it('copies a rejected message to the poison queue once, even when its delete failed and it came back', async () => {
+    const fresh = await freshQueue('crash');
+    const text = encodeQueueMessage({ jobId: 'c-crash', workType: 'sum', items: ['x'] });
+    await fresh.sendMessage(text);
+    // The first delete fails, as if the leader died between recording the rejection and deleting.
+    let deletes = 0;
+    const flakyDelete = Object.create(fresh) as QueueClient;
+    flakyDelete.deleteMessage = (...args: Parameters<QueueClient['deleteMessage']>) => (deletes++ === 0 ? Promise.reject(new Error('connection reset')) : fresh.deleteMessage(...args));
+    const first = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 1 })).receivedMessageItems[0];
+    assert.ok(first !== undefined);
+    await assert.rejects(intake({ jobsQueue: flakyDelete }).handleMessage(first, ctx(), orchestrations), /connection reset/);
+    await new Promise((r) => setTimeout(r, 1_200));
+    const again = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.equal(again?.messageId, first.messageId);
+    assert.equal(await intake({ jobsQueue: flakyDelete }).handleMessage(again ?? assert.fail(), ctx(), orchestrations), 'rejected');
+    const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
+    assert.equal(poison.peekedMessageItems.filter((m) => m.messageText === text).length, 1);
+    const view = await appRoot().jobs.service.get('c-crash', orchestrations);
+    assert.equal(view.status, 'rejected');
+    assert.equal(view.error?.code, 'ITEM_REJECTED');
+  });
+
+  it('keeps one poison copy when a stale leader\'s copy lands after another leader recorded its own', async () => {
+    const fresh = await freshQueue('twocopies');
+    const poison = await freshQueue('twocopies-poison');
+    const text = encodeQueueMessage({ jobId: 'copied-once', workType: 'sum', items: ['not a number'] });
+    await fresh.sendMessage(text);
+    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+    assert.ok(got !== undefined);
+    const { store } = appRoot().jobs;
+    // This leader's copy lands late: meanwhile a newer leader handled the same message and recorded its own copy.
+    const late = Object.create(poison) as QueueClient;
+    late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {
+      const mine = await poison.sendMessage(...args);
+      const theirs = await poison.sendMessage(got.messageText, { messageTimeToLive: -1 });
+      const record = await store.readRecord('copied-once');
+      assert.ok(record !== undefined);
+      await store.replaceRecord({ ...record, poisonMessageId: theirs.messageId, epoch: 12 });
+      return mine;
+    };
+    const logger = memoryLogger('intake');
+    assert.equal(await intake({ jobsQueue: fresh, poisonQueue: late, logger }).handleMessage(got, ctx(), orchestrations), 'rejected');
+    const copies = (await poison.peekMessages({ numberOfMessages: 32 })).peekedMessageItems;
+    assert.equal(copies.filter((m) => m.messageText === text).length, 1, 'the stale leader\'s copy stayed');
+    assert.equal((await store.readRecord('copied-once'))?.poisonMessageId, copies[0]?.messageId);
+    assert.ok(logger.lines.some((l) => l.event === 'intake.poison_copy_undone'));
+  });
+
+  /** The counts of the queue messages a pass handled (the check of unconfirmed starts depends on earlier tests). */
+  function intakeCounts(report: IntakeReport): Pick<IntakeReport, 'received' | 'started' | 'alreadyStarted' | 'rejected' | 'retryLater'> {
+    const { received, started, alreadyStarted, rejected, retryLater } = report;
+    return { received, started, alreadyStarted, rejected, retryLater };
+  }
+
+  /** The job's view once it is finished (completed, failed, ...), within 60 s. */
+  async function eventuallyFinished(jobId: string): Promise<Awaited<ReturnType<JobService['get']>>> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const view = await appRoot().jobs.service.get(jobId, orchestrations);
+      if (view.status !== 'pending' && view.status !== 'running') return view;
+      if (Date.now() > deadline) assert.fail(`job ${jobId} still ${view.status}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async function freshQueue(prefix: string): Promise<QueueClient> {
+    const client = QueueServiceClient.fromConnectionString(azuriteConnectionString()).getQueueClient(uniqueName(`intake-${prefix}`));
+    await client.create();
+    return client;
+  }
+});

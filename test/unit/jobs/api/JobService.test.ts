@@ -1,0 +1,91 @@
+/**
+ * The HTTP API's rules (api/JobService.ts) on the in-memory twins of its storage (the jobs queue,
+ * the job store's container) and a stand-in for Durable: a submission enqueued exactly as the queue
+ * path would send it, after its pending record; an identical one answered without a second message;
+ * a different one under the same id refused; bad input refused with its code and nothing written; a
+ * failed send undone; the status of an accepted job never JOB_NOT_FOUND; cancel of a pending job.
+ * test/integration/jobs/api/jobsApi.test.ts runs the same routes over HTTP on Azurite.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { JobService } from '../../../../shared/jobs/api/JobService';
+import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
+import { JobError } from '../../../../shared/jobs/JobError';
+import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
+import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { memoryLogger } from '../../../../shared/observability/log';
+import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
+import { MemoryDocuments } from '../support/MemoryDocuments';
+import { MemoryOrchestrations } from '../support/MemoryOrchestrations';
+import { MemoryQueue } from '../support/MemoryQueue';
+
+function setup() {
+  const now = Date.parse('2026-03-01T12:00:00.000Z');
+  const jobsQueue = new MemoryQueue('jobs', () => now);
+  const docs = new MemoryDocuments(() => now);
+  const store = new JobStore(docs, 'job-results', () => Promise.resolve(undefined));
+  const service = new JobService({
+    jobsQueue,
+    store,
+    registry: workTypes,
+    inputContainers: new InputContainers(['inputs'], ['job-results']),
+    logger: memoryLogger('api'),
+    statusPath: (jobId) => `/api/jobs/${jobId}`,
+    now: () => new Date(now),
+  });
+  return { jobsQueue, docs, store, service, orchestrations: new MemoryOrchestrations(() => now) };
+}
+
+const body = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value), 'utf8');
+const code = (expected: string) => (err: unknown) => err instanceof JobError && err.code === expected;
+
+describe('JobService on its storage twins', () => {
+  it('records a submission as pending, then enqueues it exactly as sent with its job id, once per identical submission', async () => {
+    const t = setup();
+    const submission = { jobId: 'p1', workType: 'sum', items: [1, 2, 3], options: { chunkSize: 2 } };
+    const first = await t.service.submit(body(submission), t.orchestrations);
+    assert.deepEqual(first, { jobId: 'p1', location: '/api/jobs/p1', enqueued: true });
+    assert.deepEqual(t.jobsQueue.sent.map(decodeQueueMessage), [submission]);
+    assert.equal((await t.store.readRecord('p1'))?.status, 'pending');
+    assert.equal((await t.service.get('p1', t.orchestrations)).status, 'pending', 'accepted: never JOB_NOT_FOUND');
+
+    const again = await t.service.submit(body(submission), t.orchestrations);
+    assert.equal(again.enqueued, true, 'a pending identical submission is sent again (its first send may be lost)');
+    await assert.rejects(t.service.submit(body({ ...submission, items: [9] }), t.orchestrations), code('DUPLICATE_JOB_ID'));
+    assert.equal(t.jobsQueue.sent.length, 2, 'nothing sent for the refused one');
+  });
+
+  it('generates a job id when none is given, and the message carries it', async () => {
+    const t = setup();
+    const { jobId } = await t.service.submit(body({ workType: 'sum', items: [1] }), t.orchestrations);
+    assert.match(jobId, /^j-[0-9a-f-]{36}$/);
+    assert.deepEqual(t.jobsQueue.sent.map(decodeQueueMessage), [{ workType: 'sum', items: [1], jobId }]);
+  });
+
+  it('refuses bad input with its code and writes nothing', async () => {
+    const t = setup();
+    await assert.rejects(t.service.submit(Buffer.from('{"workType":', 'utf8'), t.orchestrations), code('INVALID_JSON'));
+    await assert.rejects(t.service.submit(body({ workType: 'nope', items: [1] }), t.orchestrations), code('UNKNOWN_WORK_TYPE'));
+    await assert.rejects(t.service.submit(body({ jobId: '../x', workType: 'sum', items: [1] }), t.orchestrations), code('INVALID_JOB_ID'));
+    await assert.rejects(t.service.submit(body({ workType: 'sum', itemsBlob: 'inputs/missing.json' }), t.orchestrations), code('ITEMS_BLOB_NOT_FOUND'));
+    assert.deepEqual(t.jobsQueue.sent, []);
+    assert.deepEqual([...t.docs.blobs.keys()], []);
+  });
+
+  it('a send that fails is undone: SERVICE_UNAVAILABLE and no pending record left', async () => {
+    const t = setup();
+    t.jobsQueue.sendMessage = () => Promise.reject(new Error('queue unreachable'));
+    await assert.rejects(t.service.submit(body({ jobId: 'lost', workType: 'sum', items: [1] }), t.orchestrations), code('SERVICE_UNAVAILABLE'));
+    assert.equal(await t.store.readRecord('lost'), undefined);
+    await assert.rejects(t.service.get('lost', t.orchestrations), code('JOB_NOT_FOUND'));
+  });
+
+  it('cancels a pending job (its marker), and refuses to cancel one that is not there', async () => {
+    const t = setup();
+    await t.service.submit(body({ jobId: 'c1', workType: 'sum', items: [1] }), t.orchestrations);
+    assert.equal((await t.service.cancel('c1', t.orchestrations)).status, 'pending');
+    assert.equal(await t.store.isCancelled('c1'), true);
+    await assert.rejects(t.service.cancel('none', t.orchestrations), code('JOB_NOT_FOUND'));
+  });
+});

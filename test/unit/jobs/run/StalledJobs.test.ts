@@ -1,0 +1,205 @@
+/**
+ * The leader's stall check (StalledJobs): which runs it asks to resume, and how often. The
+ * orchestration client is a scripted list of instances on a manual clock; the check against the
+ * real Durable backend is in test/integration/jobs/jobLifecycle.test.ts, and a held control message
+ * after a SIGKILL in test/e2e/workerKilled.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type JobCustomStatus } from '../../../../shared/jobs/api/JobSummary';
+import { type ResumeRequest } from '../../../../shared/jobs/run/jobOrchestration';
+import { type OrchestrationClient, type OrchestrationSnapshot } from '../../../../shared/jobs/run/OrchestrationClient';
+import { backoffMs, STALL_CHECK, StalledJobs } from '../../../../shared/jobs/run/StalledJobs';
+import { memoryLogger } from '../../../../shared/observability/log';
+
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+
+function status(generation: number, wait: number, phase: JobCustomStatus['phase'] = 'running', repeat?: number): Partial<JobCustomStatus> {
+  return { phase, generation, wait, epoch: 3, ...(repeat === undefined ? {} : { repeat }) };
+}
+
+class ScriptedClient {
+  instances: OrchestrationSnapshot[] = [];
+  readonly raised: Array<{ instanceId: string; request: ResumeRequest }> = [];
+  /** Instances whose raise fails (finished since the listing: Durable answers 410). */
+  readonly refuse = new Set<string>();
+  listings = 0;
+
+  set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
+    const snapshot: OrchestrationSnapshot = {
+      instanceId,
+      runtimeStatus: 'Running',
+      input: null,
+      output: null,
+      customStatus,
+      createdTime: new Date(T0),
+      lastUpdatedTime: new Date(lastUpdated),
+    };
+    this.instances = [...this.instances.filter((i) => i.instanceId !== instanceId), snapshot];
+  }
+
+  client(): OrchestrationClient {
+    const unused = (): Promise<never> => Promise.reject(new Error('not used by the stall check'));
+    return {
+      getStatus: unused,
+      start: unused,
+      raiseCancel: unused,
+      list: unused,
+      purge: unused,
+      listRunning: () => {
+        this.listings += 1;
+        return Promise.resolve([...this.instances]);
+      },
+      raiseResume: (instanceId, request) => {
+        if (this.refuse.has(instanceId)) return Promise.reject(new Error('HTTP 410: the instance has finished'));
+        this.raised.push({ instanceId, request });
+        return Promise.resolve();
+      },
+    };
+  }
+}
+
+function setup(): { clock: { now: number }; scripted: ScriptedClient; stalls: StalledJobs; logger: ReturnType<typeof memoryLogger> } {
+  const clock = { now: T0 };
+  const logger = memoryLogger();
+  return { clock, scripted: new ScriptedClient(), stalls: new StalledJobs({ logger, now: () => clock.now }), logger };
+}
+
+describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
+  it('asks a job run idle for 15 s to resume its current call, and leaves a busy run, other instances and finished runs alone', async () => {
+    const { clock, scripted, stalls, logger } = setup();
+    clock.now = T0 + 60_000;
+    scripted.set('job-stuck', status(2, 7), clock.now - STALL_CHECK.stalledAfterMs);
+    scripted.set('job-busy', status(1, 3), clock.now - STALL_CHECK.stalledAfterMs + 1_000);
+    scripted.set('job-stuck.2', status(1, 1, 'planning'), clock.now - 40_000);
+    scripted.set('job-ending', status(1, 9, 'done'), clock.now - 40_000);
+    scripted.set('report-builder', status(1, 1), clock.now - 40_000);
+    scripted.set('job-old-version', { phase: 'running', generation: 1 }, clock.now - 40_000);
+    const raised = await stalls.check(scripted.client(), 5);
+    assert.deepEqual(
+      scripted.raised,
+      [
+        { instanceId: 'job-stuck', request: { generation: 2, wait: 7 } },
+        { instanceId: 'job-stuck.2', request: { generation: 1, wait: 1 } },
+      ],
+    );
+    assert.deepEqual(raised.map((r) => [r.jobId, r.idleMs, r.phase]), [['stuck', 15_000, 'running'], ['stuck', 40_000, 'planning']]);
+    const logged = logger.lines.filter((l) => l.event === 'job.resume_requested');
+    assert.equal(logged.length, 2);
+    assert.equal(logged[0]?.level, 'warn');
+    assert.equal(logged[0]?.jobId, 'stuck');
+    assert.equal(logged[0]?.epoch, 5);
+  });
+
+  it('goes on to the next run when raising on one fails, and logs it', async () => {
+    const { scripted, stalls, logger } = setup();
+    scripted.set('job-finished-meanwhile', status(1, 3), T0 - 20_000);
+    scripted.set('job-stuck', status(1, 4), T0 - 20_000);
+    scripted.refuse.add('job-finished-meanwhile');
+    const raised = await stalls.check(scripted.client(), 2);
+    assert.deepEqual(raised.map((r) => r.instanceId), ['job-stuck']);
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'job.stall_check_failed').map((l) => l.instanceId), ['job-finished-meanwhile']);
+  });
+
+  it('looks at most once per interval while runs are Running', async () => {
+    const { clock, scripted, stalls } = setup();
+    scripted.set('job-a', status(1, 1), T0);
+    await stalls.check(scripted.client(), 1);
+    clock.now += STALL_CHECK.intervalMs - 1;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 1);
+    clock.now += 1;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 2);
+  });
+
+  it('after a listing with no run Running, looks again only once a run started since could have stalled (15 s)', async () => {
+    const { clock, scripted, stalls } = setup();
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 1);
+    // A run starts just after the empty listing: it cannot be 15 s idle before T0 + 15 s.
+    scripted.set('job-new', status(1, 1), T0 + 1);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs - 1;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    assert.equal(scripted.listings, 1, 'an idle leader lists the runs less often');
+    clock.now = T0 + STALL_CHECK.stalledAfterMs + 1;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), ['job-new']);
+    assert.equal(stalls.running, 1);
+    // Runs Running again: back to one look per interval.
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.listings, 3);
+  });
+
+  it('nudges the same call again only after another 15 s, and a new call as soon as it stalls', async () => {
+    const { clock, scripted, stalls } = setup();
+    scripted.set('job-a', status(1, 4), T0 - 20_000);
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 1);
+    // The resume is not processed yet (the run still shows the same call): not nudged again at once...
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 1);
+    // ...but again once another 15 s passed without the run moving.
+    clock.now = T0 + STALL_CHECK.stalledAfterMs;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 2);
+    // The run moved on to its next call and stalled there: nudged at the next check.
+    scripted.set('job-a', status(1, 6), clock.now - STALL_CHECK.stalledAfterMs);
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.deepEqual(scripted.raised.at(-1), { instanceId: 'job-a', request: { generation: 1, wait: 6 } });
+  });
+
+  it('leaves a run whose call holds the job\'s call lease alone, however long it is silent, and asks once the lease is gone', async () => {
+    const { clock, scripted, logger } = setup();
+    const held = new Set(['slow']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld: (jobId) => Promise.resolve(held.has(jobId)) });
+    scripted.set('job-slow', status(1, 1, 'planning'), T0);
+    for (let n = 1; n <= 6; n++) {
+      clock.now = T0 + n * STALL_CHECK.stalledAfterMs * 4;
+      assert.deepEqual(await stalls.check(scripted.client(), 1), [], `check ${n}: a live call is slow, not lost`);
+    }
+    assert.equal(scripted.raised.length, 0);
+    assert.equal(logger.lines.filter((l) => l.event === 'job.resume_requested').length, 0);
+    // Its instance died: the lease runs out, and the next check asks.
+    held.delete('slow');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['slow']);
+  });
+
+  it('leaves a run whose first plan call has not begun (its start still marked) to the intake, and asks once the mark is gone', async () => {
+    const { clock, scripted, logger } = setup();
+    const marked = new Set(['queued', 'stepping']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, startUnconfirmed: (jobId) => marked.has(jobId) });
+    scripted.set('job-queued', status(1, 1, 'planning'), T0);
+    // Past its plan: a mark left behind (its removal failed) does not hide a stalled step.
+    scripted.set('job-stepping', status(1, 2, 'running'), T0);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs * 4;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['stepping']);
+    marked.delete('queued');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['queued']);
+  });
+
+  it('gives each repeat of a call twice as long as the one before (the run\'s status carries the count), up to the cap', async () => {
+    const { clock, scripted, stalls } = setup();
+    clock.now = T0 + 3_600_000;
+    // Each check comes an interval after the last; the run shows `repeat` and was last updated `idleMs` ago.
+    const check = async (repeat: number, idleMs: number): Promise<boolean> => {
+      clock.now += STALL_CHECK.intervalMs;
+      scripted.set('job-r', status(1, 10 + repeat, 'planning', repeat === 0 ? undefined : repeat), clock.now - idleMs);
+      return (await stalls.check(scripted.client(), 1)).length > 0;
+    };
+    assert.equal(await check(0, 14_999), false);
+    assert.equal(await check(0, 15_000), true);
+    assert.equal(await check(1, 29_999), false, 'the first repeat is not asked again at 15 s');
+    assert.equal(await check(1, 30_000), true);
+    assert.equal(await check(2, 59_999), false);
+    assert.equal(await check(2, 60_000), true);
+    assert.equal(await check(9, 239_999), false);
+    assert.equal(await check(9, 240_000), true, 'capped at maxBackoffMs');
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffMs(15_000, n)), [15_000, 30_000, 60_000, 120_000, 240_000, 240_000, 240_000, 240_000]);
+  });
+});

@@ -1,0 +1,116 @@
+/**
+ * The job store's own rules (store/JobStore.ts) on the in-memory twin of its container: start records
+ * created once and replaced only over the version read, the final summary created once, a pending
+ * record dropped only while pending, a confirmed start's mark gone, a purge that deletes the id claim
+ * last, and the blob names it refuses. The twin is held to the Azure container's behavior by
+ * test/integration/jobs/store/documents.test.ts; the Azurite tests of the pipeline use the real one.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
+import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type JobRecord, JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
+import { MemoryDocuments } from '../support/MemoryDocuments';
+
+const AT = '2026-03-01T12:00:00.000Z';
+
+function setup(): { docs: MemoryDocuments; store: JobStore } {
+  const docs = new MemoryDocuments(() => Date.parse(AT));
+  return { docs, store: new JobStore(docs, 'job-results', () => Promise.resolve(undefined)) };
+}
+
+function run(jobId: string, via: JobRun['via'] = 'queue', startId = 's1'): JobRun {
+  return {
+    jobId,
+    workType: 'sum',
+    fingerprint: 'f'.repeat(64),
+    options: { chunkSize: 10, attempts: 3, deadlineSeconds: 300 },
+    source: { kind: 'inline', items: [1, 2] },
+    epoch: 3,
+    holder: 'leader',
+    submittedAt: AT,
+    via,
+    startId,
+  };
+}
+
+function startOf(r: JobRun, generation = 1): StartRecord {
+  const startId = r.startId ?? 's1';
+  return { v: 1, jobId: r.jobId, fingerprint: r.fingerprint, state: 'active', startId, generation, epoch: r.epoch, holder: r.holder, at: AT, run: r };
+}
+
+function pending(jobId: string): JobRecord {
+  return { jobId, status: 'pending', createdAt: AT, updatedAt: AT, via: 'http', fingerprint: 'f'.repeat(64), workType: 'sum' };
+}
+
+function summary(jobId: string, sum: number): JobSummary {
+  const counts = { total: 1, done: 1, failed: 0 };
+  return { jobId, workType: 'sum', status: 'completed', progress: { chunks: counts, items: counts }, result: sum, epoch: 3, finishedAt: AT };
+}
+
+describe('JobStore on its container (in-memory twin)', () => {
+  it('creates a start record once and replaces it only over the version read', async () => {
+    const { store } = setup();
+    const first = await store.createStart(startOf(run('j1')));
+    assert.ok(typeof first === 'object');
+    assert.equal(await store.createStart(startOf(run('j1', 'queue', 's2'))), 'exists', 'a second start record for the id loses');
+    const read = await store.readStart('j1');
+    assert.equal(read?.value.startId, 's1');
+    const taken = await store.replaceStart(startOf(run('j1', 'queue', 's2'), 2), first.etag);
+    assert.ok(typeof taken === 'object');
+    assert.equal(await store.replaceStart(startOf(run('j1', 'queue', 's3'), 3), first.etag), 'conflict', 'a writer that read the older version loses');
+    assert.equal((await store.readStart('j1'))?.value.startId, 's2');
+  });
+
+  it('keeps the first final summary: a later run of the job gets the stored one back', async () => {
+    const { store } = setup();
+    assert.deepEqual(await store.writeFinal(summary('j2', 3)), summary('j2', 3));
+    assert.deepEqual(await store.writeFinal(summary('j2', 99)), summary('j2', 3));
+    assert.deepEqual(await store.readFinal('j2'), summary('j2', 3));
+  });
+
+  it('a landed start: its mark goes, and an HTTP submission pending record with it; a rejected record stays', async () => {
+    const { store } = setup();
+    await store.createRecord(pending('j3'));
+    await store.markUnconfirmed('j3');
+    await store.markUnconfirmed('j4');
+    assert.deepEqual((await store.listUnconfirmed()).map((m) => [m.jobId, m.markedAt]), [['j3', Date.parse(AT)], ['j4', Date.parse(AT)]]);
+    await store.confirmStart(run('j3', 'http'));
+    assert.deepEqual((await store.listUnconfirmed()).map((m) => m.jobId), ['j4']);
+    assert.equal(await store.readRecord('j3'), undefined);
+
+    const rejected: JobRecord = { ...pending('j5'), status: 'rejected', error: { code: 'INVALID_JOB', message: 'no' } };
+    await store.createRecord(rejected);
+    await store.dropPendingRecord('j5');
+    assert.deepEqual(await store.readRecord('j5'), rejected, 'only a pending record is dropped');
+    assert.deepEqual((await store.listRecords()).map((r) => [r.jobId, r.status, r.workType]), [['j5', 'rejected', 'sum']]);
+  });
+
+  it('purges everything a job left, the id claim last, and nothing of another job', async () => {
+    const { docs, store } = setup();
+    assert.equal(await store.claimJobId('j6', 'f'.repeat(64)), true);
+    assert.equal(await store.claimJobId('j6', 'e'.repeat(64)), false, 'another submission cannot take the id');
+    await store.createStart(startOf(run('j6')));
+    await store.markUnconfirmed('j6');
+    await store.chunks.writeChunkResult({
+      jobId: 'j6', chunk: 0, status: 'ok', itemCount: 2, itemsFailed: 0, partial: 3, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
+    });
+    await store.writeFinal(summary('j6', 3));
+    await store.claimJobId('j7', 'f'.repeat(64));
+    const deletes: string[] = [];
+    const remove = docs.delete.bind(docs);
+    docs.delete = (name: string) => {
+      deletes.push(name);
+      return remove(name);
+    };
+    assert.equal(await store.purgeJob('j6'), 5, 'start, result, final, mark and the id claim');
+    assert.equal(deletes.at(-1), JobStore.jobBlob('j6'), 'the id claim goes last: a purge cut short is finished by the next');
+    assert.deepEqual([...docs.blobs.keys()], [JobStore.jobBlob('j7')]);
+  });
+
+  it('refuses a blob name made from an invalid job id', () => {
+    assert.throws(() => JobStore.startBlob('../other'), /invalid job id/);
+    assert.throws(() => JobStore.recordBlob(''), /invalid job id/);
+  });
+});
