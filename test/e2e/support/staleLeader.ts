@@ -16,7 +16,7 @@
  * and 169-171: the receive is cancelled by the queue's release, and its `catch` ignores that, so nothing
  * abandons the messages storage handed out;
  * AzureStorageOrchestrationService.cs line 575, DropLostControlQueue; Partitioning/TablePartitionManager.cs
- * line 365). Seen on 3.19.0: the resumed leader received control-01 20 ms after the message was stored,
+ * line 365). Seen on 3.19.0: the resumed leader received control-01 just after the message was stored,
  * dropped the queue 55 ms later, and the partition's owner, polling every 250 ms, never saw the message.
  * It comes back then and runs as any start does.
  */
