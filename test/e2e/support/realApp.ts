@@ -52,6 +52,23 @@ export function sumOf(items: readonly number[]): { count: number; sum: number; m
   return { count: items.length, sum: items.reduce((a, b) => a + b, 0), min: Math.min(...items), max: Math.max(...items) };
 }
 
+/**
+ * The shipped host.json's `durableTask.storageProvider.controlQueueVisibilityTimeout` in ms (the Azure
+ * Storage provider's default, 5 minutes, when it is not set): how long a control-queue message a process
+ * received stays hidden from every other process, so how late the real extension may run a message
+ * whose receiver dropped it without handling it (a process that finds it lost the queue's partition).
+ * The test app's host.json keeps it (createRealAppRoot changes only the polling).
+ */
+export function shippedControlQueueVisibilityMs(): number {
+  const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as {
+    extensions?: { durableTask?: { storageProvider?: { controlQueueVisibilityTimeout?: string } } };
+  };
+  const value = hostJson.extensions?.durableTask?.storageProvider?.controlQueueVisibilityTimeout ?? '00:05:00';
+  const match = /^(\d+):(\d{2}):(\d{2})$/.exec(value);
+  if (match === null) throw new Error(`controlQueueVisibilityTimeout "${value}" is not hh:mm:ss`);
+  return ((Number(match[1]) * 60 + Number(match[2])) * 60 + Number(match[3])) * 1000;
+}
+
 /** An app folder for the real app: this build's output linked in, the project's host.json (with `queues` settings over its own). */
 export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-fence-'));
