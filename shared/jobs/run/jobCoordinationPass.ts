@@ -12,7 +12,9 @@
  *
  * Beside the intake, every few seconds, it asks job runs that stopped moving to resume (StalledJobs:
  * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
- * check is logged (`job.stall_check_failed`) and does not fail the pass.
+ * check is logged (`job.stall_check_failed`) and does not fail the pass. The pass waits for the
+ * check, and for the index upkeep below, at most WAIT_BESIDE_MS; longer ones go on beside the next
+ * passes (beside.ts), so a pass lasts about the intake's budget under any burst.
  *
  * Then the job index's upkeep (IndexUpkeep.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
  * that say pending or running against their jobs; IndexUpkeep.walkIndex every walkEveryMs: missing
@@ -32,12 +34,19 @@ import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
 import { INDEX_UPKEEP } from '../store/IndexUpkeep';
+import { Beside } from './beside';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 /** A pass this long logs `leader.pass_slow` with the time of each of its parts. */
 export const SLOW_PASS_MS = 5_000;
+/**
+ * A pass waits this long for its stall check and for its index upkeep (each: Beside); what runs
+ * longer goes on beside the next passes, which start no second one meanwhile. About the intake's
+ * budget, so a pass lasts about 2.5 s whatever the burst.
+ */
+export const WAIT_BESIDE_MS = 2_500;
 
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
@@ -47,7 +56,11 @@ export function jobCoordinationPass(
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
   clock: () => number = Date.now,
+  /** How long a pass waits for its stall check and its index upkeep (Infinity: until they end, for tests that read their effects). */
+  waitBesideMs: number = WAIT_BESIDE_MS,
 ): JobCoordinationPass {
+  const stallChecks = new Beside(waitBesideMs);
+  const upkeeps = new Beside(waitBesideMs);
   let lastSweep = 0;
   let lastDeliverySweep = -Infinity;
   const upkeep = indexUpkeep(components, clock);
@@ -88,13 +101,16 @@ export function jobCoordinationPass(
       apart('intake', () => components.intake.runPass(ctx, orchestrations)),
       apart('stallCheck', async () => {
         if (ctx.signal.aborted) return;
-        try {
-          // Its listing timed apart (`ms.stallListing`): the one part of the check its budget cannot cut.
-          const listing = { ...orchestrations, listRunning: () => apart('stallListing', () => orchestrations.listRunning()) };
-          await stalls.check(listing, ctx.epoch, ctx.signal);
-        } catch (err) {
-          components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
-        }
+        // At most `waitBesideMs`: the listing of a burst's runs takes seconds, and the check goes on beside the next passes.
+        await stallChecks.run(async () => {
+          try {
+            // Its listing timed apart (`ms.stallListing`, when it ends within this pass): the part its budget cannot cut.
+            const listing = { ...orchestrations, listRunning: () => apart('stallListing', () => orchestrations.listRunning()) };
+            await stalls.check(listing, ctx.epoch, ctx.signal);
+          } catch (err) {
+            components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
+          }
+        });
         ctx.progress();
       }),
     ]);
@@ -110,7 +126,7 @@ export function jobCoordinationPass(
     const busy = report !== undefined && report.received > 0 && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
     if (!ctx.signal.aborted && !busy) {
       upkeepAt = clock();
-      await upkeep(orchestrations, ctx);
+      await upkeeps.run(() => upkeep(orchestrations, ctx));
       ctx.progress();
     }
     timed('indexUpkeep');

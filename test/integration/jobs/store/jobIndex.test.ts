@@ -133,7 +133,8 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.equal((await finished('ix-dropped')).status, 'completed');
     // The schedule's clock is ours; the pass, Durable and the storage are real.
     let now = 1_000_000;
-    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now);
+    // Waits for its upkeep to end (not WAIT_BESIDE_MS): the rows are read right after each pass.
+    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now, Number.POSITIVE_INFINITY);
     const ctx = { epoch: 900, holder: 'ix-leader', signal: new AbortController().signal, progress: () => undefined };
     await pass(ctx); // The leader's first pass: its first refresh, and the walk's clock starts.
 
@@ -194,7 +195,8 @@ describe('job index (Azure Table on Azurite)', () => {
     await passUntilQueueEmpty();
     assert.equal((await finished('ix-burst-stale')).status, 'completed');
     let now = 5_000_000;
-    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now);
+    // Waits for its upkeep to end (not WAIT_BESIDE_MS): the rows are read right after each pass.
+    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now, Number.POSITIVE_INFINITY);
     const ctx = { epoch: 901, holder: 'ix-leader', signal: new AbortController().signal, progress: () => undefined };
     await pass(ctx); // Its first refresh, before the row goes wrong.
     const [row] = await rowsOf('ix-burst-stale');
