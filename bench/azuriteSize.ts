@@ -7,11 +7,12 @@
  * a read, a listing and a receive filter every blob (or message) of the account.
  *
  * Measured here, on one Azurite with a data folder (as the benches run it): requests per second, 8
- * in flight, for 3 s each, on a probe container and queue that hold one blob and one message, first
+ * in flight, for 5 s each, on a probe container and queue that hold one blob and one message, first
  * with nothing else stored, then with `--blobs` blobs in another container, then with `--messages`
- * messages in another queue as well. The ratios are to the first row, same run.
+ * messages in another queue as well, then with both deleted again (the control: the machine's drift
+ * over the run). The ratios are to the first row, same run.
  *
- * Run: `npm run bench -- azurite-size [--blobs 10000] [--messages 1000] [--seconds 3]`.
+ * Run: `npm run bench -- azurite-size [--blobs 10000] [--messages 1000] [--seconds 5]`.
  */
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
@@ -40,7 +41,7 @@ export const azuriteSizeBench: Bench = {
   async run(ctx) {
     const blobs = Number(ctx.options.get('blobs') ?? '10000');
     const messages = Number(ctx.options.get('messages') ?? '1000');
-    const seconds = Number(ctx.options.get('seconds') ?? '3');
+    const seconds = Number(ctx.options.get('seconds') ?? '5');
     const blobService = BlobServiceClient.fromConnectionString(ctx.connectionString);
     const queueService = QueueServiceClient.fromConnectionString(ctx.connectionString);
     const probe = blobService.getContainerClient('size-probe');
@@ -88,6 +89,9 @@ export const azuriteSizeBench: Bench = {
       await Promise.all(Array.from({ length: Math.min(100, messages - i) }, () => fillerQueue.sendMessage('e30=')));
     }
     await measure(`and ${messages.toLocaleString('en-US')} messages in another queue`);
+    // The control: the same account emptied again (the machine's drift over the run shows here).
+    await Promise.all([filler.delete(), fillerQueue.delete()]);
+    await measure('emptied again (control)');
 
     const base = rows[0]?.rates ?? [];
     const lines = [
