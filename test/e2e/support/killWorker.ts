@@ -54,6 +54,12 @@ export interface Killed {
   readonly after: number;
 }
 
+/** A result write of the job's chunks (the victim is held there, and dies). */
+export const resultPut =
+  (jobId: string) =>
+  (s: Scenario, r: ProxiedRequest): boolean =>
+    r.method === 'PUT' && r.path.includes(`/${s.names.results}/jobs/${jobId}/results/`);
+
 export async function killWorkerAt(
   start: () => Promise<{ s: Scenario; proxy: StorageProxy }>,
   jobId: string,
