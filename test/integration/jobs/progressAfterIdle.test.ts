@@ -16,7 +16,9 @@
  *   this process's console), which it writes once staged and its first window sent. The plan's
  *   answer is no bound: it waits for results up to 5 s more, and under the suite's load the workers'
  *   first results come late (8.8 s from scheduled to answered in a CI run);
- * - each step within its own wait (2 s while chunks remain to send, 5 s once all are out) plus a pass;
+ * - each step answered within its longest wait (5 s) plus one polling ceiling and 5 s of load: a coarse
+ *   bound (a step took 11.3 s from scheduled to answered in a CI run with the suite on both cores); the
+ *   missing wake shows in the start and the plan's pickup, which the bounds above catch;
  * - each answer -> the next activity scheduled under 2.5 s.
  * The bounds hold under the suite's load (the plan is taken in about 80 ms on a quiet machine); an
  * unwoken queue waits for its next poll, up to the 10 s ceiling at a random phase: the red check
@@ -112,7 +114,8 @@ describe('a job posted after an idle spell: its run does not wait for Durable\'s
     const takenMs = plannedAt - (calls[0]?.scheduled ?? NaN);
     t.diagnostic(`the plan logged job.planned ${takenMs} ms after it was scheduled`);
     assert.ok(takenMs < 5_000, `the plan logged job.planned ${takenMs} ms after it was scheduled (${planned.length} lines): ${shown}`);
-    for (const call of calls.slice(1)) assert.ok(call.answered - call.scheduled < 9_000, `${call.name} took ${call.answered - call.scheduled} ms: ${shown}`);
+    const stepBoundMs = 5_000 + ceilingMs + 5_000;
+    for (const call of calls.slice(1)) assert.ok(call.answered - call.scheduled < stepBoundMs, `${call.name} took ${call.answered - call.scheduled} ms: ${shown}`);
     for (let i = 1; i < calls.length; i++) {
       const hop = (calls[i]?.scheduled ?? NaN) - (calls[i - 1]?.answered ?? NaN);
       assert.ok(hop < 2_500, `answer ${i - 1} -> ${calls[i]?.name} scheduled took ${hop} ms: ${shown}`);
