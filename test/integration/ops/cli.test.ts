@@ -2,31 +2,71 @@
  * The command line as a person or a script uses it: `bin/coordinator.js` (what `npx coordinator` runs) spawned as
  * its own process against the whole app on the development host (leader, workers, Durable backend,
  * function keys on) and Azurite. Checked: real stdout and stderr, and the documented exit codes.
- * Watching, cancelling and resubmitting a running job: cliWatch.test.ts (its own host: the two took
- * the runner's 180 s per file under CI load).
  */
 import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { before, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 
 import { BlobServiceClient } from '@azure/storage-blob';
 import { freePort, startHostProcess } from 'devhost/testing';
 
 import { EXIT } from '../../../cli/CoordinatorClient';
-import { eventually, type JobsHost } from '../jobs/support/jobsHost';
-import { cliHarness } from './support/cliHarness';
+import { registerTestWorkTypes } from '../../fixtures/ops/testWorkTypes';
+import { eventually, type JobsHost, MASTER_KEY, startJobsHost } from '../jobs/support/jobsHost';
+
+// The command as npx runs it: the tracked bin file package.json names, which loads the build.
+const CLI = join(__dirname, '..', '..', '..', '..', 'bin', 'coordinator.js');
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+interface Running {
+  readonly child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  done: Promise<Run>;
+}
 
 describe('the command line against a running app (development host, Azurite)', () => {
-  const cli = cliHarness('cli');
-  const { run, file } = cli;
   let h: JobsHost;
-  let env: Record<string, string>;
   let dir: string;
-  before(() => {
-    h = cli.host();
-    env = cli.env();
-    dir = cli.dir();
+  let env: Record<string, string>;
+
+  before(async () => {
+    registerTestWorkTypes();
+    h = await startJobsHost('cli', ['*'], { LEADER_TIMER_SCHEDULE: '*/1 * * * * *', LEADER_PASS_INTERVAL_SECONDS: '1' });
+    dir = mkdtempSync(join(tmpdir(), 'cli-test-'));
+    env = { PATH: process.env.PATH ?? '', COORDINATOR_URL: h.baseUrl, COORDINATOR_KEY: MASTER_KEY };
   });
+  after(async () => {
+    await h?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function start(args: readonly string[], options: { env?: Record<string, string>; stdin?: string } = {}): Running {
+    const child = spawn(process.execPath, [CLI, ...args], { env: options.env ?? env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+    child.stderr?.on('data', (c: Buffer) => (stderr += c.toString('utf8')));
+    child.stdin?.end(options.stdin ?? '');
+    const done = new Promise<Run>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+    return { child, stdout: () => stdout, stderr: () => stderr, done };
+  }
+
+  const run = (args: readonly string[], options?: { env?: Record<string, string>; stdin?: string }): Promise<Run> => start(args, options).done;
+
+  function file(name: string, text: string): string {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  }
 
   it('prints its usage with --help (exit 0) and refuses bad arguments with exit 2', async () => {
     const help = await run(['--help']);
@@ -169,6 +209,52 @@ describe('the command line against a running app (development host, Azurite)', (
       return list.stdout.includes('cli-rejected') ? list : undefined;
     }, 30_000, 'the rejected job in the list');
     assert.match(listed.stdout, /^cli-rejected\s+rejected\s+-\s+-\s+\S+\s+UNKNOWN_WORK_TYPE$/m);
+  });
+
+  it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
+    // 480 chunks of 1.6 s, 48 at a time (12 messages of 4 chunks): about 16 s if not cancelled. The
+    // status moves when the plan or a step answers: about every 2 s while chunks remain to send, but a
+    // call that has sent every chunk waits up to 5 s for the last results. The first window (128
+    // chunks, sent by the leader's intake) runs while the run's start message may be deferred (the
+    // start race, docs/deploy.md: 2-4 s), so with 200 chunks the plan could send all the rest at once
+    // and the status went from planning to done with one partial line at most (about one run in
+    // five). With 480 the plan sends at most a window more, and the next step still has chunks to send.
+    const items = Array.from({ length: 480 }, () => 1_600);
+    const submitted = await run(['submit', file('slow.json', JSON.stringify(items)), '--work-type', 'slow', '--chunk-size', '1', '--job-id', 'cli-slow']);
+    assert.equal(submitted.code, EXIT.ok, submitted.stderr);
+    assert.equal(submitted.stdout.trim(), 'cli-slow');
+
+    const watcher = start(['watch', 'cli-slow', '--interval', '0.2']);
+    // Not a terminal: one line per change of progress.
+    const moving = await eventually(
+      () => {
+        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/480 items/.test(l) && !l.includes('480/480'));
+        return Promise.resolve(partial.length >= 2 ? partial : undefined);
+      },
+      90_000,
+      'two different partial progress lines',
+    );
+    assert.notEqual(moving[0], moving[1]);
+
+    const cancelled = await run(['cancel', 'cli-slow']);
+    assert.equal(cancelled.code, EXIT.ok, cancelled.stderr);
+    assert.equal(cancelled.stdout.trim(), 'cli-slow cancelling');
+    const watched = await watcher.done;
+    assert.equal(watched.code, EXIT.cancelled, watched.stderr);
+    assert.match(watched.stderr, /cli-slow: cancelled/);
+
+    const again = await run(['cancel', 'cli-slow']);
+    assert.equal(again.code, EXIT.refused);
+    assert.match(again.stderr, /JOB_ALREADY_FINISHED/);
+
+    const resubmitted = await run(['resubmit', 'cli-slow']);
+    assert.equal(resubmitted.code, EXIT.ok, resubmitted.stderr);
+    const newId = resubmitted.stdout.trim();
+    assert.match(newId, /^j-/);
+    const timedOut = await run(['watch', newId, '--timeout', '1', '--interval', '0.2']);
+    assert.equal(timedOut.code, EXIT.timedOut, timedOut.stderr);
+    assert.match(timedOut.stderr, new RegExp(`${newId} is still (pending|running) after 1 s`));
+    assert.equal((await run(['cancel', newId])).code, EXIT.ok);
   });
 
   it('leader: the public record without a key, terms and instances with one', async () => {
