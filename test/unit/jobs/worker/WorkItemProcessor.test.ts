@@ -22,7 +22,11 @@ function message(chunk: number, dispatch = 1, workType = 'sum'): WorkItemMessage
   return { v: 1, jobId: 'cost', chunk, workType, firstIndex: chunk * 2, itemCount: 2, attempts: 3, epoch: 1, dispatch, items: [chunk, chunk + 1] };
 }
 
-function worker(store: MemoryPipeline, clock: { t: number }, extra: { claimAfterMs?: number; slowMs?: number } = {}): WorkItemProcessor {
+function worker(
+  store: MemoryPipeline,
+  clock: { t: number },
+  extra: { claimAfterMs?: number; slowMs?: number; also?: WorkType<SumPartial, Json> } = {},
+): WorkItemProcessor {
   const slow: WorkType<SumPartial, Json> = {
     ...sumWorkType,
     name: 'slow',
@@ -38,7 +42,7 @@ function worker(store: MemoryPipeline, clock: { t: number }, extra: { claimAfter
         throw new Error('the sum work type reads no blobs');
       },
     },
-    registry: builtInWorkTypes().register(slow),
+    registry: extra.also === undefined ? builtInWorkTypes().register(slow) : builtInWorkTypes().register(slow).register(extra.also),
     logger: createLogger('test', () => undefined),
     instanceId: 'w',
     now: () => new Date(clock.t),
@@ -112,18 +116,7 @@ describe('WorkItemProcessor: storage calls per chunk', () => {
         throw new Error('backend refused');
       },
     };
-    const w = new WorkItemProcessor({
-      store,
-      inputs: {
-        blob: () => {
-          throw new Error('the work type reads no blobs');
-        },
-      },
-      registry: builtInWorkTypes().register(failing),
-      logger: createLogger('test', () => undefined),
-      instanceId: 'w',
-      now: () => new Date(clock.t),
-    });
+    const w = worker(store, clock, { also: failing });
     await assert.rejects(w.handle(message(3, 1, 'fails'), { dequeueCount: 1 }), /backend refused/);
     const claim = [...store.claims.values()][0];
     // Without it the dispatcher takes the chunk for unclaimed (15 s) and sends a copy beside the
