@@ -39,8 +39,7 @@ const consoleSink: LogSink = (line) => {
   else console.log(text);
 };
 
-export function createLogger(component: string, sink: LogSink = consoleSink): Logger {
-  const threshold = minLevel();
+export function createLogger(component: string, sink: LogSink = consoleSink, threshold: number = minLevel()): Logger {
   const log = (level: LogLevel, event: string, fields: LogFields = {}): void => {
     if (LEVELS[level] < threshold) return;
     sink({ ts: new Date().toISOString(), level, component, event, ...fields });
@@ -51,13 +50,13 @@ export function createLogger(component: string, sink: LogSink = consoleSink): Lo
     warn: (event, fields) => log('warn', event, fields),
     error: (event, fields) => log('error', event, fields),
     debug: (event, fields) => log('debug', event, fields),
-    child: (sub) => createLogger(`${component}.${sub}`, sink),
+    child: (sub) => createLogger(`${component}.${sub}`, sink, threshold),
   };
 }
 
-/** A logger that keeps lines in memory (tests, and the `/api/health` recent-events view). */
-export function memoryLogger(component = 'test'): Logger & { lines: Array<Record<string, unknown>> } {
+/** A logger that keeps lines in memory (tests), from `level` up (default: COORDINATOR_LOG_LEVEL's). */
+export function memoryLogger(component = 'test', level?: LogLevel): Logger & { lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
-  const logger = createLogger(component, (line) => lines.push(line));
+  const logger = createLogger(component, (line) => lines.push(line), level === undefined ? minLevel() : LEVELS[level]);
   return Object.assign(logger, { lines });
 }

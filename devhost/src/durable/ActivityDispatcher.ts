@@ -93,6 +93,8 @@ export class ActivityDispatcher {
       await queues.delete(message);
       return;
     }
+    // The moment an activity is taken off its queue (from its ScheduledTime: how long it waited for a poll).
+    logger.debug('durable.activity.received', { instanceId: body.instanceId, name: body.task.name, taskId: body.task.id, dequeueCount: message.dequeueCount });
     // TaskActivityDispatcher.RenewUntil renews 30 s before the lock runs out (at once for short locks).
     const visibilityMs = tuning.workVisibilitySeconds * 1000;
     const renewEveryMs = Math.max(500, visibilityMs > 60_000 ? visibilityMs - 30_000 : visibilityMs / 2);

@@ -59,7 +59,8 @@ export async function startJobsHost(prefix: string, files: readonly string[] = J
     ...extraEnv,
   };
   Object.assign(process.env, env);
-  const logger = memoryLogger('jobs-host');
+  // Every level in memory: tests read the development host's debug lines (an activity's receive) too.
+  const logger = memoryLogger('jobs-host', 'debug');
   const host = await FunctionHost.start({
     appRoot: REPO_ROOT,
     main: `${basename(OUT_DIR)}/functions/{${files.join(',')}}.js`,
