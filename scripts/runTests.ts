@@ -78,10 +78,23 @@ async function main(): Promise<number> {
     ...(extHostDll === undefined ? {} : { [PREBUILT_SETTING]: extHostDll }),
   };
   try {
-    const endToEnd = e2e.length === 0 ? 0 : await runNodeTests(e2e, e2eConcurrency, timeout, env);
-    const first = regular.length === 0 ? 0 : await runNodeTests(regular, concurrency, timeout, env);
-    const second = chaos.length === 0 ? 0 : await runNodeTests(chaos, '1', chaosTimeout, env);
-    return [endToEnd, first, second].find((code) => code !== 0) ?? 0;
+    const phases = [
+      { name: 'end-to-end', files: e2e, concurrency: e2eConcurrency, timeout },
+      { name: 'suite', files: regular, concurrency, timeout },
+      { name: 'chaos', files: chaos, concurrency: '1', timeout: chaosTimeout },
+    ];
+    const results: Array<{ name: string; code: number; failures: string }> = [];
+    for (const phase of phases) {
+      if (phase.files.length === 0) continue;
+      results.push({ name: phase.name, ...(await runNodeTests(phase.files, phase.concurrency, phase.timeout, env)) });
+    }
+    // Each phase's failures again at the very end: a CI log's tail then says what failed in every phase.
+    const failed = results.filter((r) => r.code !== 0);
+    if (failed.length > 0) {
+      console.log(`\n=== failures, by phase: ${failed.map((r) => `${r.name} (exit ${r.code})`).join(', ')} ===`);
+      for (const r of failed) console.log(`--- ${r.name} ---\n${briefly(r.failures) || '(no failure report: the runner exited before its summary)'}`);
+    }
+    return failed[0]?.code ?? 0;
   } finally {
     await azurite.stop();
   }
@@ -106,23 +119,57 @@ function prebuildExtHost(e2eFiles: readonly string[]): string | undefined {
   }
 }
 
-function runNodeTests(files: readonly string[], concurrency: string, timeout: string, env: NodeJS.ProcessEnv): Promise<number> {
-  return new Promise<number>((resolve) => {
+/** A failure report without its stack frames and assertion fields: each failing test and its message. */
+function briefly(report: string): string {
+  return report
+    .split('\n')
+    .filter((line) => !/^\s+at \S/.test(line) && !/^\s+(generatedMessage|code|actual|expected|operator|diff):/.test(line) && !/^\s+}\s*$/.test(line))
+    .join('\n')
+    .trim();
+}
+
+/** How much of a phase's failure report is kept for the end of the run. */
+const FAILURE_REPORT_CHARS = 12_000;
+
+/**
+ * Runs one phase's files; its output goes through as it comes, and the failure report Node's runner
+ * prints at its end ("✖ failing tests:" onwards) is kept, cut to its first FAILURE_REPORT_CHARS.
+ */
+function runNodeTests(
+  files: readonly string[],
+  concurrency: string,
+  timeout: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; failures: string }> {
+  return new Promise((resolve) => {
     const args = nodeTestArgs({ files, concurrency: Number(concurrency), timeoutMs: Number(timeout) });
     const child = spawn(process.execPath, args, {
-      stdio: 'inherit',
+      stdio: ['inherit', 'pipe', 'inherit'],
       cwd: root,
       env,
+    });
+    let tail = '';
+    let report: string | undefined;
+    child.stdout.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      if (report !== undefined) {
+        if (report.length < FAILURE_REPORT_CHARS) report += chunk.toString('utf8');
+        return;
+      }
+      // The marker may straddle two chunks: look in the end of the last one too.
+      tail = (tail + chunk.toString('utf8')).slice(-FAILURE_REPORT_CHARS);
+      const at = tail.indexOf('✖ failing tests:');
+      if (at >= 0) report = tail.slice(at);
     });
     const forward = (signal: NodeJS.Signals): void => {
       child.kill(signal);
     };
     process.on('SIGINT', forward);
     process.on('SIGTERM', forward);
-    child.once('exit', (code, signal) => {
+    child.once('close', (code, signal) => {
       process.removeListener('SIGINT', forward);
       process.removeListener('SIGTERM', forward);
-      resolve(code ?? (signal === null ? 1 : 128));
+      resolve({ code: code ?? (signal === null ? 1 : 128), failures: (report ?? '').slice(0, FAILURE_REPORT_CHARS) });
     });
   });
 }
