@@ -1,22 +1,22 @@
 /**
- * `npm test` after build and lint: starts one Azurite for the whole run (free ports, temporary data
- * folder), runs every compiled test file of the app and of the development host package
- * (devhost/dist/test, CI runs only this command) with Node's built-in test runner (whose summary CI
- * reads), then stops Azurite. Arguments narrow the run: `npm test -- test/unit`, `devhost/`, or a
- * file name fragment.
+ * `npm test` after build and lint: runs every compiled test file of the app and of the development
+ * host package (devhost/dist/test, CI runs only this command) with Node's built-in test runner, each
+ * file in its own `node --test` (scripts/testPool.ts), with an Azurite of its own unless it is a unit
+ * file (those share one). Arguments narrow the run: `npm test -- test/unit`, `devhost/`, or a file
+ * name fragment.
  * The end-to-end files (test/e2e/) go first, two at a time (TEST_E2E_CONCURRENCY); then the rest,
  * four at a time (TEST_CONCURRENCY). The chaos run (test/chaos/*.test.js) goes last, alone: it takes
  * minutes, runs its own cluster, and its fault timings should not compete with the rest of the
- * suite for the CPU.
+ * suite for the CPU. Each phase prints one summary in Node's form; the run ends with every phase's
+ * failing tests.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 
-import { startAzurite } from 'devhost/testing';
+import { type AzuriteInstance, startAzurite } from 'devhost/testing';
 
 import { buildExtHost, PREBUILT_SETTING } from './extHostProcess';
-import { nodeTestArgs } from './nodeTestArgs';
+import { failureReport, phaseReport, runPool } from './testPool';
 
 
 // Compiled layout: <outDir>/scripts/runTests.js beside <outDir>/test. Any outDir works (helpers
@@ -54,8 +54,11 @@ async function main(): Promise<number> {
   const regular = files.filter((f) => !f.startsWith(chaosDir) && !f.startsWith(e2eDir));
   const chaos = files.filter((f) => f.startsWith(chaosDir));
   const extHostDll = prebuildExtHost(e2e);
-  const azurite = await startAzurite();
-  console.log(`Azurite for this run: blob ${azurite.blobPort}, queue ${azurite.queuePort}, table ${azurite.tablePort}, data ${azurite.location}`);
+  // One Azurite for the unit files (few of them touch storage); each other file gets one of its own
+  // (scripts/testPool.ts says why), started ahead while earlier files run.
+  const shared = await startAzurite();
+  console.log(`Azurite for the unit files: blob ${shared.blobPort}, queue ${shared.queuePort}, table ${shared.tablePort}, data ${shared.location}`);
+  const azurites = new AzuriteSpares();
   const concurrency = process.env.TEST_CONCURRENCY ?? '4';
   // The end-to-end files each run two or three host processes on real clocks and bound their
   // recoveries in seconds: four of them at once on two cores (beside Azurite) push the slowest past
@@ -72,10 +75,18 @@ async function main(): Promise<number> {
   const chaosTimeout = process.env.TEST_CHAOS_TIMEOUT_MS ?? '600000';
   const env = {
     ...process.env,
-    AZURITE_CONNECTION_STRING: azurite.connectionString,
+    AZURITE_CONNECTION_STRING: shared.connectionString,
     COORDINATOR_LOG_LEVEL: process.env.COORDINATOR_LOG_LEVEL ?? 'warn',
     DEVHOST_LOG_LEVEL: process.env.DEVHOST_LOG_LEVEL ?? 'warn',
     ...(extHostDll === undefined ? {} : { [PREBUILT_SETTING]: extHostDll }),
+  };
+  const label = (file: string): string =>
+    file.startsWith(devhostTests) ? join('devhost', relative(devhostTests, file)) : relative(compiledTests, file);
+  const isUnit = (file: string): boolean => /^(devhost[\\/])?unit[\\/]/.test(label(file));
+  const prepare = async (file: string): Promise<{ env: NodeJS.ProcessEnv; done: () => Promise<void> }> => {
+    if (isUnit(file)) return { env: {}, done: () => Promise.resolve() };
+    const own = await azurites.take();
+    return { env: { AZURITE_CONNECTION_STRING: own.connectionString }, done: () => own.stop() };
   };
   try {
     const phases = [
@@ -86,17 +97,72 @@ async function main(): Promise<number> {
     const results: Array<{ name: string; code: number; failures: string }> = [];
     for (const phase of phases) {
       if (phase.files.length === 0) continue;
-      results.push({ name: phase.name, ...(await runNodeTests(phase.files, phase.concurrency, phase.timeout, env)) });
+      const began = Date.now();
+      const { outcomes, interrupted } = await runPool({
+        files: phase.files,
+        concurrency: Number(phase.concurrency),
+        timeoutMs: Number(phase.timeout),
+        env,
+        cwd: root,
+        prepare,
+        label,
+        write: (text) => process.stdout.write(text),
+      });
+      const report = phaseReport(outcomes, Date.now() - began, label);
+      console.log(`\n${phase.name}: ${phase.files.length} files\n${report}\n`);
+      const code = outcomes.find((o) => o.code !== 0)?.code ?? 0;
+      results.push({ name: phase.name, code: interrupted && code === 0 ? 130 : code, failures: failureReport(report) });
+      if (interrupted) break;
     }
     // Each phase's failures again at the very end: a CI log's tail then says what failed in every phase.
     const failed = results.filter((r) => r.code !== 0);
     if (failed.length > 0) {
       console.log(`\n=== failures, by phase: ${failed.map((r) => `${r.name} (exit ${r.code})`).join(', ')} ===`);
-      for (const r of failed) console.log(`--- ${r.name} ---\n${briefly(r.failures) || '(no failure report: the runner exited before its summary)'}`);
+      for (const r of failed) console.log(`--- ${r.name} ---\n${briefly(r.failures) || '(no failure report)'}`);
     }
     return failed[0]?.code ?? 0;
   } finally {
-    await azurite.stop();
+    await Promise.all([shared.stop(), azurites.close()]);
+  }
+}
+
+/** A cut of a failure report: each failing test and its message, without stack frames and assertion fields. */
+function briefly(report: string): string {
+  return report
+    .split('\n')
+    .filter((line) => !/^\s+at \S/.test(line) && !/^\s+(generatedMessage|code|actual|expected|operator|diff):/.test(line) && !/^\s+}\s*$/.test(line))
+    .join('\n')
+    .slice(0, 12_000)
+    .trim();
+}
+
+/** Fresh Azurites, one started ahead: `take` hands out a running one and starts the next. */
+class AzuriteSpares {
+  #spare: Promise<AzuriteInstance> | undefined;
+  readonly #running = new Set<AzuriteInstance>();
+
+  async take(): Promise<AzuriteInstance & { stop(): Promise<void> }> {
+    // The spare is this take's before any await: two takes at once never share one.
+    const mine = this.#spare ?? startAzurite();
+    const next = startAzurite();
+    // A spare that failed to start is reported by the take that awaits it.
+    next.catch(() => undefined);
+    this.#spare = next;
+    const taken = await mine;
+    this.#running.add(taken);
+    return {
+      ...taken,
+      stop: async () => {
+        this.#running.delete(taken);
+        await taken.stop();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    const spare = this.#spare;
+    this.#spare = undefined;
+    await Promise.all([...[...this.#running].map((a) => a.stop()), spare?.then((a) => a.stop(), () => undefined)]);
   }
 }
 
@@ -117,61 +183,6 @@ function prebuildExtHost(e2eFiles: readonly string[]): string | undefined {
     console.error(`Extensions host not built (its tests will fail): ${err instanceof Error ? err.message : String(err)}`);
     return undefined;
   }
-}
-
-/** A failure report without its stack frames and assertion fields: each failing test and its message. */
-function briefly(report: string): string {
-  return report
-    .split('\n')
-    .filter((line) => !/^\s+at \S/.test(line) && !/^\s+(generatedMessage|code|actual|expected|operator|diff):/.test(line) && !/^\s+}\s*$/.test(line))
-    .join('\n')
-    .trim();
-}
-
-/** How much of a phase's failure report is kept for the end of the run. */
-const FAILURE_REPORT_CHARS = 12_000;
-
-/**
- * Runs one phase's files; its output goes through as it comes, and the failure report Node's runner
- * prints at its end ("✖ failing tests:" onwards) is kept, cut to its first FAILURE_REPORT_CHARS.
- */
-function runNodeTests(
-  files: readonly string[],
-  concurrency: string,
-  timeout: string,
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number; failures: string }> {
-  return new Promise((resolve) => {
-    const args = nodeTestArgs({ files, concurrency: Number(concurrency), timeoutMs: Number(timeout) });
-    const child = spawn(process.execPath, args, {
-      stdio: ['inherit', 'pipe', 'inherit'],
-      cwd: root,
-      env,
-    });
-    let tail = '';
-    let report: string | undefined;
-    child.stdout.on('data', (chunk: Buffer) => {
-      process.stdout.write(chunk);
-      if (report !== undefined) {
-        if (report.length < FAILURE_REPORT_CHARS) report += chunk.toString('utf8');
-        return;
-      }
-      // The marker may straddle two chunks: look in the end of the last one too.
-      tail = (tail + chunk.toString('utf8')).slice(-FAILURE_REPORT_CHARS);
-      const at = tail.indexOf('✖ failing tests:');
-      if (at >= 0) report = tail.slice(at);
-    });
-    const forward = (signal: NodeJS.Signals): void => {
-      child.kill(signal);
-    };
-    process.on('SIGINT', forward);
-    process.on('SIGTERM', forward);
-    child.once('close', (code, signal) => {
-      process.removeListener('SIGINT', forward);
-      process.removeListener('SIGTERM', forward);
-      resolve({ code: code ?? (signal === null ? 1 : 128), failures: (report ?? '').slice(0, FAILURE_REPORT_CHARS) });
-    });
-  });
 }
 
 main().then(
