@@ -14,12 +14,16 @@
  * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
  * check is logged (`job.stall_check_failed`) and does not fail the pass.
  *
- * Then the job index's upkeep (IndexUpkeep.repairIndex every INDEX_UPKEEP.refreshEveryMs: the rows
- * that say pending or running against their jobs; IndexUpkeep.walkIndex every walkEveryMs: missing
- * and left-over rows); a failure is logged (`index.upkeep_failed`) and does not fail the pass.
+ * Then, side by side: the job index's upkeep (IndexUpkeep.repairIndex every
+ * INDEX_UPKEEP.refreshEveryMs: the rows that say pending or running against their jobs;
+ * IndexUpkeep.walkIndex every walkEveryMs: missing and left-over rows; a failure is logged,
+ * `index.upkeep_failed`), the retries of failed deliveries (`delivery.sweep_failed`), and, at most
+ * once an hour, the retention sweep, which purges finished jobs older than JOB_RETENTION_DAYS
+ * (Retention.purgeExpired; 100 per sweep, oldest first; `job.retention_failed`). None fails the pass.
  *
- * Then, at most once an hour, the retention sweep purges finished jobs older than
- * JOB_RETENTION_DAYS (Retention.purgeExpired; 100 per sweep, oldest first).
+ * The pass waits for the stall check, the upkeep, the delivery retries and the retention sweep at
+ * most WAIT_BESIDE_MS each; one that runs longer goes on beside the next passes, which start no
+ * second one meanwhile (beside.ts): a pass lasts about twice the intake's budget under any burst.
  *
  * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
  * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
@@ -32,12 +36,20 @@ import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
 import { INDEX_UPKEEP } from '../store/IndexUpkeep';
+import { Beside } from './beside';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 /** A pass this long logs `leader.pass_slow` with the time of each of its parts. */
 export const SLOW_PASS_MS = 5_000;
+/**
+ * A pass waits this long for its stall check (beside the intake), then for its index upkeep, delivery
+ * retries and retention sweep (side by side), each a Beside: what runs longer goes on beside the next
+ * passes, which start no second one meanwhile. About the intake's budget, so a pass lasts about 5 s
+ * whatever the burst.
+ */
+export const WAIT_BESIDE_MS = 2_500;
 
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
@@ -47,7 +59,13 @@ export function jobCoordinationPass(
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
   clock: () => number = Date.now,
+  /** How long a pass waits for each of its side works (Infinity: until they end, for tests that read their effects). */
+  waitBesideMs: number = WAIT_BESIDE_MS,
 ): JobCoordinationPass {
+  const stallChecks = new Beside(waitBesideMs);
+  const upkeeps = new Beside(waitBesideMs);
+  const deliveries = new Beside(waitBesideMs);
+  const sweeps = new Beside(waitBesideMs);
   let lastSweep = 0;
   let lastDeliverySweep = -Infinity;
   const upkeep = indexUpkeep(components, clock);
@@ -69,12 +87,6 @@ export function jobCoordinationPass(
     const orchestrations = durableOrchestrationClient(client);
     const began = performance.now();
     const ms: Record<string, number> = {};
-    let lap = began;
-    const timed = (phase: string): void => {
-      const now = performance.now();
-      ms[phase] = Math.round(now - lap);
-      lap = now;
-    };
     // The stall check beside the intake, not behind it: a burst's intake takes its whole budget.
     const apart = async <T>(phase: string, work: () => Promise<T>): Promise<T> => {
       const t0 = performance.now();
@@ -88,15 +100,19 @@ export function jobCoordinationPass(
       apart('intake', () => components.intake.runPass(ctx, orchestrations)),
       apart('stallCheck', async () => {
         if (ctx.signal.aborted) return;
-        try {
-          await stalls.check(orchestrations, ctx.epoch, ctx.signal);
-        } catch (err) {
-          components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
-        }
+        // At most `waitBesideMs`: the listing of a burst's runs takes seconds, and the check goes on beside the next passes.
+        await stallChecks.run(async () => {
+          try {
+            // Its listing timed apart (`ms.stallListing`, when it ends within this pass): the part its budget cannot cut.
+            const listing = { ...orchestrations, listRunning: () => apart('stallListing', () => orchestrations.listRunning()) };
+            await stalls.check(listing, ctx.epoch, ctx.signal);
+          } catch (err) {
+            components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });
+          }
+        });
         ctx.progress();
       }),
     ]);
-    lap = performance.now();
     // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
     // retry, or job runs are Running. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
@@ -106,35 +122,44 @@ export function jobCoordinationPass(
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
     // once it has waited INDEX_UPKEEP.maxDeferMs, so a steady stream cannot hold it off for good.
     const busy = report !== undefined && report.received > 0 && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
-    if (!ctx.signal.aborted && !busy) {
-      upkeepAt = clock();
-      await upkeep(orchestrations, ctx);
-      ctx.progress();
-    }
-    timed('indexUpkeep');
+    const upkeepDue = !ctx.signal.aborted && !busy;
+    if (upkeepDue) upkeepAt = clock();
     // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
     const delivery = components.delivery;
-    if (delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs) {
-      lastDeliverySweep = clock();
-      try {
-        const tried = await delivery.sweep(ctx.signal);
-        if (tried > 0) components.logger.info('delivery.swept', { tried, epoch: ctx.epoch });
-      } catch (err) {
-        components.logger.warn('delivery.sweep_failed', { epoch: ctx.epoch, error: err });
-      }
-      ctx.progress();
-    }
-    timed('deliverySweep');
+    const deliveryDue = delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs;
+    if (deliveryDue) lastDeliverySweep = clock();
     const retentionDays = components.settings.jobs.retentionDays;
-    if (retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS) {
-      lastSweep = clock();
-      const purged = await components.retention.purgeExpired(orchestrations, retentionDays);
-      if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
-      ctx.progress();
-    }
-    timed('retention');
+    const retentionDue = retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS;
+    if (retentionDue) lastSweep = clock();
+    // The three at once, each waited for at most `waitBesideMs` (the delivery sweep's listing took
+    // 2-3.5 s in a 1,000-job burst; the retention sweep lists every job): the rest goes on beside.
+    const beside = (phase: string, due: boolean, runner: Beside, work: () => Promise<void>): Promise<void> =>
+      apart(phase, async () => {
+        if (!due) return;
+        await runner.run(work);
+        ctx.progress();
+      });
+    await Promise.all([
+      beside('indexUpkeep', upkeepDue, upkeeps, () => upkeep(orchestrations, ctx)),
+      beside('deliverySweep', deliveryDue, deliveries, async () => {
+        try {
+          const tried = (await delivery?.sweep(ctx.signal)) ?? 0;
+          if (tried > 0) components.logger.info('delivery.swept', { tried, epoch: ctx.epoch });
+        } catch (err) {
+          components.logger.warn('delivery.sweep_failed', { epoch: ctx.epoch, error: err });
+        }
+      }),
+      beside('retention', retentionDue, sweeps, async () => {
+        try {
+          const purged = await components.retention.purgeExpired(orchestrations, retentionDays);
+          if (purged.length > 0) components.logger.info('job.retention_sweep', { purged: purged.length, retentionDays, epoch: ctx.epoch });
+        } catch (err) {
+          components.logger.warn('job.retention_failed', { epoch: ctx.epoch, error: err });
+        }
+      }),
+    ]);
     const totalMs = Math.round(performance.now() - began);
-    // Where a long pass's time went (the stall check and the upkeep wait behind the intake).
+    // Where a long pass's time went.
     if (totalMs >= SLOW_PASS_MS) {
       components.logger.warn('leader.pass_slow', {
         totalMs,

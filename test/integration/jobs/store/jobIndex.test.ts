@@ -133,7 +133,8 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.equal((await finished('ix-dropped')).status, 'completed');
     // The schedule's clock is ours; the pass, Durable and the storage are real.
     let now = 1_000_000;
-    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now);
+    // Waits for its upkeep to end (not WAIT_BESIDE_MS): the rows are read right after each pass.
+    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now, Number.POSITIVE_INFINITY);
     const ctx = { epoch: 900, holder: 'ix-leader', signal: new AbortController().signal, progress: () => undefined };
     await pass(ctx); // The leader's first pass: its first refresh, and the walk's clock starts.
 
@@ -169,12 +170,33 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.equal(restored[0].rowKey, dropped.rowKey);
   });
 
+  it('a refresh begins no check past its budget but its first round, and the next carries on where it stopped', async () => {
+    // 30 rows that say pending, of jobs that never existed, written long enough ago to be checked.
+    const at = new Date(Date.now() - INDEX_UPKEEP.refreshAfterMs - 60_000).toISOString();
+    const ghosts = Array.from({ length: 30 }, (_, i) => `ix-budget-${String(i).padStart(2, '0')}`);
+    for (const jobId of ghosts) {
+      const rowKey = indexKey(at, jobId) ?? '';
+      await table.createEntity({ partitionKey: INDEX_PARTITION, rowKey, jobId, status: 'pending', workType: 'noop', createdAt: at, updatedAt: at, progress: '' });
+    }
+    const upkeep = appRoot().jobs.indexUpkeep;
+    const orchestrations = durableOrchestrationClient(h.client);
+    const left = async (): Promise<number> => (await Promise.all(ghosts.map(rowsOf))).filter((rows) => rows.length > 0).length;
+    const checks: number[] = [];
+    // A 1 ms budget: each refresh checks its first round (8 reads at once) and begins nothing after.
+    for (let refresh = 0; refresh < 10 && (await left()) > 0; refresh++) {
+      checks.push((await upkeep.repairIndex(orchestrations, { budgetMs: 1 })).checked);
+    }
+    assert.equal(await left(), 0, `every ghost row removed; checks per refresh: ${checks.join(', ')}`);
+    assert.ok(checks.length >= 4 && checks.every((n) => n <= 8), `at most one round per refresh: ${checks.join(', ')}`);
+  });
+
   it('leaves the upkeep for later while passes take submissions, for at most INDEX_UPKEEP.maxDeferMs', async () => {
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-burst-stale', workType: 'noop', items: [1] }))).status, 202);
     await passUntilQueueEmpty();
     assert.equal((await finished('ix-burst-stale')).status, 'completed');
     let now = 5_000_000;
-    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now);
+    // Waits for its upkeep to end (not WAIT_BESIDE_MS): the rows are read right after each pass.
+    const pass = jobCoordinationPass(appRoot().jobs, () => h.client, () => now, Number.POSITIVE_INFINITY);
     const ctx = { epoch: 901, holder: 'ix-leader', signal: new AbortController().signal, progress: () => undefined };
     await pass(ctx); // Its first refresh, before the row goes wrong.
     const [row] = await rowsOf('ix-burst-stale');

@@ -44,7 +44,8 @@ export function jobsScenario(host: () => JobsHost): JobsScenario {
     epoch += 1;
     const controller = new AbortController();
     for (let i = 0; i < 20; i++) {
-      await jobCoordinationPass(appRoot().jobs, () => host().client)({ epoch, holder: 'e2e-leader', signal: controller.signal, progress: () => undefined });
+      // Each pass waits for its stall check and upkeep (no work left running beside the scenario).
+      await jobCoordinationPass(appRoot().jobs, () => host().client, Date.now, Number.POSITIVE_INFINITY)({ epoch, holder: 'e2e-leader', signal: controller.signal, progress: () => undefined });
       const props = await host().jobsQueue.getProperties();
       if ((props.approximateMessagesCount ?? 0) === 0) return;
     }

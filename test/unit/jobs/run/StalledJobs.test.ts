@@ -77,14 +77,15 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     scripted.set('report-builder', status(1, 1), clock.now - 40_000);
     scripted.set('job-old-version', { phase: 'running', generation: 1 }, clock.now - 40_000);
     const raised = await stalls.check(scripted.client(), 5);
+    // The longest silent first.
     assert.deepEqual(
       scripted.raised,
       [
-        { instanceId: 'job-stuck', request: { generation: 2, wait: 7 } },
         { instanceId: 'job-stuck.2', request: { generation: 1, wait: 1 } },
+        { instanceId: 'job-stuck', request: { generation: 2, wait: 7 } },
       ],
     );
-    assert.deepEqual(raised.map((r) => [r.jobId, r.idleMs, r.phase]), [['stuck', 15_000, 'running'], ['stuck', 40_000, 'planning']]);
+    assert.deepEqual(raised.map((r) => [r.jobId, r.idleMs, r.phase]), [['stuck', 40_000, 'planning'], ['stuck', 15_000, 'running']]);
     const logged = logger.lines.filter((l) => l.event === 'job.resume_requested');
     assert.equal(logged.length, 2);
     assert.equal(logged[0]?.level, 'warn');
@@ -167,6 +168,69 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     held.delete('slow');
     clock.now += STALL_CHECK.intervalMs;
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['slow']);
+  });
+
+  it('examines a burst of silent runs a few at a time within its budget, the longest silent first, and the rest at the next pass', async () => {
+    const { clock, scripted, logger } = setup();
+    // Every lease read takes 50 ms of the check's clock (reads at once add up: the clock is shared), budget 500 ms.
+    let reads = 0;
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const callHeld = async (): Promise<boolean> => {
+      reads += 1;
+      inFlight += 1;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      await Promise.resolve();
+      clock.now += 50;
+      inFlight -= 1;
+      return false;
+    };
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld, budgetMs: 500 });
+    clock.now = T0 + 3_600_000;
+    for (let i = 0; i < 100; i++) scripted.set(`job-r${i}`, status(1, 2), clock.now - 20_000 - i * 100);
+    const first = await stalls.check(scripted.client(), 1);
+    // One by one, 100 reads would hold the pass 5 s of this clock; here none begins past the budget.
+    assert.ok(first.length > 0 && first.length < 100, `${first.length} asked in the first check`);
+    assert.ok(reads <= first.length + STALL_CHECK.concurrency, `${reads} reads for ${first.length} asked`);
+    assert.ok(mostInFlight > 1 && mostInFlight <= STALL_CHECK.concurrency, `${mostInFlight} reads at once`);
+    assert.deepEqual(first[0]?.jobId, 'r99', 'the longest silent first');
+    // The next pass (a second later, within the interval) goes on with the rest, until each was asked once.
+    const asked = new Set(first.map((r) => r.jobId));
+    for (let pass = 0; pass < 20 && asked.size < 100; pass++) {
+      clock.now += 1_000;
+      for (const r of await stalls.check(scripted.client(), 1)) {
+        assert.ok(!asked.has(r.jobId), `${r.jobId} asked twice`);
+        asked.add(r.jobId);
+      }
+    }
+    assert.equal(asked.size, 100);
+    assert.equal(scripted.raised.length, 100);
+    // Once all were asked, the interval applies again.
+    const listings = scripted.listings;
+    clock.now += 1_000;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    assert.equal(scripted.listings, listings, 'no listing within the interval once nothing was left');
+  });
+
+  it('a check carried to the next pass reaches the runs it did not, not the live calls it read already', async () => {
+    const { clock, scripted, logger } = setup();
+    // 40 slow live calls (their lease held), silent the longest, and one lost call, silent the least.
+    const held = new Set(Array.from({ length: 40 }, (_, i) => `live${i}`));
+    const callHeld = async (jobId: string): Promise<boolean> => {
+      await Promise.resolve();
+      clock.now += 50;
+      return held.has(jobId);
+    };
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld, budgetMs: 300 });
+    clock.now = T0 + 3_600_000;
+    for (let i = 0; i < 40; i++) scripted.set(`job-live${i}`, status(1, 2), clock.now - 60_000 - i * 100);
+    scripted.set('job-lost', status(1, 2), clock.now - 16_000);
+    const asked: string[] = [];
+    for (let pass = 0; pass < 10 && asked.length === 0; pass++) {
+      clock.now += 500;
+      asked.push(...(await stalls.check(scripted.client(), 1)).map((r) => r.jobId));
+    }
+    assert.deepEqual(asked, ['lost'], 'the lost call is asked within a few passes, though 40 live calls are silent longer');
   });
 
   it('leaves a run whose first plan call has not begun (its start still marked) to the intake, and asks once the mark is gone', async () => {

@@ -1,0 +1,48 @@
+/**
+ * Work a leader pass starts and waits for only so long: what is still running then goes on beside
+ * the next passes, which do not start it again until it has ended (one at a time). The stall check's
+ * listing of Running runs and the index upkeep's status reads take seconds under a burst (6-18 s for
+ * the listing of 1,000 HTTP jobs' runs on Azurite), and a pass that waited for them held the intake's
+ * next batch and the watchdog's view of progress behind them. Route: docs/architecture.md, "A
+ * submission from POST to result blob", step 3.
+ */
+export type BesideOutcome = 'ended' | 'still_running';
+
+export class Beside {
+  #running: Promise<void> | undefined;
+
+  /** `waitMs`: how long a pass waits for the work (Infinity: until it ends, as tests that read its effects at once want). */
+  constructor(private readonly waitMs: number) {}
+
+  /** Whether the work a pass started is still running. */
+  get running(): boolean {
+    return this.#running !== undefined;
+  }
+
+  /**
+   * Starts `work` unless the one started before still runs, then waits for it (the new one or the
+   * one still running) at most `waitMs`. `work` must not reject: it reports its own failures.
+   */
+  async run(work: () => Promise<void>): Promise<BesideOutcome> {
+    if (this.#running === undefined) {
+      const started: Promise<void> = work().finally(() => {
+        if (this.#running === started) this.#running = undefined;
+      });
+      this.#running = started;
+    }
+    const running = this.#running;
+    if (!Number.isFinite(this.waitMs)) {
+      await running;
+      return 'ended';
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<BesideOutcome>((resolve) => {
+      timer = setTimeout(() => resolve('still_running'), Math.max(0, this.waitMs));
+    });
+    try {
+      return await Promise.race([running.then((): BesideOutcome => 'ended'), waited]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
