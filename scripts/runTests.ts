@@ -80,8 +80,8 @@ async function main(): Promise<number> {
     DEVHOST_LOG_LEVEL: process.env.DEVHOST_LOG_LEVEL ?? 'warn',
     ...(extHostDll === undefined ? {} : { [PREBUILT_SETTING]: extHostDll }),
   };
-  const label = (file: string): string =>
-    file.startsWith(devhostTests) ? join('devhost', relative(devhostTests, file)) : relative(compiledTests, file);
+  const labels = new Map(candidates.map((c) => [c.file, c.label]));
+  const label = (file: string): string => labels.get(file) ?? file;
   const isUnit = (file: string): boolean => /^(devhost[\\/])?unit[\\/]/.test(label(file));
   const prepare = async (file: string): Promise<{ env: NodeJS.ProcessEnv; done: () => Promise<void> }> => {
     if (isUnit(file)) return { env: {}, done: () => Promise.resolve() };
