@@ -123,22 +123,43 @@ export class JobIntake {
    */
   async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
     this.submissions.beginPass();
+    const began = performance.now();
+    // The starts under way are waited for until then at most; slower ones run on and count in a later pass.
+    const settleBy = began + INTAKE.passBudgetMs + INTAKE.settleGraceMs;
     let leaveRunning = false;
     try {
-      const report = await this.intakePass(ctx, orchestrations);
+      const report = await this.intakePass(ctx, orchestrations, began, settleBy);
       leaveRunning = report.more;
       return report.counts;
     } finally {
       // Unless a burst goes on (its starts run on into the next pass): the starts under way and the
-      // first windows being sent (they stop between messages once `signal` aborts).
-      if (!leaveRunning || ctx.signal.aborted) await this.settle();
+      // first windows being sent (they stop between messages once `signal` aborts), all of them when
+      // the term ended (a new term never overlaps them), else until `settleBy`.
+      if (ctx.signal.aborted) await this.settle();
+      else if (!leaveRunning) await this.settle(settleBy);
     }
   }
 
-  /** Waits for every start under way and every first window being sent. */
-  private async settle(): Promise<void> {
+  /**
+   * Waits for every start under way and every first window being sent, or until `until`
+   * (performance.now() time), whichever comes first.
+   */
+  private async settle(until = Number.POSITIVE_INFINITY): Promise<void> {
     while (this.#taking.size > 0 || this.submissions.sending.size > 0) {
-      await Promise.all([...this.#taking.values(), ...this.submissions.sending]);
+      const all = Promise.all([...this.#taking.values(), ...this.submissions.sending]);
+      if (!Number.isFinite(until)) {
+        await all;
+        continue;
+      }
+      const left = until - performance.now();
+      if (left <= 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      const late = await Promise.race([
+        all.then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), left))),
+      ]);
+      clearTimeout(timer);
+      if (late) return;
     }
   }
 
@@ -151,26 +172,30 @@ export class JobIntake {
   private async intakePass(
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
+    began: number,
+    settleBy: number,
   ): Promise<{ readonly counts: IntakeReport; readonly more: boolean }> {
     const checks = { checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
     if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
-    const began = performance.now();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
     const marked = await this.repair.listMarks(ctx);
     const [checksMs, taken] = await Promise.all([
       this.repair.checkStarts(marked, ctx, orchestrations, checks).then(() => performance.now() - began),
-      this.takeSubmissions(withinBudget, ctx, orchestrations),
+      this.takeSubmissions(began, withinBudget, ctx, orchestrations),
     ]);
-    // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts.
-    if (!taken.more || ctx.signal.aborted) await this.settle();
+    // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts
+    // (those that end by `settleBy`; a slower one counts in the pass it ends in).
+    if (ctx.signal.aborted) await this.settle();
+    else if (!taken.more) await this.settle(settleBy);
     const tally = this.#tally;
     this.#tally = emptyTally();
     const counts: IntakeReport = { ...tally, ...checks, checksMs: Math.round(checksMs), takingMs: Math.round(performance.now() - began) };
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
-      this.deps.logger.info('intake.pass', { ...counts, ...(taken.more ? { underWay: this.#taking.size } : {}), epoch: ctx.epoch });
+      const underWay = this.#taking.size > 0 ? { underWay: this.#taking.size } : {};
+      this.deps.logger.info('intake.pass', { ...counts, ...underWay, epoch: ctx.epoch });
     }
     // Submissions wait, or a full last batch (a burst): no pause before the next pass.
     if (taken.more && !ctx.signal.aborted) ctx.again?.();
@@ -187,6 +212,7 @@ export class JobIntake {
    * begun wait for it; answers whether more wait. A failed receive fails the pass.
    */
   private async takeSubmissions(
+    began: number,
     withinBudget: () => boolean,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
@@ -252,7 +278,7 @@ export class JobIntake {
       // Room, a batch, or the budget's end, whichever comes first.
       const changed = this.#changed;
       let timer: NodeJS.Timeout | undefined;
-      const left = Math.max(0, INTAKE.passBudgetMs - (performance.now() - at));
+      const left = Math.max(0, INTAKE.passBudgetMs - (performance.now() - began));
       await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
       clearTimeout(timer);
     }

@@ -116,10 +116,18 @@ export const INTAKE = {
    * A pass takes no further submission once it has run this long (from its start; the start checks
    * run beside the taking): the submissions of the batch in hand that no lane has begun are kept for the next
    * pass, which follows at once and takes them first (`#carried`), and the rest of a burst waits on
-   * the queue. So a pass lasts this plus the starts already under way (a start is about a second
-   * under a burst's load), and the stall check and the index upkeep never wait behind a whole batch.
+   * the queue. So a pass lasts this plus the starts already under way, at most `settleGraceMs` (a start
+   * is about a second under a burst's load), and the stall check and the index upkeep never wait
+   * behind a whole batch.
    */
   passBudgetMs: 2_500,
+  /**
+   * Past its budget a pass waits this much longer at most for the starts under way (a start takes 1-6 s
+   * under a burst's load); slower ones run on beside the next pass and count in the pass they end in.
+   * So the intake's part of a pass lasts at most about `passBudgetMs` plus this, whatever the burst
+   * (it was 6.7 s at most with 1,000 queued jobs while the pass waited for every start it began).
+   */
+  settleGraceMs: 1_000,
   /**
    * Submissions kept from a pass are taken by the next only while their receipt is this fresh: they
    * stay invisible for `visibilityTimeoutSeconds` after the receive, and a start must not outlive it

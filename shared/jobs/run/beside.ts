@@ -21,9 +21,10 @@ export class Beside {
 
   /**
    * Starts `work` unless the one started before still runs, then waits for it (the new one or the
-   * one still running) at most `waitMs`. `work` must not reject: it reports its own failures.
+   * one still running) at most `waitMs` (the constructor's unless given). `work` must not reject: it
+   * reports its own failures.
    */
-  async run(work: () => Promise<void>): Promise<BesideOutcome> {
+  async run(work: () => Promise<void>, waitMs: number = this.waitMs): Promise<BesideOutcome> {
     if (this.#running === undefined) {
       const started: Promise<void> = work().finally(() => {
         if (this.#running === started) this.#running = undefined;
@@ -31,13 +32,13 @@ export class Beside {
       this.#running = started;
     }
     const running = this.#running;
-    if (!Number.isFinite(this.waitMs)) {
+    if (!Number.isFinite(waitMs)) {
       await running;
       return 'ended';
     }
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<BesideOutcome>((resolve) => {
-      timer = setTimeout(() => resolve('still_running'), Math.max(0, this.waitMs));
+      timer = setTimeout(() => resolve('still_running'), Math.max(0, waitMs));
     });
     try {
       return await Promise.race([running.then((): BesideOutcome => 'ended'), waited]);

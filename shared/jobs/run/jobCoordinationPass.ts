@@ -22,8 +22,9 @@
  * (Retention.purgeExpired; 100 per sweep, oldest first; `job.retention_failed`). None fails the pass.
  *
  * The pass waits for the stall check, the upkeep, the delivery retries and the retention sweep at
- * most WAIT_BESIDE_MS each; one that runs longer goes on beside the next passes, which start no
- * second one meanwhile (beside.ts): a pass lasts about twice the intake's budget under any burst.
+ * most WAIT_BESIDE_MS each, and for none past PASS_WAIT_MS from its start; one that runs longer goes
+ * on beside the next passes, which start no second one meanwhile (beside.ts). With the intake's own
+ * bound (INTAKE.passBudgetMs + settleGraceMs), a pass lasts about 4 s at most under any burst.
  *
  * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
  * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
@@ -50,6 +51,13 @@ export const SLOW_PASS_MS = 5_000;
  * whatever the burst.
  */
 export const WAIT_BESIDE_MS = 2_500;
+/**
+ * Nor does a pass wait for its upkeep, delivery retries or retention sweep past this long from its
+ * start: after an intake that used its budget and grace (3.5 s) they get what is left. Waiting the
+ * full WAIT_BESIDE_MS after the intake made passes of 5-5.2 s under a 1,000-job burst (the stall check's
+ * 2.5 s beside the intake, then the upkeep's 2.5 s).
+ */
+export const PASS_WAIT_MS = 4_000;
 
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
@@ -131,12 +139,15 @@ export function jobCoordinationPass(
     const retentionDays = components.settings.jobs.retentionDays;
     const retentionDue = retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS;
     if (retentionDue) lastSweep = clock();
-    // The three at once, each waited for at most `waitBesideMs` (the delivery sweep's listing took
-    // 2-3.5 s in a 1,000-job burst; the retention sweep lists every job): the rest goes on beside.
+    // The three at once, each waited for at most `waitBesideMs` and not past PASS_WAIT_MS from the
+    // pass's start (the delivery sweep's listing took 2-3.5 s in a 1,000-job burst; the retention
+    // sweep lists every job): the rest goes on beside.
+    const untilPassWait = Math.max(0, began + PASS_WAIT_MS - performance.now());
+    const waitMs = Number.isFinite(waitBesideMs) ? Math.min(waitBesideMs, untilPassWait) : waitBesideMs;
     const beside = (phase: string, due: boolean, runner: Beside, work: () => Promise<void>): Promise<void> =>
       apart(phase, async () => {
         if (!due) return;
-        await runner.run(work);
+        await runner.run(work, waitMs);
         ctx.progress();
       });
     await Promise.all([

@@ -30,7 +30,7 @@ function setup() {
   const poisonQueue = new MemoryQueue('jobs-poison', clock);
   const docs = new MemoryDocuments(clock);
   const store = new JobStore(docs, 'job-results', () => Promise.resolve(undefined));
-  const logger = memoryLogger('intake');
+  const logger = memoryLogger('intake', 'debug');
   const intake = new JobIntake({
     jobsQueue,
     poisonQueue,
@@ -176,5 +176,29 @@ describe('job intake: a start still being made is not taken for an interrupted o
     const generations = await Promise.all(jobs.map(async (j) => (await t.store.readStart(j))?.value.generation));
     assert.deepEqual(new Set(generations), new Set([1]));
     assert.equal(t.logger.lines.filter((l) => l.event === 'intake.start_repaired').length, 0);
+  });
+
+  it('a pass waits for a slow start only until its budget and grace: the start runs on and counts in the pass it ends in', async () => {
+    const t = setup();
+    await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'slow-start', workType: 'sum', items: [1] }));
+    let open = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    t.orchestrations.onStart = () => gate;
+    const bound = INTAKE.passBudgetMs + INTAKE.settleGraceMs;
+    const began = performance.now();
+    const first = await t.pass();
+    const tookMs = performance.now() - began;
+    assert.equal(first.started, 0, 'its start call has not answered');
+    // Not before the bound (the pass waited for it that long), and not much after it (timers on a loaded machine).
+    assert.ok(tookMs >= bound - 50 && tookMs < bound + 1_500, `the pass took ${Math.round(tookMs)} ms; bound ${bound} ms`);
+    const line = t.logger.lines.find((l) => l.event === 'intake.pass');
+    assert.equal(line?.underWay, 1, 'the pass says a start is still under way');
+    assert.deepEqual(t.jobsQueue.texts.length, 1, 'the message stays until its start is made');
+    open();
+    const second = await t.pass();
+    assert.equal(second.started, 1, 'counted by the pass it ended in');
+    assert.equal(second.received, 0, 'not received again');
+    assert.deepEqual(t.orchestrations.started, [instanceIdFor('slow-start')], 'started once');
+    assert.deepEqual(t.jobsQueue.texts, [], 'deleted once started');
   });
 });
