@@ -19,7 +19,10 @@
  * sends (JobActivities.prestage: the plan counts it as sent; a chunk of it that never went out is
  * sent again once unclaimed). Costs per pass: one listing of results per 100-chunk
  * group in flight (and one of claims, only once a chunk has been in flight long enough for a claim to
- * matter: `claimsMatter`), one cancel check, and one message per `CHUNKS_PER_MESSAGE` chunks sent.
+ * matter: `claimsMatter`), or, with at most `READ_RESULTS_UP_TO` chunks in flight and no claims, a
+ * read of each one's result metadata; one cancel check, and one message per `CHUNKS_PER_MESSAGE`
+ * chunks sent. The pass that finds the last results hands what it saw to the aggregation, which
+ * then lists nothing when that names every chunk (a small job's only listing was that one).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 5.
  */
 import { DEFAULTS } from '../../config/settings';
@@ -31,6 +34,7 @@ import { mapLimit } from '../pool';
 import { type ChunkResult } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import {
+  type ChunkObservation,
   claimsMatter,
   decideStep,
   type DispatchLedger,
@@ -132,6 +136,12 @@ export interface StepOutcome {
   readonly expired: number;
   /** Results this step counted. */
   readonly finished: number;
+  /**
+   * The results the last pass saw (of the chunks it had in flight, and maybe their neighbours): the
+   * aggregation that follows a done ledger folds them without listing the job again when they cover
+   * every chunk. Never returned to the orchestration (JobActivities drops it).
+   */
+  readonly landed?: ChunkObservation['results'];
 }
 
 /** Whether a pass (or a step's passes together) saw a result, sent a chunk or expired one. */
@@ -265,7 +275,8 @@ export class ChunkDispatcher {
         total.resent += outcome.resent;
         total.expired += outcome.expired;
         total.finished += outcome.finished;
-        const result = { ledger, cancelled: outcome.cancelled, ...total };
+        const landed = outcome.landed === undefined ? {} : { landed: outcome.landed };
+        const result = { ledger, cancelled: outcome.cancelled, ...total, ...landed };
         if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
         const allSent = ledger.next >= input.chunkCount;
         const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
@@ -350,6 +361,7 @@ export class ChunkDispatcher {
       resent: resent.length,
       expired: decision.expire.length,
       finished: decision.finished,
+      landed: seen.results,
     };
   }
 

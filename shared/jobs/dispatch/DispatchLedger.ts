@@ -16,6 +16,7 @@
  * Not guaranteed: that a re-sent chunk runs once; a false alarm costs a duplicate message, and the
  * second copy is skipped (its result exists) or its result discarded (results are created once).
  */
+import { type Json } from '../../worktypes/WorkType';
 import { type JobProgress } from '../api/JobSummary';
 
 export interface InFlightChunk {
@@ -60,6 +61,9 @@ export interface ChunkObservation {
     readonly status: 'ok' | 'failed';
     readonly itemCount: number;
     readonly itemsFailed: number;
+    /** As the result's metadata carries them (the aggregation folds them: see StepOutcome.landed). */
+    readonly partial?: Json;
+    readonly errorCode?: string;
   }>;
   readonly claims: ReadonlyArray<{
     readonly chunk: number;

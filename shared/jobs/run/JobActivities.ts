@@ -325,9 +325,11 @@ export class JobActivities {
 
   /** The last chunk's result landed: aggregate here, one Durable hop fewer than a separate activity. */
   private async aggregateIfDone(job: DispatchJob, chunkCount: number, itemCount: number, outcome: StepOutcome): Promise<JobStepOutcome> {
-    if (outcome.cancelled || !isLedgerDone(outcome.ledger)) return outcome;
+    // What the last pass saw stays here: the orchestration's history gets the counts, not the results.
+    const { landed, ...answer } = outcome;
+    if (answer.cancelled || !isLedgerDone(answer.ledger)) return answer;
     // Inside the plan's or step's own call: no lease of its own.
-    return { ...outcome, summary: await aggregateJob(this.parts, { run: job, chunkCount, itemCount, cancelled: false }) };
+    return { ...answer, summary: await aggregateJob(this.parts, { run: job, chunkCount, itemCount, cancelled: false }, landed) };
   }
 
   /** Records the job's final summary once and answers the stored one (a run that finished first wins). */

@@ -39,12 +39,22 @@ export interface AggregationDeps {
   readonly now: Now;
 }
 
-export async function aggregateJob(deps: AggregationDeps, input: AggregateInput): Promise<JobSummary> {
+/**
+ * `landed`: results already seen (the last dispatch pass's), used instead of a listing of the job when
+ * they name every chunk (a result is created once, so what was seen is what a listing would show).
+ */
+export async function aggregateJob(
+  deps: AggregationDeps,
+  input: AggregateInput,
+  landed?: readonly ChunkResultEntry[],
+): Promise<JobSummary> {
   const { run } = input;
   const type = deps.registry.get(run.workType);
   if (type === undefined) throw new JobError('UNKNOWN_WORK_TYPE', `Work type "${run.workType}" is not registered on this instance.`);
-  const listing = await deps.store.chunks.listJob(run.jobId);
-  const entries = listing.results.filter((e) => e.chunk < input.chunkCount).sort((a, b) => a.chunk - b.chunk);
+  const seen = landed?.filter((e) => e.chunk < input.chunkCount);
+  const covered = seen !== undefined && new Set(seen.map((e) => e.chunk)).size === input.chunkCount;
+  const results = covered ? seen : (await deps.store.chunks.listJob(run.jobId)).results;
+  const entries = results.filter((e) => e.chunk < input.chunkCount).sort((a, b) => a.chunk - b.chunk);
   const needRead = entries.filter((e) => (e.status === 'ok' && e.partial === undefined) || e.status === 'failed' || e.itemsFailed > 0);
   // Errors are only read for the first chunks that have them; partials always.
   let errorReads = 0;

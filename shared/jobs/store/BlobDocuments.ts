@@ -48,6 +48,8 @@ export interface JsonDocuments {
   get<T>(name: string, signal?: AbortSignal): Promise<T | undefined>;
   getText(name: string, signal?: AbortSignal): Promise<string | undefined>;
   exists(name: string, signal?: AbortSignal): Promise<boolean>;
+  /** The document's metadata (one read of its properties, no body), or undefined when it does not exist. */
+  metadata(name: string, signal?: AbortSignal): Promise<Record<string, string> | undefined>;
   setMetadata(name: string, metadata: Record<string, string>, signal?: AbortSignal): Promise<void>;
   delete(name: string, signal?: AbortSignal): Promise<boolean>;
   list(prefix: string, includeMetadata: boolean, signal?: AbortSignal): AsyncIterable<ListedDocument>;
@@ -128,6 +130,15 @@ export class BlobDocuments implements JsonDocuments {
 
   async exists(name: string, signal?: AbortSignal): Promise<boolean> {
     return this.container.getBlobClient(name).exists({ abortSignal: signal });
+  }
+
+  async metadata(name: string, signal?: AbortSignal): Promise<Record<string, string> | undefined> {
+    try {
+      return (await this.container.getBlobClient(name).getProperties({ abortSignal: signal })).metadata ?? {};
+    } catch (err) {
+      if (isStatus(err, 404)) return undefined;
+      throw err;
+    }
   }
 
   /** Replaces the blob's metadata (one write, no body). */

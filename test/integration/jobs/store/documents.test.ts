@@ -34,6 +34,7 @@ for (const kind of kinds) {
       assert.equal(await docs.getVersioned('a.json'), undefined);
       assert.equal(await docs.getText('a.json'), undefined);
       assert.equal(await docs.exists('a.json'), false);
+      assert.equal(await docs.metadata('a.json'), undefined);
       assert.deepEqual(await names(docs, ''), []);
       assert.equal(await docs.delete('a.json'), false);
     });
@@ -67,6 +68,9 @@ for (const kind of kinds) {
       await docs.put('jobs/j/results/00002.json', {}, { metadata: { status: 'ok' } });
       await docs.put('jobs/j/results/00001.json', {}, { metadata: { status: 'failed', items: '3' } });
       await docs.put('jobs/k/results/00001.json', {});
+      assert.deepEqual(await docs.metadata('jobs/j/results/00001.json'), { status: 'failed', items: '3' }, 'one read of its metadata');
+      assert.deepEqual(await docs.metadata('jobs/k/results/00001.json'), {});
+      assert.equal(await docs.metadata('jobs/k/results/00002.json'), undefined);
       assert.deepEqual(await names(docs, 'jobs/j/', true), [
         ['jobs/j/results/00001.json', { status: 'failed', items: '3' }],
         ['jobs/j/results/00002.json', { status: 'ok' }],

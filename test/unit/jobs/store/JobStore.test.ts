@@ -10,6 +10,7 @@ import { describe, it } from 'node:test';
 
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { READ_RESULTS_UP_TO } from '../../../../shared/jobs/store/ChunkBlobs';
 import { type JobRecord, JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { MemoryDocuments } from '../support/MemoryDocuments';
 
@@ -107,6 +108,30 @@ describe('JobStore on its container (in-memory twin)', () => {
     assert.equal(await store.purgeJob('j6'), 5, 'start, result, final, mark and the id claim');
     assert.equal(deletes.at(-1), JobStore.jobBlob('j6'), 'the id claim goes last: a purge cut short is finished by the next');
     assert.deepEqual([...docs.blobs.keys()], [JobStore.jobBlob('j7')]);
+  });
+
+  it('observes a few chunks in flight by reading their results, more (or claims) by listing their group: the same view', async () => {
+    const { docs, store } = setup();
+    const result = (chunk: number, partial: number) => ({
+      jobId: 'obs', chunk, status: 'ok' as const, itemCount: 2, itemsFailed: 0, partial, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
+    });
+    await store.chunks.writeChunkResult(result(1, 5));
+    await store.chunks.writeChunkResult(result(3, 7));
+    const observe = async (chunks: number[], withClaims: boolean) => {
+      docs.calls.clear();
+      const seen = await store.chunks.observeChunks('obs', chunks, withClaims);
+      return { results: seen.results.filter((r) => chunks.includes(r.chunk)), lists: docs.calls.get('list') ?? 0, reads: docs.calls.get('metadata') ?? 0 };
+    };
+    const few = Array.from({ length: READ_RESULTS_UP_TO }, (_, i) => i);
+    const read = await observe(few, false);
+    assert.deepEqual([read.lists, read.reads], [0, READ_RESULTS_UP_TO], 'a read of each, no listing');
+    const many = Array.from({ length: READ_RESULTS_UP_TO + 1 }, (_, i) => i);
+    const listed = await observe(many, false);
+    assert.deepEqual([listed.lists, listed.reads], [1, 0], 'one listing of the group');
+    assert.deepEqual(read.results, listed.results.filter((r) => few.includes(r.chunk)), 'the same entries, partials included');
+    assert.deepEqual(read.results.map((r) => [r.chunk, r.status, r.partial]), [[1, 'ok', 5], [3, 'ok', 7]]);
+    const claims = await observe([0, 1], true);
+    assert.deepEqual([claims.lists, claims.reads], [2, 0], 'claims need the listings (results and claims)');
   });
 
   it('refuses a blob name made from an invalid job id', () => {

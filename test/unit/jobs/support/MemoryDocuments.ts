@@ -72,6 +72,12 @@ export class MemoryDocuments implements JsonDocuments {
     return Promise.resolve(this.blobs.has(name));
   }
 
+  metadata(name: string): Promise<Record<string, string> | undefined> {
+    this.count('metadata');
+    const stored = this.blobs.get(name);
+    return Promise.resolve(stored === undefined ? undefined : { ...stored.metadata });
+  }
+
   setMetadata(name: string, metadata: Record<string, string>): Promise<void> {
     this.count('setMetadata');
     const stored = this.blobs.get(name);
