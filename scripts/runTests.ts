@@ -148,7 +148,12 @@ class AzuriteSpares {
     // A spare that failed to start is reported by the take that awaits it.
     next.catch(() => undefined);
     this.#spare = next;
-    const taken = await mine;
+    // One more try when the spare failed: a port it chose can be taken by another process before its
+    // bind (a run that lost its whole suite to one spare that never listened).
+    const taken = await mine.catch((err: unknown) => {
+      console.log(`An Azurite failed to start (${err instanceof Error ? err.message : String(err)}); starting another`);
+      return startAzurite();
+    });
     this.#running.add(taken);
     return {
       ...taken,

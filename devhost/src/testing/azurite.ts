@@ -74,8 +74,10 @@ function azuriteEntry(): string {
   return join(require.resolve('azurite/package.json'), '..', 'dist', 'src', 'azurite.js');
 }
 
-async function waitForPort(port: number, deadline: number): Promise<void> {
+async function waitForPort(port: number, deadline: number, exited: () => boolean): Promise<void> {
   while (Date.now() < deadline) {
+    // A process that exited listens nowhere (a port another process took between freePort and the bind).
+    if (exited()) throw new Error(`Azurite exited before it listened on port ${port}`);
     const ok = await new Promise<boolean>((resolve) => {
       const socket = new Socket();
       socket.once('connect', () => {
@@ -127,9 +129,15 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
       exited = true;
     });
     const deadline = Date.now() + 30_000;
-    for (const port of [blobPort, queuePort, tablePort]) {
-      await waitForPort(port, deadline);
-      if (exited) throw new Error('Azurite exited during start');
+    try {
+      for (const port of [blobPort, queuePort, tablePort]) {
+        await waitForPort(port, deadline, () => exited);
+        if (exited) throw new Error('Azurite exited during start');
+      }
+    } catch (err) {
+      // Not left running (or hung) behind a start that failed.
+      await kill();
+      throw err;
     }
   };
 
