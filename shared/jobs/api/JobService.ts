@@ -72,9 +72,10 @@ export class JobService {
       );
     }
     const value = parseJsonText(decodeUtf8(body));
+    let generated = false;
     const job = validateSubmission(value, {
       registry: this.deps.registry,
-      generateJobId: () => `j-${randomUUID()}`,
+      generateJobId: () => ((generated = true), `j-${randomUUID()}`),
       inputContainers: this.deps.inputContainers,
       delivery: this.deps.delivery,
     });
@@ -89,8 +90,11 @@ export class JobService {
     }
     const location = this.deps.statusPath(job.jobId);
 
-    // Both at once (one round trip): a POST is on every burst's path.
-    const [existing, startRead] = await Promise.all([orchestrations.getStatus(instanceIdFor(job.jobId)), store.readStart(job.jobId)]);
+    // Both at once (one round trip): a POST is on every burst's path. A job id made here just now
+    // (random) names nothing yet: no reads (the record's create-once write would still catch a clash).
+    const [existing, startRead] = generated
+      ? [undefined, undefined]
+      : await Promise.all([orchestrations.getStatus(instanceIdFor(job.jobId)), store.readStart(job.jobId)]);
     if (existing !== undefined) {
       if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
       throw duplicate(job.jobId);

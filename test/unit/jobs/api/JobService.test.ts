@@ -56,11 +56,17 @@ describe('JobService on its storage twins', () => {
     assert.equal(t.jobsQueue.sent.length, 2, 'nothing sent for the refused one');
   });
 
-  it('generates a job id when none is given, and the message carries it', async () => {
+  it('generates a job id when none is given, and the message carries it; a fresh id costs no reads of what it names', async () => {
     const t = setup();
+    let statusReads = 0;
+    const getStatus = t.orchestrations.getStatus.bind(t.orchestrations);
+    t.orchestrations.getStatus = (instanceId) => ((statusReads += 1), getStatus(instanceId));
     const { jobId } = await t.service.submit(body({ workType: 'sum', items: [1] }), t.orchestrations);
     assert.match(jobId, /^j-[0-9a-f-]{36}$/);
     assert.deepEqual(t.jobsQueue.sent.map(decodeQueueMessage), [{ workType: 'sum', items: [1], jobId }]);
+    assert.deepEqual([statusReads, t.docs.calls.get('get') ?? 0], [0, 0], 'no Durable status read, no document read');
+    await t.service.submit(body({ jobId: 'named', workType: 'sum', items: [1] }), t.orchestrations);
+    assert.equal(statusReads, 1, 'a job id the client chose is checked');
   });
 
   it('refuses bad input with its code and writes nothing', async () => {
