@@ -110,11 +110,14 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
   },
   'job.resume_requested': {
     level: 'warn',
-    what: 'the leader asked a job run that had not moved for 15 s, and whose call holds no lease, to call its current activity again',
+    what:
+      'the leader asked a job run that had not moved for 15 s (or twice the start -> plan lag), and whose call holds no lease, ' +
+      'to call its current activity again',
     fields: {
       jobId: 'string',
       instanceId: 'string',
       idleMs: 'number',
+      stalledAfterMs: 'number',
       generation: 'number',
       wait: 'number',
       phase: 'string',

@@ -56,6 +56,8 @@ export class StartRepair {
   readonly #inFlight = new Set<string>();
   #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
+  /** The start -> plan lag at the last check (`startLag`). */
+  #lag = 0;
 
   /** When each marked start that was waiting is due for its next check (`INTAKE.maxCheckBackoffMs`). */
   readonly #checkBackoff = new Map<string, { nextAt: number; waitMs: number }>();
@@ -69,6 +71,14 @@ export class StartRepair {
   /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
   startUnconfirmed(jobId: string): boolean {
     return this.#marksListed.has(jobId) || this.#markedHere.has(jobId);
+  }
+
+  /**
+   * The start -> plan lag the marks showed at the last check (largest of the last
+   * `INTAKE.startLagWindowMs`): how far behind Durable's queues run under a burst, 0 when quiet.
+   */
+  lagMs(): number {
+    return this.#lag;
   }
 
   /** Starts on their way to their plans: the fresh marks of the last listing and the starts made since (`maxStartsUnderWay`). */
@@ -126,6 +136,7 @@ export class StartRepair {
     const now = this.now().getTime();
     const present = new Set(marked.map((m) => m.jobId));
     const lag = this.startLag(now, present, marked);
+    this.#lag = lag;
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked
       .filter((m) => now - m.markedAt >= Math.max(INTAKE.checkAfterMs, lag) && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)

@@ -9,7 +9,9 @@
  * invisible for `controlQueueVisibilityTimeout` (1 minute in host.json, the least the extension
  * takes), and nothing else wakes the run: a job stalled a minute after a SIGKILL, past the L + 30 s
  * the recovery promises. A running job's run updates at least every few seconds (a step answers
- * within 5 s), so 15 s of silence means its message is held (or an activity is retrying).
+ * within 5 s), so 15 s of silence means its message is held (or an activity is retrying), unless
+ * Durable's queues run behind (a burst): then twice the start -> plan lag the intake sees
+ * (`startLagMs`), when that is longer.
  *
  * A plan not begun is not lost either: a run whose first plan call waits while its start is still
  * marked unconfirmed (the plan removes the mark before anything else) is queued behind other
@@ -59,6 +61,12 @@ export const STALL_CHECK = {
    * One by one, a burst's silent runs held a pass for up to 18 s (1,000 jobs by HTTP, jobs-scale).
    */
   budgetMs: 2_000,
+  /**
+   * The start -> plan lag raises the silence a run is allowed (`startLagMs`) at most to this: past the
+   * control queue's visibility (host.json, 1 minute) a held message comes back by itself, and a
+   * resume would only add a call.
+   */
+  maxLagBoundMs: 60_000,
 } as const;
 
 export interface StallCheckDeps {
@@ -71,6 +79,15 @@ export interface StallCheckDeps {
    * a dead instance holds; the intake's start checks own it. Absent: never.
    */
   readonly startUnconfirmed?: (jobId: string) => boolean;
+  /**
+   * How far behind Durable's queues run (JobIntake.startLagMs: the start -> plan lag of the latest
+   * starts). A run counts as stalled only once silent past twice that, when longer than
+   * `stalledAfterMs`: under a burst an activity's answer waits its turn in a control queue as long as
+   * a start does, and a resume then is a second call of an activity that already answered (1,000 jobs
+   * by HTTP: 256 runs asked to resume, silent 15-82 s). The same rule as a stuck Pending start's
+   * (INTAKE.stuckPendingSeconds), at most `STALL_CHECK.maxLagBoundMs`. Absent: no lag.
+   */
+  readonly startLagMs?: () => number;
   readonly now?: () => number;
   readonly stalledAfterMs?: number;
   readonly intervalMs?: number;
@@ -132,7 +149,8 @@ export class StalledJobs {
    */
   async check(orchestrations: OrchestrationClient, epoch: number, signal?: AbortSignal): Promise<ResumeRequested[]> {
     const now = this.#now();
-    const stalledAfter = this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs;
+    const behind = Math.min(2 * (this.#deps.startLagMs?.() ?? 0), STALL_CHECK.maxLagBoundMs);
+    const stalledAfter = Math.max(this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs, behind);
     const interval = this.#deps.intervalMs ?? STALL_CHECK.intervalMs;
     if (!this.#carried && now - this.#lastCheck < (this.#noneRunning ? Math.max(interval, stalledAfter) : interval)) return [];
     this.#lastCheck = now;
@@ -174,7 +192,7 @@ export class StalledJobs {
     let begun = 0;
     const canStart = (): boolean => signal?.aborted !== true && (begun++ < STALL_CHECK.concurrency || this.#now() - now < budget);
     const examined = await mapWhile(silent, STALL_CHECK.concurrency, canStart, async (run) => {
-      const resumed = await this.#ask(orchestrations, run, epoch);
+      const resumed = await this.#ask(orchestrations, run, epoch, stalledAfter);
       if (resumed !== undefined) outcomes.set(run, resumed);
     });
     this.#carried = examined < silent.length && signal?.aborted !== true;
@@ -182,7 +200,12 @@ export class StalledJobs {
   }
 
   /** Asks one silent run to resume its current call, unless a live call holds the job's lease. */
-  async #ask(orchestrations: OrchestrationClient, run: SilentRun, epoch: number): Promise<ResumeRequested | undefined> {
+  async #ask(
+    orchestrations: OrchestrationClient,
+    run: SilentRun,
+    epoch: number,
+    stalledAfterMs: number,
+  ): Promise<ResumeRequested | undefined> {
     if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) {
       this.#aliveAt.set(run.instanceId, this.#now());
       return undefined;
@@ -199,7 +222,7 @@ export class StalledJobs {
     this.#raised.set(run.instanceId, { call: run.call, at: this.#now() });
     const resumed: ResumeRequested = { ...request, instanceId: run.instanceId, jobId: run.jobId, idleMs: run.idleMs, phase: run.phase };
     const hint = 'the run had not moved; it calls its current activity again';
-    this.#deps.logger.warn('job.resume_requested', { ...resumed, epoch, hint });
+    this.#deps.logger.warn('job.resume_requested', { ...resumed, stalledAfterMs, epoch, hint });
     return resumed;
   }
 

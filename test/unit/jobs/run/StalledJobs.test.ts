@@ -247,6 +247,29 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['queued']);
   });
 
+  it('waits twice the start -> plan lag before a run counts as stalled, when Durable\'s queues run that far behind (a burst)', async () => {
+    const { clock, scripted, logger } = setup();
+    let lagMs = 20_000;
+    const stalls = new StalledJobs({ logger, now: () => clock.now, startLagMs: () => lagMs });
+    clock.now = T0 + 3_600_000;
+    scripted.set('job-queued-answer', status(1, 2), clock.now - 2 * lagMs + 1_000);
+    assert.deepEqual(await stalls.check(scripted.client(), 1), [], 'silent 39 s behind a 20 s lag: its answer waits its turn');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['queued-answer'], 'silent past twice the lag');
+    // Quiet again (a lag under half of stalledAfterMs): 15 s as always.
+    lagMs = 3_000;
+    clock.now += STALL_CHECK.intervalMs;
+    scripted.set('job-quiet', status(1, 4), clock.now - STALL_CHECK.stalledAfterMs);
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['quiet']);
+    const line = logger.lines.find((l) => l.event === 'job.resume_requested' && l.jobId === 'queued-answer');
+    assert.equal(line?.stalledAfterMs, 2 * 20_000, 'the log line says how long it waited');
+    // A lag of minutes raises the bound only to the control queue's visibility: a held message comes back by then.
+    lagMs = 120_000;
+    clock.now += STALL_CHECK.intervalMs;
+    scripted.set('job-long-behind', status(1, 5), clock.now - STALL_CHECK.maxLagBoundMs - 1);
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['long-behind']);
+  });
+
   it('gives each repeat of a call twice as long as the one before (the run\'s status carries the count), up to the cap', async () => {
     const { clock, scripted, stalls } = setup();
     clock.now = T0 + 3_600_000;
