@@ -4,7 +4,8 @@
  * batches, groups them by job id, and keeps up to `INTAKE.messageConcurrency` groups under way
  * within the pass's budget and the admission bound; each message is handled by Submissions.ts
  * (start, or reject: Rejections.ts), and every pass checks the marked starts beside the taking
- * (StartRepair.ts, `nextStartStep` in startSteps.ts). The tuning is `INTAKE` (intakeTerms.ts).
+ * (StartRepair.ts, `nextStartStep` in startSteps.ts; one run of checks at a time, which may go on
+ * beside the next pass). The tuning is `INTAKE` (intakeTerms.ts).
  *
  * Guaranteed: never two submissions naming one job id under way at once (a duplicate finds its
  * twin's start); the pass stops between messages once `signal` aborts and reports `progress()` for
@@ -74,6 +75,27 @@ function byJobId(messages: readonly ReceivedSubmission[]): Group[] {
   return [...groups].map(([key, grouped]) => ({ key, messages: grouped }));
 }
 
+/**
+ * Waits for `work` (which must not reject) until `until` (performance.now() time) at most: whether
+ * it ended. Infinity: until it ends.
+ */
+async function waitUntil(work: Promise<unknown> | undefined, until: number): Promise<boolean> {
+  if (work === undefined) return true;
+  if (!Number.isFinite(until)) {
+    await work;
+    return true;
+  }
+  const left = until - performance.now();
+  if (left <= 0) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const ended = await Promise.race([
+    work.then(() => true),
+    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), left))),
+  ]);
+  clearTimeout(timer);
+  return ended;
+}
+
 export class JobIntake {
   /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
   private readonly readability: QueueReadability;
@@ -89,6 +111,10 @@ export class JobIntake {
    * while their receipts hold (`INTAKE.carriedForMs`).
    */
   #waiting: { readonly epoch: number; readonly groups: ReceivedGroup[] } | undefined;
+  /** The age of the oldest message of the latest batch received, and when (performance.now()): `submissionWaitMs`. */
+  #queueWait: { readonly at: number; readonly ms: number } | undefined;
+  /** The start checks running (StartRepair.checkStarts), which may run on beside the next pass. */
+  #checking: Promise<void> | undefined;
   /** The groups being started (by key), which run on across passes while a burst lasts (`takeSubmissions`). */
   readonly #taking = new Map<string, Promise<void>>();
   /** What the submissions handled since the last report came to. */
@@ -145,21 +171,9 @@ export class JobIntake {
    * (performance.now() time), whichever comes first.
    */
   private async settle(until = Number.POSITIVE_INFINITY): Promise<void> {
-    while (this.#taking.size > 0 || this.submissions.sending.size > 0) {
-      const all = Promise.all([...this.#taking.values(), ...this.submissions.sending]);
-      if (!Number.isFinite(until)) {
-        await all;
-        continue;
-      }
-      const left = until - performance.now();
-      if (left <= 0) return;
-      let timer: NodeJS.Timeout | undefined;
-      const late = await Promise.race([
-        all.then(() => false),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), left))),
-      ]);
-      clearTimeout(timer);
-      if (late) return;
+    while (this.#taking.size > 0 || this.submissions.sending.size > 0 || this.#checking !== undefined) {
+      const all = Promise.all([...this.#taking.values(), ...this.submissions.sending, this.#checking]);
+      if (!(await waitUntil(all, until))) return;
     }
   }
 
@@ -182,8 +196,25 @@ export class JobIntake {
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
     const marked = await this.repair.listMarks(ctx);
-    const [checksMs, taken] = await Promise.all([
-      this.repair.checkStarts(marked, ctx, orchestrations, checks).then(() => performance.now() - began),
+    let checksMs: number | undefined;
+    // One run of checks at a time: one still running from an earlier pass (a take-over's Durable start
+    // under a burst takes seconds) goes on, and this pass waits for it no longer than for its starts.
+    if (this.#checking === undefined) {
+      const running: Promise<void> = this.repair
+        .checkStarts(marked, ctx, orchestrations, checks)
+        .then(
+          () => void (checksMs = performance.now() - began),
+          (err: unknown) => {
+            if (!isAbort(err)) this.deps.logger.warn('intake.start_checks_failed', { error: err, epoch: ctx.epoch });
+          },
+        )
+        .finally(() => {
+          if (this.#checking === running) this.#checking = undefined;
+        });
+      this.#checking = running;
+    }
+    const [, taken] = await Promise.all([
+      waitUntil(this.#checking, settleBy),
       this.takeSubmissions(began, withinBudget, ctx, orchestrations),
     ]);
     // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts
@@ -192,7 +223,8 @@ export class JobIntake {
     else if (!taken.more) await this.settle(settleBy);
     const tally = this.#tally;
     this.#tally = emptyTally();
-    const counts: IntakeReport = { ...tally, ...checks, checksMs: Math.round(checksMs), takingMs: Math.round(performance.now() - began) };
+    const checksTime = checksMs === undefined ? {} : { checksMs: Math.round(checksMs) };
+    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, takingMs: Math.round(performance.now() - began) };
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
       const underWay = this.#taking.size > 0 ? { underWay: this.#taking.size } : {};
       this.deps.logger.info('intake.pass', { ...counts, ...underWay, epoch: ctx.epoch });
@@ -245,6 +277,7 @@ export class JobIntake {
         batches += 1;
         if (batches >= INTAKE.maxBatchesPerPass) drained = true;
         this.readability.sawMessages();
+        this.noteQueueWait(items);
         waiting.push(...byJobId(items).map((g) => ({ ...g, receivedAt })));
       } catch (error) {
         drained = true;
@@ -292,6 +325,27 @@ export class JobIntake {
   /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
   startUnconfirmed(jobId: string): boolean {
     return this.repair.startUnconfirmed(jobId);
+  }
+
+  /**
+   * How long submissions wait on the jobs queue now: the oldest message of the latest batch received,
+   * when that batch is recent (`INTAKE.queueWaitFreshMs`), else 0. The index upkeep leaves a pending
+   * row that young alone: its job is still on the queue, and its row says so rightly.
+   */
+  submissionWaitMs(): number {
+    const seen = this.#queueWait;
+    return seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
+  }
+
+  private noteQueueWait(items: readonly ReceivedSubmission[]): void {
+    const now = nowOf(this.deps)().getTime();
+    const oldest = Math.min(...items.map((m) => m.insertedOn?.getTime() ?? now));
+    this.#queueWait = { at: performance.now(), ms: Math.max(0, now - oldest) };
+  }
+
+  /** How far behind Durable's queues run: the start -> plan lag the marked starts show (StartRepair.lagMs). */
+  startLagMs(): number {
+    return this.repair.lagMs();
   }
 
   /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */

@@ -134,6 +134,11 @@ export const INTAKE = {
    * (another leader's pass would receive the message again). Older ones are left to reappear.
    */
   carriedForMs: 40_000,
+  /**
+   * How long the wait the intake last saw on the jobs queue (JobIntake.submissionWaitMs) stands for
+   * the queue's: a minute after the last batch, the queue is taken to wait no longer.
+   */
+  queueWaitFreshMs: 60_000,
   /** The start checks begin no further check once they have run this long; the rest are due next pass. */
   checkBudgetMs: 1_000,
   /**

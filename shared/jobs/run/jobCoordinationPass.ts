@@ -76,12 +76,13 @@ export function jobCoordinationPass(
   const sweeps = new Beside(waitBesideMs);
   let lastSweep = 0;
   let lastDeliverySweep = -Infinity;
-  const upkeep = indexUpkeep(components, clock);
+  const upkeep = indexUpkeep(components, clock, () => components.intake.submissionWaitMs());
   let upkeepAt = clock();
   const stalls = new StalledJobs({
     logger: components.logger,
     callHeld: (jobId) => components.calls.held(jobId),
     startUnconfirmed: (jobId) => components.intake.startUnconfirmed(jobId),
+    startLagMs: () => components.intake.startLagMs(),
   });
   return async (ctx) => {
     const client = durableClient();
@@ -192,6 +193,8 @@ export function jobCoordinationPass(
 export function indexUpkeep(
   components: Pick<JobComponents, 'indexUpkeep' | 'logger'>,
   clock: () => number = Date.now,
+  /** How long submissions wait on the jobs queue now (JobIntake.submissionWaitMs); absent: 0. */
+  queueWaitMs?: () => number,
 ): (orchestrations: OrchestrationClient, ctx: Pick<CoordinationContext, 'epoch' | 'signal'>) => Promise<void> {
   let lastRefresh = -Infinity;
   let lastWalk: number | undefined;
@@ -201,7 +204,7 @@ export function indexUpkeep(
     if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs) {
       lastRefresh = now;
       try {
-        await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal });
+        await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal, queueWaitMs: queueWaitMs?.() ?? 0 });
       } catch (err) {
         components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
       }

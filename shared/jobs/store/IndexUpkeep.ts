@@ -102,7 +102,17 @@ export class IndexUpkeep {
    */
   async repairIndex(
     orchestrations: OrchestrationClient,
-    options: { readonly max?: number; readonly signal?: AbortSignal; readonly budgetMs?: number } = {},
+    options: {
+      readonly max?: number;
+      readonly signal?: AbortSignal;
+      readonly budgetMs?: number;
+      /**
+       * How long submissions wait on the jobs queue now (JobIntake.submissionWaitMs): a pending row is
+       * checked only once older than that plus `refreshAfterMs`, since until then its job is on the
+       * queue and the row is right (an HTTP burst's pending rows drew ~5 status reads a job).
+       */
+      readonly queueWaitMs?: number;
+    } = {},
   ): Promise<{ checked: number; fixed: number; removed: number }> {
     const max = options.max ?? INDEX_UPKEEP.refreshMax;
     const budgetMs = options.budgetMs ?? INDEX_UPKEEP.refreshBudgetMs;
@@ -114,7 +124,9 @@ export class IndexUpkeep {
     // A row written in the last `refreshAfterMs` is the write of its job's last change, and a burst's
     // fresh rows are most of them: each check is a status read of several storage reads.
     const now = Date.now();
-    const rows = listed.filter((row) => !(now - Date.parse(row.updatedAt ?? '') < INDEX_UPKEEP.refreshAfterMs)).slice(0, max);
+    const pendingAfterMs = INDEX_UPKEEP.refreshAfterMs + (options.queueWaitMs ?? 0);
+    const youngerThan = (row: IndexRow): number => (row.status === 'pending' ? pendingAfterMs : INDEX_UPKEEP.refreshAfterMs);
+    const rows = listed.filter((row) => !(now - Date.parse(row.updatedAt ?? '') < youngerThan(row))).slice(0, max);
     const report = { checked: 0, fixed: 0, removed: 0 };
     // The first round always begins (a slow listing must not starve the checks), the rest within the budget.
     let begun = 0;

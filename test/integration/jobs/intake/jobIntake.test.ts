@@ -255,11 +255,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.ok(taken.length >= 2 && taken.every((k) => k <= INTAKE.messageConcurrency), `taken per pass: ${taken.join(', ')} (at most a round of lanes each)`);
     assert.equal(received, n, 'each received once: the kept submissions were taken without receiving them again (their receipts hold)');
     assert.ok(again >= 1, 'the next pass is asked for at once');
-    // A last pass finds nothing kept and an empty queue; a start still under way when its pass ended
+    // Later passes find nothing kept and an empty queue; a start still under way when its pass ended
     // (past INTAKE.settleGraceMs) counts in the pass it ends in.
-    const last = await pass.runPass(passCtx, orchestrations);
-    assert.equal(last.received, 0);
-    assert.equal([...reports, last].reduce((sum, r) => sum + r.started, 0), n);
+    const later: IntakeReport[] = [];
+    const startedSoFar = (): number => [...reports, ...later].reduce((sum, r) => sum + r.started, 0);
+    for (let i = 0; i < 5 && (later.length === 0 || startedSoFar() < n); i++) later.push(await pass.runPass(passCtx, orchestrations));
+    assert.deepEqual(later.map((r) => r.received), later.map(() => 0));
+    assert.equal(startedSoFar(), n);
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
     const started = await Promise.all(Array.from({ length: n }, (_, i) => orchestrations.getStatus(instanceIdFor(`carry-${i}`))));
     assert.equal(started.filter((s) => s !== undefined).length, n, 'every job started once');

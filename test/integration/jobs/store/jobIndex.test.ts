@@ -190,6 +190,26 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.ok(checks.length >= 4 && checks.every((n) => n <= 8), `at most one round per refresh: ${checks.join(', ')}`);
   });
 
+  it('checks a pending row only once older than the jobs queue\'s current wait (its job is still on the queue), a running one as before', async () => {
+    // Rows of jobs that never existed, last written 10 s past refreshAfterMs: each check removes one.
+    const at = new Date(Date.now() - INDEX_UPKEEP.refreshAfterMs - 10_000).toISOString();
+    const row = async (jobId: string, status: 'pending' | 'running'): Promise<void> => {
+      const rowKey = indexKey(at, jobId) ?? '';
+      await table.createEntity({ partitionKey: INDEX_PARTITION, rowKey, jobId, status, workType: 'noop', createdAt: at, updatedAt: at, progress: '' });
+    };
+    await row('ix-wait-pending', 'pending');
+    await row('ix-wait-running', 'running');
+    const upkeep = appRoot().jobs.indexUpkeep;
+    const orchestrations = durableOrchestrationClient(h.client);
+    // Submissions wait 60 s on the queue: the pending row (40 s old) is its job's, rightly pending.
+    await upkeep.repairIndex(orchestrations, { queueWaitMs: 60_000 });
+    assert.equal((await rowsOf('ix-wait-pending')).length, 1, 'a pending row younger than the queue wait is left alone');
+    assert.deepEqual(await rowsOf('ix-wait-running'), [], 'a running row is checked as before (its job does not exist: removed)');
+    // The queue drained (no wait): the same row is checked.
+    await upkeep.repairIndex(orchestrations, { queueWaitMs: 0 });
+    assert.deepEqual(await rowsOf('ix-wait-pending'), []);
+  });
+
   it('leaves the upkeep for later while passes take submissions, for at most INDEX_UPKEEP.maxDeferMs', async () => {
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-burst-stale', workType: 'noop', items: [1] }))).status, 202);
     await passUntilQueueEmpty();
