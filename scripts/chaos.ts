@@ -1,18 +1,22 @@
 /**
- * `npm run chaos [-- --short] [--minutes N] [--seed N] [--instances N] [--separate-apps] [--quiet]`:
+ * `npm run chaos [-- --short] [--minutes N] [--seed N] [--instances N] [--separate-apps] [--host devhost|extensions] [--quiet]`:
  * runs the chaos harness (test/chaos/) against this build and prints its summary. Exit code 0
  * when the checker found no violation, 1 when it found one, 2 on bad options or a harness failure.
+ * `--host extensions` runs every instance on the extensions host (exthost/, needs the .NET SDK);
+ * without `--host`, `E2E_HOST` decides as for the end-to-end tests, else the development host.
  */
 import { randomInt } from 'node:crypto';
 
 import { parseStepFaults, type StepFault } from '../test/chaos/chaosPlan';
 import { runChaos } from '../test/chaos/runChaos';
+import { type E2EHost, e2eHost } from '../test/e2e/support/appHost';
 
 export class ChaosArgsError extends Error {
   override readonly name = 'ChaosArgsError';
 }
 
 export interface ChaosArgs {
+  readonly host: E2EHost;
   readonly mode: 'short' | 'long';
   readonly seed: number;
   readonly instances: number;
@@ -24,9 +28,17 @@ export interface ChaosArgs {
 
 const USAGE =
   'options: --short, --minutes N (long mode: minutes of faults, default 8), --seed N, --instances N (2-8; 3 short, 4 long), --separate-apps, ' +
-  '--step-faults kill@start-message,pause@start-read,... (the step faults to use), --quiet';
+  '--step-faults kill@start-message,pause@start-read,... (the step faults to use), ' +
+  '--host devhost|extensions (default: E2E_HOST, else devhost), --quiet';
 
-export function parseChaosArgs(argv: readonly string[], randomSeed: () => number = () => randomInt(1, 1_000_000)): ChaosArgs {
+const HOSTS: readonly E2EHost[] = ['devhost', 'extensions'];
+
+export function parseChaosArgs(
+  argv: readonly string[],
+  randomSeed: () => number = () => randomInt(1, 1_000_000),
+  env: NodeJS.ProcessEnv = process.env,
+): ChaosArgs {
+  let host: E2EHost | undefined;
   let short = false;
   let seed: number | undefined;
   let instances: number | undefined;
@@ -50,6 +62,11 @@ export function parseChaosArgs(argv: readonly string[], randomSeed: () => number
     else if (name === '--minutes') minutes = value();
     else if (name === '--separate-apps') separateApps = true;
     else if (name === '--quiet') quiet = true;
+    else if (name === '--host') {
+      const choice = inline ?? argv[++i] ?? '';
+      if (!(HOSTS as readonly string[]).includes(choice)) throw new ChaosArgsError(`--host must be one of ${HOSTS.join(', ')}`);
+      host = choice as E2EHost;
+    }
     else if (name === '--step-faults') {
       const parsed = parseStepFaults(inline ?? argv[++i] ?? '');
       if (typeof parsed === 'string') throw new ChaosArgsError(`--step-faults: ${parsed}`);
@@ -60,7 +77,15 @@ export function parseChaosArgs(argv: readonly string[], randomSeed: () => number
   if (seed !== undefined && (!Number.isSafeInteger(seed) || seed < 0 || seed > 0xffffffff)) throw new ChaosArgsError('--seed must be an integer from 0 to 4294967295');
   if (instances !== undefined && (!Number.isInteger(instances) || instances < 2 || instances > 8)) throw new ChaosArgsError('--instances must be an integer from 2 to 8');
   if (minutes !== undefined && (short || !(minutes >= 1 && minutes <= 24 * 60))) throw new ChaosArgsError('--minutes (long mode only) must be from 1 to 1440');
+  if (host === undefined) {
+    try {
+      host = e2eHost(env);
+    } catch (err) {
+      throw new ChaosArgsError(err instanceof Error ? err.message : String(err));
+    }
+  }
   return {
+    host,
     mode: short ? 'short' : 'long',
     seed: seed ?? randomSeed(),
     instances: instances ?? (short ? 3 : 4),
@@ -81,8 +106,11 @@ async function main(): Promise<number> {
   }
   const started = Date.now();
   const stamp = (): string => `[chaos +${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s]`;
-  console.log(`${stamp()} ${args.mode} mode, seed ${args.seed}, ${args.instances} instances, ${args.separateApps ? 'separate apps' : 'one app'}`);
+  const hostName = args.host === 'extensions' ? 'extensions host' : 'development host';
+  const apps = args.separateApps ? 'separate apps' : 'one app';
+  console.log(`${stamp()} ${args.mode} mode, seed ${args.seed}, ${args.instances} instances, ${apps}, on the ${hostName}`);
   const report = await runChaos({
+    host: args.host,
     mode: args.mode,
     seed: args.seed,
     instances: args.instances,

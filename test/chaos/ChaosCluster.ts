@@ -1,14 +1,22 @@
 /**
- * The system under chaos: one private Azurite, and N development host processes running this
- * build's app, each reaching storage only through its own three TCP proxies (blob, queue, table)
- * so its storage can be cut or reset alone. Every line a process prints goes to its log file in the
- * run folder and, parsed, to `onLog`; every storage request it makes passes `onRequest`.
+ * The system under chaos: one private Azurite, and N host processes running this build's app, each
+ * reaching storage only through its own three TCP proxies (blob, queue, table) so its storage can be
+ * cut or reset alone. Every line a process prints goes to its log file in the run folder and, parsed,
+ * to `onLog`; every storage request it makes passes `onRequest`.
+ *
+ * The host is the development host (one Node.js process per instance, scripts/devHostProcess.ts) or
+ * the extensions host (exthost/: a .NET WebJobs host with the real Durable, queue and timer
+ * extensions and the app in the Node.js worker it starts, scripts/extHostProcess.ts; built once
+ * before the first instance starts). An extensions host instance is two processes: a pause
+ * (SIGSTOP, SIGCONT) and a kill (SIGKILL) reach both, the .NET host and its worker, read from
+ * /proc as test/e2e/support/pauseProcess.ts does; a graceful stop (SIGTERM) goes to the .NET host,
+ * which stops its listeners and then sends SIGTERM to its worker (the app's own shutdown).
  *
  * Instances keep their port and name across restarts; each start is a new generation with its
  * own COORDINATOR_INSTANCE_ID (`instance-2.g3`), so every lease holder names exactly one process.
  * An exit the harness did not ask for is reported as unexpected, and the instance is started again.
  */
-import { type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, readFileSync, symlinkSync, writeFileSync,type WriteStream } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -16,14 +24,19 @@ import { join, resolve } from 'node:path';
 import { type AzuriteInstance, connectionStringFor, freePort, startAzurite } from 'devhost/testing';
 
 import { spawnDevHost } from '../../scripts/devHostProcess';
+import { buildExtHost, EXTHOST_READY_PREFIX, extHostCommand } from '../../scripts/extHostProcess';
+import { type E2EHost } from '../e2e/support/appHost';
+import { processTree, signalAll } from '../e2e/support/pauseProcess';
+import { type SniffedRequest } from '../support/httpRequestSniffer';
 import { type ProxiedRequest, type ProxiedResponse, startTcpProxy, type TcpProxy } from '../support/tcpProxy';
 import { type LogEntry, type ProcessExit, type ProcessRef } from './ChaosRecord';
 
 /** <outDir> (this file is <outDir>/test/chaos/ChaosCluster.js) and the repository root above it. */
 const OUT_DIR = resolve(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
-const READY = 'Development host listening on ';
-const START_TIMEOUT_MS = 90_000;
+const READY: Readonly<Record<E2EHost, string>> = { devhost: 'Development host listening on ', extensions: EXTHOST_READY_PREFIX };
+/** The .NET host starts slower (JIT, the extensions' own listeners) than a Node.js process, as in test/e2e/support/appHost.ts. */
+const START_TIMEOUT_MS: Readonly<Record<E2EHost, number>> = { devhost: 90_000, extensions: 120_000 };
 const STOP_TIMEOUT_MS = 30_000;
 const TAIL_LINES = 15;
 
@@ -32,6 +45,8 @@ export const TASK_HUB = 'ChaosHub';
 export type ServiceName = 'blob' | 'queue' | 'table';
 
 export interface ClusterOptions {
+  /** Which host runs each instance; the development host when absent. */
+  readonly host?: E2EHost;
   readonly instances: number;
   readonly separateApps: boolean;
   /** Folder for the app root, log files and Azurite's data. */
@@ -40,6 +55,8 @@ export interface ClusterOptions {
   readonly onExit: (exit: ProcessExit) => void;
   readonly onRequest: (instance: ChaosInstance, service: ServiceName, request: ProxiedRequest) => 'forward' | 'drop' | void;
   readonly onResponse: (instance: ChaosInstance, service: ServiceName, response: ProxiedResponse) => void;
+  /** The requests `onRequest` needs the body of (held back by the proxy until it is whole); none when absent. */
+  readonly wantsBody?: (service: ServiceName, request: SniffedRequest) => boolean;
   /** Extra app settings for every instance. */
   readonly settings?: Readonly<Record<string, string>>;
 }
@@ -51,6 +68,8 @@ interface RunningProcess extends ProcessRef {
   /** Why the harness ended it, once it sent SIGKILL/SIGTERM; an exit without it is unexpected. */
   endReason?: string;
   paused: boolean;
+  /** The processes a SIGSTOP reached (the extensions host and its worker): SIGCONT goes to the same. */
+  pausedPids?: readonly number[];
   tail: string[];
 }
 
@@ -102,8 +121,13 @@ export class ChaosCluster {
   #appRoot = '';
   #logs = new Map<string, WriteStream>();
   #stopping = false;
+  #extHostDll: string | undefined;
 
   constructor(private readonly options: ClusterOptions) {}
+
+  get host(): E2EHost {
+    return this.options.host ?? 'devhost';
+  }
 
   /** The harness's own connection: straight to Azurite, never through a proxy. */
   get connectionString(): string {
@@ -113,6 +137,8 @@ export class ChaosCluster {
 
   async start(): Promise<void> {
     mkdirSync(this.options.runDir, { recursive: true });
+    // Once, before anything runs: `dotnet build` (ExtHostUnavailable without a .NET SDK, saying so).
+    if (this.host === 'extensions') this.#extHostDll = buildExtHost();
     this.#azurite = await startAzurite({ location: join(this.options.runDir, 'azurite') });
     this.#appRoot = this.#createAppRoot();
     for (let i = 1; i <= this.options.instances; i++) {
@@ -121,9 +147,11 @@ export class ChaosCluster {
       const target = { blob: this.#azurite.blobPort, queue: this.#azurite.queuePort, table: this.#azurite.tablePort };
       const instance = new ChaosInstance(i, name, await freePort(), this.options.separateApps ? `chaos-app-${i}` : 'chaos-app', proxies);
       for (const service of ['blob', 'queue', 'table'] as const) {
+        const wantsBody = this.options.wantsBody;
         proxies[service] = await startTcpProxy(target[service], {
           onRequest: (request) => this.options.onRequest(instance, service, request),
           onResponse: (response) => this.options.onResponse(instance, service, response),
+          ...(wantsBody === undefined ? {} : { wantsBody: (request: SniffedRequest) => wantsBody(service, request) }),
         });
       }
       this.instances.push(instance);
@@ -147,6 +175,10 @@ export class ChaosCluster {
     const conn = connectionStringFor('127.0.0.1', blob.port, queue.port, table.port);
     return {
       PATH: process.env.PATH ?? '',
+      // What startExtHostProcess gives the .NET host besides PATH.
+      ...(this.host === 'extensions'
+        ? { ...(process.env.HOME === undefined ? {} : { HOME: process.env.HOME }), DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' }
+        : {}),
       FUNCTIONS_WORKER_RUNTIME: 'node',
       AzureWebJobsStorage: conn,
       CoordinatorStorage: conn,
@@ -163,10 +195,15 @@ export class ChaosCluster {
     instance.gen += 1;
     instance.down = false;
     const holder = `${instance.name}.g${instance.gen}`;
-    const child = spawnDevHost(
-      { appRoot: this.#appRoot, port: instance.port, hostId: instance.hostId, instanceId: instance.name },
-      { env: this.#env(instance, holder), stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const launch = { appRoot: this.#appRoot, port: instance.port, hostId: instance.hostId, instanceId: instance.name };
+    const spawnOptions = { env: this.#env(instance, holder), stdio: ['ignore', 'pipe', 'pipe'] } satisfies SpawnOptions;
+    let child: ChildProcess;
+    if (this.host === 'extensions') {
+      const { command, args } = extHostCommand(launch, this.#extHostDll);
+      child = spawn(command, args, spawnOptions);
+    } else {
+      child = spawnDevHost(launch, spawnOptions);
+    }
     const pid = child.pid ?? -1;
     const log = this.#logs.get(instance.name);
     log?.write(`=== ${new Date().toISOString()} generation ${instance.gen}, pid ${pid}, holder ${holder}\n`);
@@ -196,7 +233,7 @@ export class ChaosCluster {
           log?.write(`${line}\n`);
           running.tail.push(line);
           if (running.tail.length > TAIL_LINES) running.tail.shift();
-          if (!ready && line.startsWith(READY)) {
+          if (!ready && line.startsWith(READY[this.host])) {
             ready = true;
             onReady();
           }
@@ -229,7 +266,7 @@ export class ChaosCluster {
         }, 2_000).unref();
       }
     });
-    const timer = setTimeout(() => onReady(), START_TIMEOUT_MS);
+    const timer = setTimeout(() => onReady(), START_TIMEOUT_MS[this.host]);
     await readyPromise;
     clearTimeout(timer);
     if (!ready) throw new Error(`${instance.name} (pid ${pid}) did not start:\n${running.tail.join('\n')}`);
@@ -254,18 +291,32 @@ export class ChaosCluster {
     const p = instance.process;
     if (p === undefined) return;
     if (signal === 'SIGKILL' || signal === 'SIGTERM') p.endReason ??= reason;
+    const resumed = signal === 'SIGCONT' || (signal === 'SIGTERM' && p.paused);
     if (signal === 'SIGSTOP') p.paused = true;
-    if (signal === 'SIGCONT') p.paused = false;
+    // A graceful stop needs the process running to happen at all: resumed just after the signal.
+    if (resumed) p.paused = false;
+    this.#send(p, signal);
+    if (signal === 'SIGTERM' && resumed) this.#send(p, 'SIGCONT');
+  }
+
+  /**
+   * One signal to one instance's process: on the extensions host a SIGKILL or SIGSTOP also reaches
+   * the worker (every descendant), and a SIGCONT every process the SIGSTOP reached; a SIGTERM only
+   * the .NET host, which stops its worker itself.
+   */
+  #send(p: RunningProcess, signal: 'SIGKILL' | 'SIGTERM' | 'SIGSTOP' | 'SIGCONT'): void {
+    const pid = p.child.pid;
+    const alive = pid !== undefined && p.child.exitCode === null && p.child.signalCode === null;
+    const descendants = this.host === 'extensions' && signal !== 'SIGTERM' && alive ? processTree(pid).slice(1) : [];
+    if (signal === 'SIGSTOP') p.pausedPids = descendants;
     try {
       p.child.kill(signal);
     } catch {
       // Already gone: its exit event says so.
     }
-    // A graceful stop needs the process running to happen at all.
-    if (signal === 'SIGTERM' && p.paused) {
-      p.paused = false;
-      p.child.kill('SIGCONT');
-    }
+    const others = signal === 'SIGCONT' ? [...new Set([...(p.pausedPids ?? []), ...descendants])] : descendants;
+    signalAll(others, signal);
+    if (signal === 'SIGCONT') p.pausedPids = undefined;
   }
 
   /** Waits for the instance's current process to exit, killing it after `timeoutMs`. */

@@ -44,7 +44,11 @@ export interface LeaseRead {
   readonly error?: string;
 }
 
-/** A create-once write a leader makes, seen at the instance's storage proxy. */
+/**
+ * A create-once write a leader makes, seen at the instance's storage proxy: a job record, or the
+ * write that makes its Durable instance exist (the development host's instance blob, written with
+ * If-None-Match: *; on the extensions host the insert of its Instances row).
+ */
 export interface StorageWrite extends ProcessRef {
   readonly kind: 'instance-create' | 'record-create';
   readonly jobId: string;
@@ -169,6 +173,8 @@ export interface WorkingRun {
 export interface ChaosRecord {
   readonly seed: number;
   readonly mode: 'short' | 'long';
+  /** Which host ran the instances (absent in records from before the switch: the development host). */
+  readonly host?: 'devhost' | 'extensions';
   readonly separateApps: boolean;
   readonly instances: number;
   /** The `npm run chaos` options that repeat this run's plan. */

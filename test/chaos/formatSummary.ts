@@ -27,7 +27,8 @@ function faultLine(fault: FaultRecord): string {
 export function formatSummary(record: ChaosRecord, violations: readonly Violation[], changes: readonly Failover[], runDir: string): string {
   const out: string[] = [];
   const apps = record.separateApps ? 'separate apps (a host id each)' : 'one app (one host id)';
-  out.push(`Chaos run: ${record.mode} mode, seed ${record.seed}, ${record.instances} instances, ${apps}`);
+  const host = record.host === 'extensions' ? 'extensions host' : 'development host';
+  out.push(`Chaos run: ${record.mode} mode, seed ${record.seed}, ${record.instances} instances, ${apps}, on the ${host}`);
   out.push(
     `  started ${clock(record.startedAt)}, faults ${clock(record.faultPhaseStartedAt)}-${clock(record.faultPhaseEndedAt)} (${secs(record.faultPhaseEndedAt - record.faultPhaseStartedAt)}), ended ${clock(record.endedAt)}, total ${secs(record.endedAt - record.startedAt)}`,
   );

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 
+import { type E2EHost } from '../e2e/support/appHost';
 import { ChaosCluster, type ChaosInstance, TASK_HUB } from './ChaosCluster';
 import { buildPlan, type ChaosPlan, JOB_OPTIONS, type JobPlan, type StepFault } from './chaosPlan';
 import {
@@ -30,9 +31,15 @@ import {
 import { checkRun, type Failover, failovers, type Violation } from './checkRun';
 import { formatSummary } from './formatSummary';
 import { SeededRandom } from './SeededRandom';
-import { StartPathWatcher } from './StartPathWatcher';
+import { StartPathWatcher, stepNeedsBody } from './StartPathWatcher';
 
 export interface ChaosOptions {
+  /**
+   * Which host runs the instances: the development host (the default: test/chaos/chaosShort.test.ts,
+   * whatever E2E_HOST says), or the extensions host (exthost/, the real Durable, queue and timer
+   * extensions; `npm run chaos -- --host extensions`, or E2E_HOST=extensions for `npm run chaos`).
+   */
+  readonly host?: E2EHost;
   readonly mode: 'short' | 'long';
   readonly seed: number;
   readonly instances: number;
@@ -94,8 +101,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const jobs = new Map<string, JobOutcome>();
   let leaderNow: { holder: string; epoch: number } | undefined;
 
-  const watcher = new StartPathWatcher({ taskHub: TASK_HUB, resultsContainer: RESULTS_CONTAINER, jobsQueue: JOBS_QUEUE });
+  const host = options.host ?? 'devhost';
+  const names = { taskHub: TASK_HUB, resultsContainer: RESULTS_CONTAINER, jobsQueue: JOBS_QUEUE, host };
+  const watcher = new StartPathWatcher(names);
   const cluster: ChaosCluster = new ChaosCluster({
+    host,
     instances: options.instances,
     separateApps: options.separateApps,
     runDir,
@@ -116,10 +126,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       if (leaderNow?.holder === exit.holder) leaderNow = undefined;
       if (!exit.expected) say(`UNEXPECTED: ${exit.holder} (pid ${exit.pid}) exited (${exit.signal ?? `code ${String(exit.code)}`})`);
     },
-    onRequest: (instance, _service, request) => {
+    onRequest: (instance, service, request) => {
       const ref = instance.ref();
-      return ref === undefined ? 'forward' : watcher.onRequest(ref, request);
+      return ref === undefined ? 'forward' : watcher.onRequest(ref, request, service);
     },
+    wantsBody: (service, request) => stepNeedsBody(names, service, request),
     onResponse: (_instance, _service, response) => watcher.onResponse(response),
   });
 
@@ -172,7 +183,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await inputs.createIfNotExists();
     const jobsQueue = queues.getQueueClient(JOBS_QUEUE);
     await jobsQueue.createIfNotExists();
-    say(`${options.instances} instances up (${options.separateApps ? 'separate apps' : 'one app'}): ${cluster.instances.map((i) => `${i.process?.holder} pid ${i.process?.pid} ${i.baseUrl}`).join(', ')}`);
+    const hostName = host === 'extensions' ? 'extensions host' : 'development host';
+    say(`${options.instances} instances up on the ${hostName} (${options.separateApps ? 'separate apps' : 'one app'}): ${cluster.instances.map((i) => `${i.process?.holder} pid ${i.process?.pid} ${i.baseUrl}`).join(', ')}`);
 
     // Watchers: the lease blob (sequential reads, so their order is time order) and every instance's view.
     let watching = true;
@@ -551,6 +563,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const record: ChaosRecord = {
       seed: options.seed,
       mode: options.mode,
+      host,
       separateApps: options.separateApps,
       instances: options.instances,
       repeatArgs: [
@@ -558,6 +571,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         `--seed ${options.seed}`,
         `--instances ${options.instances}`,
         ...(options.separateApps ? ['--separate-apps'] : []),
+        ...(host === 'extensions' ? ['--host extensions'] : []),
         ...(options.stepFaults === undefined ? [] : [`--step-faults ${options.stepFaults.map((f) => `${f.kind}@${f.step}`).join(',')}`]),
       ].join(' '),
       startedAt,

@@ -1,9 +1,12 @@
 /**
  * Finds the HTTP/1.1 requests in one client-to-server byte stream as it passes through a proxy, so
  * a fault can be injected at a named storage request (the chaos harness's "kill the leader right
- * after its instance write"). It frames requests by `Content-Length` or chunked encoding and never
- * buffers a body; a head it cannot read (too long, not HTTP) turns it off for the rest of the
- * connection, and the bytes still pass.
+ * after its instance write"). It frames requests by `Content-Length` or chunked encoding and buffers
+ * no body, except the bodies its `wantsBody` option asks for (framed by `Content-Length`, up to
+ * `maxBodyBytes`): such a request is returned once its last body byte arrived, with its body, head
+ * and body held back together (a request whose body tells what it is: a Durable start message).
+ * A head it cannot read (too long, not HTTP) turns it off for the rest of the connection, and the
+ * bytes still pass.
  * Not handled: pipelining checks (the Azure SDK's Node client sends one request per connection at
  * a time, which is also what pairs a response with its request) and `Expect: 100-continue`.
  */
@@ -13,16 +16,27 @@ export interface SniffedRequest {
   readonly path: string;
   /** Header names lower-cased; repeated headers joined with ", ". */
   readonly headers: Readonly<Record<string, string>>;
+  /** The whole body, only for a request `wantsBody` asked for (and whose body could be held). */
+  readonly body?: Buffer;
+}
+
+export interface SnifferOptions {
+  /** Asked once per request head: hold the request back until its body is complete, and return it with its body. */
+  readonly wantsBody?: (request: SniffedRequest) => boolean;
+  /** A larger body (or a chunked one) passes as usual, and its request is returned without a body. Default 1 MiB. */
+  readonly maxBodyBytes?: number;
 }
 
 /** What `feed` found in one chunk: byte ranges in order, each either plain bytes or the start of a request. */
 export type SniffedPart = { readonly bytes: Buffer; readonly request?: SniffedRequest };
 
 const MAX_HEAD_BYTES = 64 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 type State =
   | { kind: 'head'; buffered: Buffer }
   | { kind: 'body'; remaining: number }
+  | { kind: 'held-body'; head: Buffer; request: SniffedRequest; received: Buffer[]; remaining: number }
   | { kind: 'chunk-size'; line: string }
   | { kind: 'chunk-data'; remaining: number }
   | { kind: 'chunk-end'; remaining: number }
@@ -31,6 +45,8 @@ type State =
 
 export class HttpRequestSniffer {
   #state: State = { kind: 'head', buffered: Buffer.alloc(0) };
+
+  constructor(private readonly options: SnifferOptions = {}) {}
 
   /** True once the stream stopped looking like HTTP/1.1 requests; bytes then pass without parts. */
   get opaque(): boolean {
@@ -77,8 +93,27 @@ export class HttpRequestSniffer {
           parts.push({ bytes: headBytes });
           continue;
         }
+        const next = nextAfterHead(request);
+        const maxBody = this.options.maxBodyBytes ?? MAX_BODY_BYTES;
+        if (next.kind === 'body' && next.remaining <= maxBody && this.options.wantsBody?.(request) === true) {
+          this.#state = { kind: 'held-body', head: headBytes, request, received: [], remaining: next.remaining };
+          continue;
+        }
         parts.push({ bytes: headBytes, request });
-        this.#state = nextAfterHead(request);
+        this.#state = next;
+        continue;
+      }
+      if (state.kind === 'held-body') {
+        flushPass(offset);
+        const take = Math.min(state.remaining, chunk.length - offset);
+        state.received.push(chunk.subarray(offset, offset + take));
+        offset += take;
+        passStart = offset;
+        state.remaining -= take;
+        if (state.remaining > 0) continue;
+        const body = Buffer.concat(state.received);
+        parts.push({ bytes: Buffer.concat([state.head, body]), request: { ...state.request, body } });
+        this.#state = { kind: 'head', buffered: Buffer.alloc(0) };
         continue;
       }
       if (state.kind === 'body' || state.kind === 'chunk-data' || state.kind === 'chunk-end') {

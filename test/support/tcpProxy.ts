@@ -9,7 +9,8 @@
  *   fail at once (ECONNRESET) instead of hanging.
  * - `onRequest` sees each HTTP/1.1 request (method, path, headers) before any byte of it is
  *   forwarded and may drop it, with the rest of its connection (the process behind it is about to
- *   be killed); `onResponse` sees the status that answered it.
+ *   be killed); `onResponse` sees the status that answered it. A request `wantsBody` names reaches
+ *   `onRequest` with its body, once the whole of it arrived (see HttpRequestSniffer).
  */
 import { createServer, type Server, Socket } from 'node:net';
 
@@ -31,6 +32,8 @@ export interface TcpProxyOptions {
   /** Called before a request is forwarded; `'drop'` swallows it and everything after it on that connection. */
   readonly onRequest?: (request: ProxiedRequest) => 'forward' | 'drop' | void;
   readonly onResponse?: (response: ProxiedResponse) => void;
+  /** The requests `onRequest` needs the body of (held back until it is complete); none by default. */
+  readonly wantsBody?: (request: SniffedRequest) => boolean;
 }
 
 export interface TcpProxy {
@@ -88,7 +91,8 @@ export async function startTcpProxy(targetPort: number, targetHostOrOptions: str
 
   const server: Server = createServer((client) => {
     const upstream = new Socket();
-    const pair: Pair = { client, upstream, damaged: blackholed, ...(sniffing ? { sniffer: new HttpRequestSniffer() } : {}) };
+    const snifferOptions = options.wantsBody === undefined ? {} : { wantsBody: options.wantsBody };
+    const pair: Pair = { client, upstream, damaged: blackholed, ...(sniffing ? { sniffer: new HttpRequestSniffer(snifferOptions) } : {}) };
     pairs.add(pair);
     if (resetting) {
       resetPair(pair);

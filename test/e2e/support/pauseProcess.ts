@@ -18,11 +18,12 @@ function childrenOf(pid: number): number[] {
   }
 }
 
-function treeOf(pid: number): number[] {
-  return [pid, ...childrenOf(pid).flatMap(treeOf)];
+/** `pid` and its descendants, parents first (the chaos harness signals an extensions host instance this way too). */
+export function processTree(pid: number): number[] {
+  return [pid, ...childrenOf(pid).flatMap(processTree)];
 }
 
-function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
+export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
   for (const pid of pids) {
     try {
       process.kill(pid, signal);
@@ -36,7 +37,7 @@ function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
 export function pauseInstance(host: HostProcess): { readonly pids: readonly number[]; resume(): void } {
   const pid = host.child.pid;
   if (pid === undefined) throw new Error(`${host.instanceId} has no process to pause`);
-  const pids = treeOf(pid);
+  const pids = processTree(pid);
   signalAll(pids, 'SIGSTOP');
   return { pids, resume: () => signalAll(pids, 'SIGCONT') };
 }

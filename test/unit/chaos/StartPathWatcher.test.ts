@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { partitionOf } from 'devhost/testing';
 
 import { type ProcessRef, type StartStep } from '../../chaos/ChaosRecord';
-import { StartPathWatcher } from '../../chaos/StartPathWatcher';
+import { type ServiceName, StartPathWatcher, stepNeedsBody } from '../../chaos/StartPathWatcher';
+import { controlQueueIndex } from '../../e2e/support/durableRequests';
 import { type ProxiedRequest } from '../../support/tcpProxy';
 
 const names = { taskHub: 'ChaosHub', resultsContainer: 'job-results', jobsQueue: 'jobs' };
@@ -79,5 +80,80 @@ describe('start path watcher', () => {
       const dropAt = verdicts.indexOf('drop');
       assert.equal(interleaved[dropAt], step === 'start-message' ? f5[3] : j[5], step);
     }
+  });
+
+  describe("on the extensions host (the Azure Storage provider's task hub)", () => {
+    const extNames = { ...names, host: 'extensions' as const };
+    const xml = (json: string): string => `<QueueMessage><MessageText>${json.replace(/"/g, '&quot;')}</MessageText></QueueMessage>`;
+    const control = (id: string): string =>
+      `/devstoreaccount1/chaoshub-control-${String(controlQueueIndex(`job-${id}`)).padStart(2, '0')}/messages`;
+    const event = (type: string, id: string): string =>
+      xml(
+        `{"TaskMessage":{"Event":{"$type":"DurableTask.Core.History.${type}, DurableTask.Core"},` +
+          `"OrchestrationInstance":{"InstanceId":"job-${id}","ExecutionId":"e1"}}}`,
+      );
+    type Sent = [ServiceName, ProxiedRequest];
+    /** One start of job `id` as the provider makes it (as durableRequests.ts describes it), bodies as the proxy holds them. */
+    function extStartRequests(id: string): Sent[] {
+      const at = Date.now();
+      const rowFilter = encodeURIComponent(`PartitionKey eq 'job-${id}' and RowKey eq ''`);
+      const row = Buffer.from(JSON.stringify({ PartitionKey: `job-${id}`, RowKey: '', RuntimeStatus: 'Pending' }));
+      const instances = '/devstoreaccount1/ChaosHubInstances';
+      const started = Buffer.from(event('ExecutionStartedEvent', id));
+      return [
+        ['table', { method: 'GET', path: `${instances}()?$filter=${rowFilter}`, headers: {}, at }],
+        ['blob', { method: 'GET', path: `/devstoreaccount1/job-results/records/${id}.json`, headers: {}, at }],
+        ['table', { method: 'GET', path: `${instances}()?$filter=${rowFilter}&$select=PartitionKey,RuntimeStatus`, headers: {}, at }],
+        ['queue', { method: 'POST', path: `${control(id)}?messagettl=-1`, headers: {}, body: started, at }],
+        ['table', { method: 'POST', path: instances, headers: {}, body: row, at }],
+        ['queue', { method: 'DELETE', path: '/devstoreaccount1/jobs/messages/abc?popreceipt=x', headers: {}, at }],
+      ];
+    }
+
+    it('fires at each step of the start of its job, by the end-to-end tests\' predicates of that layout', () => {
+      const steps: StartStep[] = ['status-read', 'record-read', 'start-read', 'start-message', 'instance-write', 'queue-delete'];
+      steps.forEach((step, index) => {
+        const watcher = new StartPathWatcher(extNames);
+        const fired: number[] = [];
+        watcher.arm({ faultId: 'F1', jobId: 'j1', step, fire: () => (fired.push(index), 'drop') });
+        const other = extStartRequests('j2').map(([service, r]) => watcher.onRequest(leader, r, service));
+        assert.ok(other.every((v) => v === 'forward'), 'another job never fires it');
+        const verdicts = extStartRequests('j1').map(([service, r]) => watcher.onRequest(leader, r, service));
+        assert.deepEqual(fired, [index], step);
+        assert.equal(verdicts[index], 'drop', step);
+      });
+    });
+
+    it("records the Instances row's insert as the create-once write, and takes no other message as the start's", () => {
+      const watcher = new StartPathWatcher(extNames);
+      const fired: string[] = [];
+      watcher.arm({ faultId: 'F5', jobId: 'j1', step: 'start-message', fire: () => (fired.push('start-message'), 'drop') });
+      const start = extStartRequests('j1');
+      // Between its start read and its start message the same process sends another event of the
+      // same instance's partition (an activity's result), and the development host's blob layout means nothing here.
+      const result = Buffer.from(event('TaskCompletedEvent', 'j1'));
+      const completed: Sent = ['queue', { method: 'POST', path: control('j1'), headers: {}, body: result, at: 0 }];
+      const blobPath = '/devstoreaccount1/chaoshub-instances/job-j1';
+      const devhostWrite: Sent = ['blob', { method: 'PUT', path: blobPath, headers: { 'if-none-match': '*' }, at: 0 }];
+      const sequence = [...start.slice(0, 3), completed, devhostWrite, ...start.slice(3)];
+      const verdicts = sequence.map(([service, r]) => watcher.onRequest(leader, r, service));
+      assert.deepEqual(fired, ['start-message']);
+      assert.equal(verdicts.indexOf('drop'), 5, 'the ExecutionStarted message, not the activity result');
+      const insert = start[4]?.[1] as ProxiedRequest;
+      watcher.onResponse({ request: insert, status: 204, at: 5 });
+      assert.deepEqual(
+        watcher.writes.map((w) => [w.kind, w.jobId, w.status]),
+        [['instance-create', 'j1', 204]],
+      );
+    });
+
+    it('asks the proxy for the bodies it reads: control-queue messages and Instances inserts, nothing on the development host', () => {
+      const start = '/devstoreaccount1/chaoshub-control-03/messages?messagettl=-1';
+      assert.equal(stepNeedsBody(extNames, 'queue', { method: 'POST', path: start }), true);
+      assert.equal(stepNeedsBody(extNames, 'table', { method: 'POST', path: '/devstoreaccount1/ChaosHubInstances' }), true);
+      assert.equal(stepNeedsBody(extNames, 'queue', { method: 'POST', path: '/devstoreaccount1/chaoshub-workitems/messages' }), false);
+      assert.equal(stepNeedsBody(extNames, 'table', { method: 'POST', path: '/devstoreaccount1/$batch' }), false);
+      assert.equal(stepNeedsBody(names, 'queue', { method: 'POST', path: '/devstoreaccount1/chaoshub-control-03/messages' }), false);
+    });
   });
 });

@@ -40,7 +40,15 @@ describe('chaos plan', () => {
   });
 
   it('parses options and refuses bad ones', () => {
-    assert.deepEqual(parseChaosArgs(['--short', '--seed', '5'], () => 9), { mode: 'short', seed: 5, instances: 3, separateApps: false, minutes: 8, quiet: false });
+    assert.deepEqual(parseChaosArgs(['--short', '--seed', '5'], () => 9, {}), {
+      host: 'devhost',
+      mode: 'short',
+      seed: 5,
+      instances: 3,
+      separateApps: false,
+      minutes: 8,
+      quiet: false,
+    });
     const long = parseChaosArgs(['--minutes=30', '--separate-apps', '--step-faults', 'kill@start-message,pause@start-read'], () => 9);
     assert.equal(long.mode, 'long');
     assert.equal(long.seed, 9);
@@ -49,9 +57,22 @@ describe('chaos plan', () => {
       { kind: 'kill', step: 'start-message' },
       { kind: 'pause', step: 'start-read' },
     ]);
-    for (const argv of [['--seed', 'x'], ['--instances', '1'], ['--short', '--minutes', '5'], ['--bogus'], ['--step-faults', 'nap@start-read']]) {
-      assert.throws(() => parseChaosArgs(argv), { name: 'ChaosArgsError' }, argv.join(' '));
+    const bad = [['--seed', 'x'], ['--instances', '1'], ['--short', '--minutes', '5'], ['--bogus'], ['--step-faults', 'nap@start-read']];
+    bad.push(['--host', 'func'], ['--host']);
+    for (const argv of bad) {
+      assert.throws(() => parseChaosArgs(argv, () => 9, {}), { name: 'ChaosArgsError' }, argv.join(' '));
     }
     assert.match(parseStepFaults('kill@nowhere') as string, /the step must be one of/);
+  });
+
+  it('runs on the host --host names, else on the one E2E_HOST names, as the end-to-end tests do', () => {
+    assert.equal(parseChaosArgs(['--short', '--host', 'extensions'], () => 9, {}).host, 'extensions');
+    assert.equal(parseChaosArgs(['--short', '--host=devhost'], () => 9, { E2E_HOST: 'extensions' }).host, 'devhost');
+    assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: 'extensions' }).host, 'extensions');
+    assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: '' }).host, 'devhost');
+    assert.throws(() => parseChaosArgs(['--short'], () => 9, { E2E_HOST: 'func' }), {
+      name: 'ChaosArgsError',
+      message: /E2E_HOST must be devhost or extensions/,
+    });
   });
 });

@@ -43,6 +43,43 @@ describe('HTTP request sniffer', () => {
     }
   });
 
+  it('holds back a request it wants the body of until the body is whole, and hands it over with it', () => {
+    const message = '<QueueMessage><MessageText>{"instanceId":"job-a"}</MessageText></QueueMessage>';
+    const withBody = Buffer.concat([
+      Buffer.from(`POST /devstoreaccount1/hub-control-01/messages HTTP/1.1\r\nContent-Length: ${message.length}\r\n\r\n${message}`),
+      stream,
+    ]);
+    const large = Buffer.from('POST /devstoreaccount1/hub-control-02/messages HTTP/1.1\r\nContent-Length: 140\r\n\r\n' + 'x'.repeat(140));
+    for (const chunks of splits(Buffer.concat([withBody, large]))) {
+      const sniffer = new HttpRequestSniffer({ wantsBody: (r) => r.method === 'POST', maxBodyBytes: 100 });
+      const seen: Array<{ path: string; body: string | undefined; bytesBefore: number }> = [];
+      const out: Buffer[] = [];
+      for (const chunk of chunks) {
+        for (const part of sniffer.feed(chunk)) {
+          const request = part.request;
+          const bytesBefore = Buffer.concat(out).length;
+          if (request !== undefined) seen.push({ path: request.path, body: request.body?.toString('utf8'), bytesBefore });
+          out.push(part.bytes);
+        }
+      }
+      assert.deepEqual(
+        seen.map((r) => [r.path, r.body]),
+        [
+          ['/devstoreaccount1/hub-control-01/messages', message],
+          ['/devstoreaccount1/hub-instances/job-a', undefined],
+          // chunked: passed as it comes, without its body
+          ['/devstoreaccount1/hub-control-00/messages', undefined],
+          ['/devstoreaccount1/jobs/messages/m1?popreceipt=p', undefined],
+          // over maxBodyBytes: passed as it comes, without its body
+          ['/devstoreaccount1/hub-control-02/messages', undefined],
+        ],
+      );
+      // Nothing of the held request went out before the decision on it.
+      assert.equal(seen[0]?.bytesBefore, 0);
+      assert.ok(Buffer.concat(out).equals(Buffer.concat([withBody, large])), 'every byte passes, in order');
+    }
+  });
+
   it('gives up on what is not HTTP but still passes every byte', () => {
     const junk = Buffer.from('\u0016\u0003\u0001 not http\r\n\r\nmore bytes');
     const { requests, bytes, opaque } = run([junk]);
