@@ -128,6 +128,10 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     proc.once('exit', () => {
       exited = true;
     });
+    // A spawn that failed (no 'exit' follows): the start fails at its next look instead of crashing on an unheard 'error'.
+    proc.once('error', () => {
+      exited = true;
+    });
     const deadline = Date.now() + 30_000;
     try {
       for (const port of [blobPort, queuePort, tablePort]) {
@@ -146,16 +150,27 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
     child = undefined;
     if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) return;
     await new Promise<void>((resolve) => {
+      // SIGKILL after 5 s; given up after 10 s (a process that never spawned sends no 'exit').
       const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
-      proc.once('exit', () => {
+      const giveUp = setTimeout(resolve, 10_000);
+      const done = (): void => {
         clearTimeout(timer);
+        clearTimeout(giveUp);
         resolve();
-      });
+      };
+      proc.once('exit', done);
+      proc.once('error', done);
       proc.kill('SIGTERM');
     });
   };
 
-  await launch();
+  try {
+    await launch();
+  } catch (err) {
+    // Nothing left behind by a start that failed: the temporary data folder goes too.
+    if (temporary) rmSync(location, { recursive: true, force: true });
+    throw err;
+  }
   return {
     blobPort,
     queuePort,

@@ -19,7 +19,7 @@ import { type ReceivedSubmission } from '../SubmissionQueue';
 import { nowOf } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
 import { QueueReadability } from './QueueReadability';
-import { StartRepair } from './StartRepair';
+import { type Marks, StartRepair } from './StartRepair';
 import { Submissions } from './Submissions';
 
 export interface IntakeReport {
@@ -115,6 +115,11 @@ export class JobIntake {
   #queueWait: { readonly at: number; readonly ms: number } | undefined;
   /** The start checks running (StartRepair.checkStarts), which may run on beside the next pass. */
   #checking: Promise<void> | undefined;
+  /** The newest listing of the marks no run of checks has taken yet. */
+  #marks: Marks | undefined;
+  /** What every run of checks has counted, and what of it the last report took. */
+  readonly #checks = { checked: 0, confirmed: 0, restarted: 0 };
+  #checksReported = { checked: 0, confirmed: 0, restarted: 0 };
   /** The groups being started (by key), which run on across passes while a burst lasts (`takeSubmissions`). */
   readonly #taking = new Map<string, Promise<void>>();
   /** What the submissions handled since the last report came to. */
@@ -189,19 +194,22 @@ export class JobIntake {
     began: number,
     settleBy: number,
   ): Promise<{ readonly counts: IntakeReport; readonly more: boolean }> {
-    const checks = { checked: 0, confirmed: 0, restarted: 0 };
     await this.ensureQueues(ctx.signal);
     // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
     if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
-    const marked = await this.repair.listMarks(ctx);
+    const listed = await this.repair.listMarks(ctx);
+    // The newest listing, until a run of checks takes it (one still running keeps it for the next).
+    if (listed !== undefined) this.#marks = listed;
     let checksMs: number | undefined;
     // One run of checks at a time: one still running from an earlier pass (a take-over's Durable start
     // under a burst takes seconds) goes on, and this pass waits for it no longer than for its starts.
     if (this.#checking === undefined) {
+      const marked = this.#marks;
+      this.#marks = undefined;
       const running: Promise<void> = this.repair
-        .checkStarts(marked, ctx, orchestrations, checks)
+        .checkStarts(marked, ctx, orchestrations, this.#checks)
         .then(
           () => void (checksMs = performance.now() - began),
           (err: unknown) => {
@@ -223,6 +231,15 @@ export class JobIntake {
     else if (!taken.more) await this.settle(settleBy);
     const tally = this.#tally;
     this.#tally = emptyTally();
+    // What the checks counted since the last report (a run that outlived its pass counts in a later one).
+    const totals = { ...this.#checks };
+    const reported = this.#checksReported;
+    this.#checksReported = totals;
+    const checks = {
+      checked: totals.checked - reported.checked,
+      confirmed: totals.confirmed - reported.confirmed,
+      restarted: totals.restarted - reported.restarted,
+    };
     const checksTime = checksMs === undefined ? {} : { checksMs: Math.round(checksMs) };
     const counts: IntakeReport = { ...tally, ...checks, ...checksTime, takingMs: Math.round(performance.now() - began) };
     if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
@@ -337,15 +354,25 @@ export class JobIntake {
     return seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
   }
 
+  /**
+   * The wait of the batch's first deliveries (a message received again after a failed start waited
+   * for its own retry, not behind the queue), at most a minute (`queueWaitFreshMs`, as long as the
+   * upkeep may be deferred).
+   */
   private noteQueueWait(items: readonly ReceivedSubmission[]): void {
     const now = nowOf(this.deps)().getTime();
-    const oldest = Math.min(...items.map((m) => m.insertedOn?.getTime() ?? now));
-    this.#queueWait = { at: performance.now(), ms: Math.max(0, now - oldest) };
+    const first = items.filter((m) => m.dequeueCount === 1);
+    if (first.length === 0) return;
+    const oldest = Math.min(...first.map((m) => m.insertedOn?.getTime() ?? now));
+    this.#queueWait = { at: performance.now(), ms: Math.min(INTAKE.queueWaitFreshMs, Math.max(0, now - oldest)) };
   }
 
-  /** How far behind Durable's queues run: the start -> plan lag the marked starts show (StartRepair.lagMs). */
+  /**
+   * How far behind Durable's queues run now: the largest start -> plan lag the marked starts showed
+   * in the last `INTAKE.recentLagMs` (StartRepair.lagMs), 0 once no listing that recent showed one.
+   */
   startLagMs(): number {
-    return this.repair.lagMs();
+    return this.repair.lagMs(INTAKE.recentLagMs);
   }
 
   /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */

@@ -8,7 +8,8 @@
  * (INTAKE), and the listing also tells the intake how many starts are on their way to their plans
  * (its admission bound) and which are still marked (`startUnconfirmed`, for the stall check).
  *
- * Guaranteed: every recorded start is checked by each pass, whoever leads, until its orchestration
+ * Guaranteed: every recorded start is checked by the leader's runs of checks (one at a time: each
+ * pass begins one on the newest listing when none is running), whoever leads, until its orchestration
  * is past planning, so an interrupted start is completed (a start this process is still making, from
  * its mark until its start call settles, is not: it is not interrupted, only slow); a repair by a leader that lost its lease,
  * landing late, is refused by Durable (Pending or Running instance) or does nothing.
@@ -76,9 +77,14 @@ export class StartRepair {
   /**
    * The start -> plan lag the marks showed at the last check (largest of the last
    * `INTAKE.startLagWindowMs`): how far behind Durable's queues run under a burst, 0 when quiet.
+   * `withinMs`: only the samples of that last stretch (0 once none is that recent), for a reader
+   * that must not go on waiting for a burst that is over.
    */
-  lagMs(): number {
-    return this.#lag;
+  lagMs(withinMs?: number): number {
+    if (withinMs === undefined) return this.#lag;
+    const now = this.now().getTime();
+    const recent = this.#lags.filter((l) => now - l.at <= withinMs);
+    return Math.min(INTAKE.maxStartLagMs, recent.reduce((most, l) => Math.max(most, l.ms), 0));
   }
 
   /** Starts on their way to their plans: the fresh marks of the last listing and the starts made since (`maxStartsUnderWay`). */

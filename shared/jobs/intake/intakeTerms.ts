@@ -139,6 +139,11 @@ export const INTAKE = {
    * the queue's: a minute after the last batch, the queue is taken to wait no longer.
    */
   queueWaitFreshMs: 60_000,
+  /**
+   * The stall check follows the start -> plan lag of this last stretch only (JobIntake.startLagMs):
+   * once a burst is over its lag stops raising how long a run may be silent within this long.
+   */
+  recentLagMs: 30_000,
   /** The start checks begin no further check once they have run this long; the rest are due next pass. */
   checkBudgetMs: 1_000,
   /**

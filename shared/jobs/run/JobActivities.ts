@@ -92,7 +92,8 @@ export type PlanOutcome =
   | { readonly ok: false; readonly standDown: JobSummary };
 
 /** A step's outcome; once its ledger is done, the step aggregates too and answers the recorded summary. */
-export interface JobStepOutcome extends StepOutcome {
+/** Without `landed`: what a pass saw stays in the activity (the history gets the counts). */
+export interface JobStepOutcome extends Omit<StepOutcome, 'landed'> {
   readonly summary?: JobSummary;
 }
 

@@ -80,8 +80,8 @@ export interface StallCheckDeps {
    */
   readonly startUnconfirmed?: (jobId: string) => boolean;
   /**
-   * How far behind Durable's queues run (JobIntake.startLagMs: the start -> plan lag of the latest
-   * starts). A run counts as stalled only once silent past twice that, when longer than
+   * How far behind Durable's queues run (JobIntake.startLagMs: the start -> plan lag of the starts
+   * of the last 30 s). A run counts as stalled only once silent past twice that, when longer than
    * `stalledAfterMs`: under a burst an activity's answer waits its turn in a control queue as long as
    * a start does, and a resume then is a second call of an activity that already answered (1,000 jobs
    * by HTTP: 256 runs asked to resume, silent 15-82 s). The same rule as a stuck Pending start's

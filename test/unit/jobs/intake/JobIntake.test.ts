@@ -43,7 +43,7 @@ function setup() {
   const orchestrations = new MemoryOrchestrations(clock);
   const pass = (): Promise<IntakeReport> =>
     intake.runPass({ epoch: 7, holder: 'leader-a', signal: new AbortController().signal, progress: () => undefined }, orchestrations);
-  return { jobsQueue, poisonQueue, docs, store, logger, orchestrations, pass, advance: (ms: number) => (now += ms) };
+  return { jobsQueue, poisonQueue, docs, store, logger, orchestrations, intake, pass, advance: (ms: number) => (now += ms) };
 }
 
 function counts(r: IntakeReport): [number, number, number, number, number] {
@@ -176,6 +176,23 @@ describe('job intake: a start still being made is not taken for an interrupted o
     const generations = await Promise.all(jobs.map(async (j) => (await t.store.readStart(j))?.value.generation));
     assert.deepEqual(new Set(generations), new Set([1]));
     assert.equal(t.logger.lines.filter((l) => l.event === 'intake.start_repaired').length, 0);
+  });
+
+  it('tells the stall check the start -> plan lag of the last 30 s only: once a burst is over it stops counting', async () => {
+    const t = setup();
+    await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'lagging', workType: 'sum', items: [1] }));
+    await t.pass(); // Started and marked now; its instance stays Pending (nobody runs it here).
+    t.advance(INTAKE.checkEveryMs + 100);
+    await t.pass(); // The listing shows the fresh mark.
+    t.advance(17_000 - INTAKE.checkEveryMs - 100);
+    await t.pass(); // Still marked 17 s after its start: its plan has not begun.
+    await t.store.clearUnconfirmed('lagging'); // What its plan does once it begins.
+    t.advance(INTAKE.checkEveryMs + 100);
+    await t.pass(); // Gone from this listing: its start waited at least 17 s.
+    assert.ok(t.intake.startLagMs() >= 17_000, `lag ${t.intake.startLagMs()} ms`);
+    t.advance(INTAKE.recentLagMs + 1_000);
+    await t.pass(); // A listing with nothing new: the lag seen 31 s ago no longer counts.
+    assert.equal(t.intake.startLagMs(), 0);
   });
 
   it('a pass waits for a slow start only until its budget and grace: the start runs on and counts in the pass it ends in', async () => {
