@@ -19,21 +19,24 @@
  */
 import { describe, it } from 'node:test';
 
-import { killWorkerAt, resultPut } from './support/killWorker';
+import { killWorkerAt, resultPut, survivorsJobId } from './support/killWorker';
 import { proxiedScenarios } from './support/realApp';
 
 describe('a worker killed while it holds chunks (shipped host.json)', () => {
   const scenarios = proxiedScenarios();
 
   it('after it claimed chunks: their heartbeats stop and they are sent again in about 20 s', async () => {
-    await killWorkerAt(() => scenarios.start(), 'wk-claimed', resultPut('wk-claimed'), { claimed: true });
+    const jobId = survivorsJobId('wk-claimed', 'wk-claimed-a', false);
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { claimed: true });
   });
 
   it('after it received a batch, before claiming: the chunks nobody claimed are sent again in the same round', async () => {
-    await killWorkerAt(() => scenarios.start(), 'wk-unclaimed', resultPut('wk-unclaimed'));
+    const jobId = survivorsJobId('wk-unclaimed', 'wk-unclaimed-a', false);
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId));
   });
 
   it('the leader, killed while it holds claimed chunks: the other instance leads and the job completes', async () => {
-    await killWorkerAt(() => scenarios.start(), 'wk-leader', resultPut('wk-leader'), { victimLeads: true, claimed: true });
+    const jobId = survivorsJobId('wk-leader', 'wk-leader', true);
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { victimLeads: true, claimed: true });
   });
 });

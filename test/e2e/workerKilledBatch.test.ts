@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { startStorageProxy } from '../support/storageProxy';
-import { assertRedoneBySurvivor, type Killed, killWorkerAt, resultPut } from './support/killWorker';
+import { assertRedoneBySurvivor, type Killed, killWorkerAt, resultPut, survivorsJobId } from './support/killWorker';
 import { proxiedScenarios } from './support/realApp';
 
 describe('a worker killed holding more chunks than the shipped batch allows (host.json queues.batchSize 32)', () => {
@@ -19,7 +19,7 @@ describe('a worker killed holding more chunks than the shipped batch allows (hos
   const HELD = 64;
 
   it(`after it received its batches, before finishing any of ${HELD} chunks: every one is sent again and the job completes within the bound`, async () => {
-    const jobId = 'wk-batch32';
+    const jobId = survivorsJobId('wk-batch32', 'wk-batch32-a', false);
     const resultOf = resultPut(jobId);
     const started = await scenarios.start();
     // The victim starts second; on a loaded machine the other instance (batch 32 too: 192 chunks at

@@ -9,10 +9,29 @@ import assert from 'node:assert/strict';
 import { eventually, type HostProcess } from 'devhost/testing';
 
 import { type ProxiedRequest, type StorageProxy } from '../../support/storageProxy';
+import { e2eHost } from './appHost';
+import { controlQueueIndex } from './durableRequests';
 import { type Scenario, sumOf } from './realApp';
 
 /** L + 30 s: the lease (15 s) and the recovery bound. */
 export const BOUND_MS = 15_000 + 30_000;
+
+/**
+ * The job id of a worker-kill case: `devhostId`, or on the extensions host `exthostId`, checked to
+ * land on a control queue the survivor holds. There a run moves only on the process that holds its
+ * control queue's partition lease: the instance started first keeps control-02 and -03 and the one
+ * started second takes -00 and -01 (every run so far), and a dead owner's lease frees its queue only
+ * 20-40 s after the kill, which runStalled.test.ts covers with its own bound. A worker-kill case whose
+ * job sat on the victim's queue measured that wait too: 'wk-batch32' (control-01, the victim started
+ * second) completed 45.7 s after the kill against 45 s, its step called again only once the lease moved.
+ */
+export function survivorsJobId(devhostId: string, exthostId: string, victimStartsFirst: boolean): string {
+  if (e2eHost() !== 'extensions') return devhostId;
+  const survivorHolds = victimStartsFirst ? [0, 1] : [2, 3];
+  const queue = controlQueueIndex(`job-${exthostId}`);
+  assert.ok(survivorHolds.includes(queue), `job-${exthostId} is on control-0${queue}, not on the survivor's ${survivorHolds.join(' or ')}`);
+  return exthostId;
+}
 
 /** The job's story in both processes' logs, around the kill: printed when a run misses its bound. */
 export function timeline(s: Scenario, victim: HostProcess, killedAt: number, jobId: string): string[] {
