@@ -151,8 +151,12 @@ export class Scenario {
   async leading(host: HostProcess, above = 0, timeoutMs = 60_000): Promise<LeaderView> {
     return eventually(
       async () => {
-        const view = await this.leader(host);
-        const mine = view.instance;
+        // Not an answer yet (the extensions host answered its first /api/cluster with an error body
+        // once, before its worker was ready): asked again, as for a follower.
+        const answer = await this.call(host, 'GET', '/api/cluster');
+        const view = answer.json as LeaderView | null;
+        const mine = answer.status === 200 ? view?.instance : undefined;
+        if (mine === undefined || view === null) return undefined;
         return mine.role === 'leader' && (mine.epoch ?? 0) > above && mine.lastPass?.epoch === mine.epoch ? view : undefined;
       },
       timeoutMs,
