@@ -14,9 +14,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { type ProxiedRequest, startStorageProxy } from '../support/storageProxy';
-import { e2eHost } from './support/appHost';
-import { controlQueueIndex } from './support/durableRequests';
-import { killWorkerAt } from './support/killWorker';
+import { killWorkerAt, survivorsJobId } from './support/killWorker';
 import { proxiedScenarios, type Scenario } from './support/realApp';
 
 /**
@@ -34,8 +32,7 @@ describe("the leader is killed while it runs a job's step (shipped host.json)", 
     // a dead owner's lease frees its queue only 20-40 s after the kill (runStalled covers that case).
     // So there the job's instance is on control-00, which the survivor holds: the step's activity
     // message comes back after the visibility timeout, and its answer is taken at once.
-    const jobId = e2eHost() === 'extensions' ? 'sk-step-a' : 'sk-step';
-    if (e2eHost() === 'extensions') assert.equal(controlQueueIndex(`job-${jobId}`), 0);
+    const jobId = survivorsJobId('sk-step', 'sk-step-a', true);
     const started = await scenarios.start();
     const survivorProxy = await startStorageProxy(started.s.conn);
     // The survivor's receives on the task hub's activity queue are refused (it logs and polls again) until the kill.
