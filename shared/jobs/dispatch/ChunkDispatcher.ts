@@ -254,7 +254,7 @@ export class ChunkDispatcher {
    * since the step began with at least one change and chunks left to send, or `maxWaitMs` passed: the orchestration
    * records a step's ledger every few seconds while the window refills many times a second.
    */
-  async step(input: StepInput, wait: StepWait = STEP_WAIT): Promise<StepOutcome> {
+  async step(input: StepInput, wait: StepWait = STEP_WAIT, items: ChunkItemsSource = this.deps.items): Promise<StepOutcome> {
     const started = this.now().getTime();
     const late = this.isLate(input.at);
     let ledger = input.ledger;
@@ -269,7 +269,7 @@ export class ChunkDispatcher {
       for (;;) {
         const landedBefore = watch?.count() ?? 0;
         const at = this.now();
-        const outcome = await this.pass({ ...input, ledger, at: at.toISOString() });
+        const outcome = await this.pass({ ...input, ledger, at: at.toISOString() }, undefined, items);
         ledger = outcome.ledger;
         total.sent += outcome.sent;
         total.resent += outcome.resent;
@@ -299,6 +299,11 @@ export class ChunkDispatcher {
     } finally {
       watch?.close();
     }
+  }
+
+  /** Chunks a job keeps in flight at most (`JOB_DISPATCH_WINDOW`). */
+  get window(): number {
+    return this.deps.policy.window;
   }
 
   /** Whether a call asked for at `at` (ISO) starts late (`LATE_CALL_MS`): it runs one pass, no long poll. */

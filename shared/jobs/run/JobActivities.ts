@@ -26,6 +26,7 @@
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
+import { assertChunkCount } from '../api/JobSubmission';
 import { type JobSummary } from '../api/JobSummary';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { OUTCOME_RESULT_INLINE_MAX_BYTES, outcomeOfSummary } from '../delivery/JobOutcome';
@@ -46,6 +47,12 @@ export interface StagedCounts {
   readonly chunkCount: number;
   /** Set when the leader staged the input at intake and sends the first window itself (see `prestage`). */
   readonly firstWindowAt?: string;
+  /**
+   * Set when the leader stored nothing (`prestage`): inline items whose every chunk fits the first
+   * window, sent from the run's own items. The plan sends from them too, and stages them only if its
+   * wait ends with the job unfinished (the steps read chunks from the staged input).
+   */
+  readonly unstaged?: true;
 }
 
 /** Reads, checks and stores a job's items where the dispatcher reads them (input/InputStager.ts). */
@@ -211,7 +218,9 @@ export class JobActivities {
       resumed === undefined
         ? emptyLedger(chunkCount, itemCount)
         : this.deps.dispatcher.resumedLedger(chunkCount, itemCount, input.at, resumed.firstWindowAt);
-    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger, at: input.at });
+    // Nothing staged (`prestage`): the chunks come from the run's own items, as the leader's window did.
+    const unstaged = resumed?.unstaged === true ? inlineItems(run) : undefined;
+    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger, at: input.at }, undefined, unstaged);
     const how = resumed === undefined ? {} : resumed.firstWindowAt === undefined ? { resumed: true } : { prestaged: true };
     this.deps.logger.info('job.planned', {
       jobId: run.jobId,
@@ -224,7 +233,10 @@ export class JobActivities {
     });
     // A late plan (a redelivery or a resumed repeat: LATE_CALL_MS) answers after its one pass.
     const waitMs = this.deps.dispatcher.isLate(input.at) ? 0 : (this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs);
-    if (first.cancelled || waitMs <= 0) return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
+    if (first.cancelled || waitMs <= 0) {
+      if (!first.cancelled) await this.stageUnstaged(run, resumed);
+      return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
+    }
     const waited = await this.deps.dispatcher.step(
       { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
       // Back to the orchestration after 1 s of results rather than a step's 2 s: the job's progress
@@ -232,8 +244,11 @@ export class JobActivities {
       // whose every chunk went out with the first window is waited for instead (up to waitMs) and
       // aggregated here: its plan is its only activity.
       { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
+      unstaged,
     );
     const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
+    // The steps that follow read chunks from the staged input: an unstaged job still running is staged now.
+    if (done.summary === undefined && !waited.cancelled) await this.stageUnstaged(run, resumed);
     return {
       ok: true,
       cancelled: waited.cancelled,
@@ -258,7 +273,9 @@ export class JobActivities {
    * At intake, by the leader taking the submission, before it starts the run: the plan's checks
    * (the lease's epoch is still the run's, the job id is this job's, no cancel, a known work type),
    * then the staging, with the manifest saying the first window goes out now (`sendFirstWindow`, once
-   * the run is started). The run's plan then finds its input staged and that window in flight, so
+   * the run is started). Inline items whose chunks all fit the first window are not staged
+   * (`StagedCounts.unstaged`): the run carries them, and its plan stages them only if the job is
+   * still unfinished when the plan answers. The run's plan then finds its input staged and that window in flight, so
    * the first chunks do not wait for the two Durable queue hops before the plan activity (on the
    * shipped settings, up to 0.25 s each). Undefined when a check fails or the input is refused: the
    * plan then does it all itself and reports the outcome, as for any job.
@@ -271,8 +288,18 @@ export class JobActivities {
       this.deps.store.isCancelled(run.jobId, signal),
     ]);
     if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || !claimed || cancelled) return undefined;
+    const firstWindowAt = this.now().toISOString();
     try {
-      return await this.deps.stage(run, signal, { firstWindowAt: this.now().toISOString() });
+      const source = run.source;
+      if (source.kind === 'inline') {
+        // Inline items were checked at submission; only their count is checked here, as staging does.
+        const chunkSize = run.options.chunkSize;
+        assertChunkCount(source.items.length, chunkSize);
+        const chunkCount = Math.ceil(source.items.length / chunkSize);
+        // The whole job goes out with the first window: nothing to stage unless the plan's wait ends unfinished.
+        if (chunkCount <= this.deps.dispatcher.window) return { itemCount: source.items.length, chunkCount, firstWindowAt, unstaged: true };
+      }
+      return await this.deps.stage(run, signal, { firstWindowAt });
     } catch (err) {
       if (err instanceof JobError && err.isUserError) return undefined;
       throw err;
@@ -289,18 +316,14 @@ export class JobActivities {
     const at = staged.firstWindowAt ?? this.now().toISOString();
     const ledger = emptyLedger(chunkCount, itemCount);
     // Inline items are in the run: no read of the input just staged (its manifest and segment).
-    const source = run.source;
-    const inline: ChunkItemsSource | undefined =
-      source.kind !== 'inline'
-        ? undefined
-        : {
-            items: (_jobId, chunks) => {
-              const size = run.options.chunkSize;
-              return Promise.resolve(new Map(chunks.map((c) => [c, source.items.slice(c * size, (c + 1) * size)])));
-            },
-          };
-    const pass = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger, at }, signal, inline);
+    const pass = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger, at }, signal, inlineItems(run));
     return pass.sent;
+  }
+
+  /** Stages the input of a job the intake left unstaged (`StagedCounts.unstaged`), before the plan hands it to steps. */
+  private async stageUnstaged(run: JobRun, counts: StagedCounts | undefined): Promise<void> {
+    if (counts?.unstaged !== true) return;
+    await this.deps.stage(run, undefined, counts.firstWindowAt === undefined ? {} : { firstWindowAt: counts.firstWindowAt });
   }
 
   /** Counts the results that landed, sends chunks again or expires them, and tops the window up (a long poll). */
@@ -373,4 +396,12 @@ export class JobActivities {
     return this.exclusive(input.run.jobId, JOB_CALLS.aggregate, input, () => aggregateJob(this.parts, input));
   }
 
+}
+
+/** The chunks of a run's inline items, from the run itself (undefined for an items blob). */
+function inlineItems(run: JobRun): ChunkItemsSource | undefined {
+  const source = run.source;
+  if (source.kind !== 'inline') return undefined;
+  const size = run.options.chunkSize;
+  return { items: (_jobId, chunks) => Promise.resolve(new Map(chunks.map((c) => [c, source.items.slice(c * size, (c + 1) * size)]))) };
 }

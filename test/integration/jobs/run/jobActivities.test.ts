@@ -99,14 +99,21 @@ describe('job activities (Azurite)', () => {
     assert.equal((await p.drainMessages()).length, 0);
   });
 
-  it('stages a small job at intake for the leader to send its first window; the plan counts that window in flight and sends it again only once unclaimed', async () => {
+  it('prepares a small job at intake for the leader to send its first window; the plan counts that window in flight and sends it again only once unclaimed', async () => {
     const p = await jobPipeline('prestage');
     let leaseEpoch: number | undefined = 3;
     const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch) });
     const items = { kind: 'inline' as const, items: Array.from({ length: 25 }, (_, i) => i) };
     const run: JobRun = { ...jobRun('pre', 'sum', items, { chunkSize: 10 }), startId: 'start-1' };
+    const inputBlobs = async (jobId: string): Promise<string[]> => {
+      const names: string[] = [];
+      for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: `jobs/${jobId}/input/` })) names.push(b.name);
+      return names;
+    };
     const staged = await activities.prestage(run);
-    assert.deepEqual([staged?.chunkCount, staged?.itemCount], [3, 25]);
+    assert.deepEqual([staged?.chunkCount, staged?.itemCount, staged?.unstaged], [3, 25, true]);
+    // Its three chunks fit the first window: the items stay in the run, nothing is stored.
+    assert.deepEqual(await inputBlobs('pre'), [], 'a job whose chunks fit the first window was staged at intake');
     const windowAt = Date.parse(staged?.firstWindowAt ?? '');
     assert.ok(Math.abs(windowAt - Date.now()) < 5_000, `firstWindowAt ${staged?.firstWindowAt}`);
     assert.equal((await p.drainMessages()).length, 0, 'nothing is sent before the run is started');
@@ -115,17 +122,21 @@ describe('job activities (Azurite)', () => {
     assert.deepEqual(window.map((m) => (decodeQueueMessage(m.messageText) as WorkItemMessage).chunk).sort(), [0, 1, 2]);
     assert.equal(await p.deliver(window[0] ?? assert.fail('no message')), 'written');
 
-    // The run's plan, a moment later: staged input found (no second staging, no lease-epoch check:
-    // the intake made it), the window in flight since firstWindowAt, nothing sent again.
+    // The run's plan, a moment later, with what the intake recorded in the run's input: no lease-epoch
+    // check (the intake made it), the window in flight since firstWindowAt, nothing sent again. It
+    // answers with the job unfinished (these tests' plan does not wait), so it stages the input for
+    // the steps that follow.
     leaseEpoch = 4;
-    const planned = await activities.plan({ run, at: new Date(windowAt + 500).toISOString() });
+    const planned = await activities.plan({ run, at: new Date(windowAt + 500).toISOString(), prestaged: staged });
     assert.ok(planned.ok && !('standDown' in planned), JSON.stringify(planned));
     assert.deepEqual([planned.ledger.progress.chunks.done, planned.ledger.inFlight.length], [1, 2]);
     assert.equal((await p.drainMessages()).length, 0, 'the plan sent the leader\'s window again');
+    assert.deepEqual((await inputBlobs('pre')).sort(), ['jobs/pre/input/00000.json', 'jobs/pre/input/manifest.json']);
     // Chunks of that window nobody claimed (the leader died before sending them) go out again after unclaimedSeconds.
-    const later = await activities.plan({ run, at: new Date(windowAt + 16_000).toISOString() });
+    const later = await activities.plan({ run, at: new Date(windowAt + 16_000).toISOString(), prestaged: staged });
     assert.ok(later.ok && !('standDown' in later));
-    assert.equal((await p.drainMessages()).length, 2, 'the two unclaimed chunks are sent again');
+    const resent = await p.drainMessages();
+    assert.deepEqual(resent.map((m) => (decodeQueueMessage(m.messageText) as WorkItemMessage).items), [[10, 11, 12, 13, 14, 15, 16, 17, 18, 19], [20, 21, 22, 23, 24]]);
 
     // A newer epoch, a cancel or an id holding another job's results: nothing staged, nothing sent; the plan decides.
     const fresh = (jobId: string): JobRun => ({ ...jobRun(jobId, 'sum', items, { chunkSize: 10 }), startId: `start-${jobId}` });
@@ -141,6 +152,33 @@ describe('job activities (Azurite)', () => {
     leaseEpoch = 4;
     assert.equal(await activities.sendFirstWindow(paused, pausedStaged ?? assert.fail('not staged')), 0);
     assert.equal((await p.drainMessages()).length, 0);
+
+    // More chunks than the first window holds: staged at intake, as before (the steps read the rest from it).
+    const wide = await jobPipeline('prestage-wide', undefined, undefined, 2);
+    const big = { ...jobRun('pre-wide', 'sum', items, { chunkSize: 10 }), startId: 'start-wide' };
+    const wideStaged = await wide.makeActivities().prestage(big);
+    assert.deepEqual([wideStaged?.chunkCount, wideStaged?.unstaged], [3, undefined]);
+    const wideInput: string[] = [];
+    for await (const b of wide.blobs.getContainerClient(wide.store.containerName).listBlobsFlat({ prefix: 'jobs/pre-wide/input/' })) wideInput.push(b.name);
+    assert.ok(wideInput.includes('jobs/pre-wide/input/manifest.json'), wideInput.join(', '));
+  });
+
+  it('never stages a small job whose plan sees every result while it waits: the plan aggregates it from the run\'s own items', async () => {
+    const p = await jobPipeline('prestage-done');
+    const activities = p.makeActivities({ planWaitMs: 3_000 });
+    const items = { kind: 'inline' as const, items: Array.from({ length: 25 }, (_, i) => i + 1) };
+    const run: JobRun = { ...jobRun('pre-done', 'sum', items, { chunkSize: 10 }), startId: 'start-done' };
+    const staged = await activities.prestage(run);
+    assert.equal(staged?.unstaged, true);
+    assert.equal(await activities.sendFirstWindow(run, staged ?? assert.fail('not prepared')), 3);
+    for (const m of await p.drainMessages()) assert.equal(await p.deliver(m), 'written');
+    const planned = await activities.plan({ run, at: new Date().toISOString(), prestaged: staged });
+    assert.ok(planned.ok && !('standDown' in planned), JSON.stringify(planned));
+    assert.equal(planned.summary?.status, 'completed');
+    assert.deepEqual(planned.summary?.result, { count: 25, sum: 325, min: 1, max: 25 });
+    const stored: string[] = [];
+    for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: 'jobs/pre-done/input/' })) stored.push(b.name);
+    assert.deepEqual(stored, [], 'a job finished within its plan was staged');
   });
 
   it('reads items from a blob and reports a missing, malformed or refused blob as the job\'s error', async () => {
