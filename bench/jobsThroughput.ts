@@ -55,9 +55,17 @@ export function kindOf(service: string, method: string, url: string, hub: string
   const parts = path.replace(/\(.*\)/, '(*)').split('/').filter((p) => p !== '').slice(1); // drop the account
   const folded = parts.map((p, i) => {
     if (i === 0) return hub !== '' && p.toLowerCase().startsWith(hub.toLowerCase()) ? `<hub>${p.slice(hub.length)}` : p.replace(/[0-9a-f]{6,}$/i, '*');
-    return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?[thq][0-9]+-[0-9]+/i.test(p) ? '*' : p;
+    return foldName(p);
   });
-  return `${service} ${method} ${folded.join('/')}${comp === null ? '' : ` comp=${comp}`}`;
+  // A listing's prefix, folded the same way (`jobs/*/results/*`): which listing it is.
+  const prefix = comp === 'list' ? new URLSearchParams(query).get('prefix') : null;
+  const listed = prefix === null || prefix === '' ? '' : ` prefix=${prefix.split('/').map((p) => (p === '' ? p : foldName(p))).join('/')}`;
+  return `${service} ${method} ${folded.join('/')}${comp === null ? '' : ` comp=${comp}`}${listed}`;
+}
+
+/** A name's part folded when it is a number, an id or a generated name (`kindOf`). */
+function foldName(part: string): string {
+  return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?[thq][0-9]+-[0-9]+/i.test(part) ? '*' : part;
 }
 
 /** A counting HTTP proxy per storage service. */

@@ -193,7 +193,7 @@ export function buildJobComponents(
       inputContainers,
       logger: logger.child('intake'),
       firstWindow: {
-        prestage: (run, signal) => activities.prestage(run, signal),
+        prestage: (run, signal, mayStage) => activities.prestage(run, signal, mayStage),
         send: (run, staged, signal) => activities.sendFirstWindow(run, staged, signal),
       },
       delivery: { targets, outcomes: delivery },

@@ -12,7 +12,8 @@
  * 2. the Durable start of `job-<jobId>` (`job-<jobId>.<n>` after a repair), then the message delete.
  * A small input (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`) is staged between 1 and
  * 2, after the plan's own checks (`FirstWindow.prestage`), while the pass has spent less than
- * `INTAKE.firstWindowBudgetMs` doing so, and once the run is started the leader
+ * `INTAKE.firstWindowBudgetMs` doing so (inline items whose chunks all fit the first window are
+ * not staged, only checked, whatever the budget), and once the run is started the leader
  * sends the job's first window itself, in the background of the pass: the first chunks do not wait
  * for the Durable queue hops to the plan activity, which finds the input staged and that window in
  * flight. A check that fails (a newer epoch, the id's earlier results, a cancel) or input the plan
@@ -220,7 +221,7 @@ export class Submissions {
       }
       reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
-      const prestaged = small && this.#prestagingMs < INTAKE.firstWindowBudgetMs ? await this.prestage(run, ctx) : undefined;
+      const prestaged = small ? await this.prestage(run, ctx) : undefined;
       reached('staged');
       await startRecorded(start, orchestrations, prestaged);
       reached('started');
@@ -258,15 +259,18 @@ export class Submissions {
   /** The plan's checks and the staging, at intake (FirstWindow.prestage); undefined when the plan is to do it. */
   private async prestage(run: JobRun, ctx: IntakeContext): Promise<StagedCounts | undefined> {
     const started = performance.now();
+    let prepared: StagedCounts | undefined;
     try {
-      return await this.deps.firstWindow?.prestage(run, ctx.signal);
+      prepared = await this.deps.firstWindow?.prestage(run, ctx.signal, this.#prestagingMs < INTAKE.firstWindowBudgetMs);
+      return prepared;
     } catch (err) {
       if (isAbort(err)) throw err;
       // Storage trouble while staging: the plan stages (and retries) as it does for any job.
       this.deps.logger.warn('intake.first_window_failed', { jobId: run.jobId, stage: 'staging', error: err, epoch: ctx.epoch });
       return undefined;
     } finally {
-      this.#prestagingMs += performance.now() - started;
+      // Only staging counts against the pass's budget: a job left unstaged cost the intake reads, not writes.
+      if (prepared?.unstaged !== true) this.#prestagingMs += performance.now() - started;
     }
   }
 

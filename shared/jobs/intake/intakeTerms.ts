@@ -40,7 +40,8 @@ export interface IntakeDeps {
 
 /** JobActivities' `prestage` and `sendFirstWindow`, as the intake uses them. */
 export interface FirstWindow {
-  prestage(run: JobRun, signal?: AbortSignal): Promise<StagedCounts | undefined>;
+  /** `mayStage` false: only a job that needs nothing staged (`StagedCounts.unstaged`) is prepared; any other answers undefined. */
+  prestage(run: JobRun, signal?: AbortSignal, mayStage?: boolean): Promise<StagedCounts | undefined>;
   send(run: JobRun, staged: StagedCounts, signal?: AbortSignal): Promise<number>;
 }
 
@@ -156,6 +157,8 @@ export const INTAKE = {
    * A pass stages inputs at intake for at most this long (summed): a burst of submissions is taken at
    * once and the rest of it staged by the plans, on every instance, instead of one after another here
    * (ten jobs of 20,000 items at once: the last one started 6.5 s after its POST without this bound).
+   * Inline items whose chunks fit the first window are not staged (`StagedCounts.unstaged`): they
+   * are prepared at intake whatever the budget, and do not count against it.
    */
   firstWindowBudgetMs: 250,
 } as const;

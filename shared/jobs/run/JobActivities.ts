@@ -280,8 +280,13 @@ export class JobActivities {
    * shipped settings, up to 0.25 s each). Undefined when a check fails or the input is refused: the
    * plan then does it all itself and reports the outcome, as for any job.
    */
-  async prestage(run: JobRun, signal?: AbortSignal): Promise<StagedCounts | undefined> {
+  async prestage(run: JobRun, signal?: AbortSignal, mayStage = true): Promise<StagedCounts | undefined> {
     if (this.deps.registry.get(run.workType) === undefined || run.startId === undefined) return undefined;
+    const source = run.source;
+    // The whole job goes out with the first window: nothing to stage unless the plan's wait ends unfinished.
+    // (Inline items were checked at submission; their count is checked below, as staging does.)
+    const fits = source.kind === 'inline' && Math.ceil(source.items.length / run.options.chunkSize) <= this.deps.dispatcher.window;
+    if (!fits && !mayStage) return undefined;
     const [leaseEpoch, claimed, cancelled] = await Promise.all([
       this.deps.leaseEpoch?.(),
       this.deps.store.claimJobId(run.jobId, run.fingerprint, signal),
@@ -290,14 +295,10 @@ export class JobActivities {
     if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || !claimed || cancelled) return undefined;
     const firstWindowAt = this.now().toISOString();
     try {
-      const source = run.source;
-      if (source.kind === 'inline') {
-        // Inline items were checked at submission; only their count is checked here, as staging does.
-        const chunkSize = run.options.chunkSize;
-        assertChunkCount(source.items.length, chunkSize);
-        const chunkCount = Math.ceil(source.items.length / chunkSize);
-        // The whole job goes out with the first window: nothing to stage unless the plan's wait ends unfinished.
-        if (chunkCount <= this.deps.dispatcher.window) return { itemCount: source.items.length, chunkCount, firstWindowAt, unstaged: true };
+      if (fits) {
+        const itemCount = source.items.length;
+        assertChunkCount(itemCount, run.options.chunkSize);
+        return { itemCount, chunkCount: Math.ceil(itemCount / run.options.chunkSize), firstWindowAt, unstaged: true };
       }
       return await this.deps.stage(run, signal, { firstWindowAt });
     } catch (err) {

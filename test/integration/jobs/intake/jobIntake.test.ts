@@ -272,24 +272,37 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await fresh.delete();
   });
 
-  it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans', async () => {
+  it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans; a job that needs no staging is prepared whatever the budget', async () => {
     const c = appRoot().jobs;
     const fresh = await freshQueue('budget');
-    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-${i}`, workType: 'noop', items: [i] }));
-    const prestaged: string[] = [];
+    // 130 one-item chunks: more than the first window (128), so staged; then jobs that fit it, left unstaged.
+    const wide = Array.from({ length: 130 }, (_, i) => i);
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-${i}`, workType: 'noop', items: wide, options: { chunkSize: 1 } }));
+    for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-small-${i}`, workType: 'noop', items: [i] }));
+    const staging: string[] = [];
     const firstWindow: FirstWindow = {
       // Each staging takes longer than the whole budget (a loaded storage account).
-      prestage: async (run, signal) => {
-        prestaged.push(run.jobId);
-        await new Promise((r) => setTimeout(r, INTAKE.firstWindowBudgetMs + 50));
-        return c.activities.prestage(run, signal);
+      prestage: async (run, signal, mayStage) => {
+        const prepared = await c.activities.prestage(run, signal, mayStage);
+        if (prepared !== undefined && prepared.unstaged !== true) {
+          staging.push(run.jobId);
+          await new Promise((r) => setTimeout(r, INTAKE.firstWindowBudgetMs + 50));
+        }
+        return prepared;
       },
       send: (run, staged, signal) => c.activities.sendFirstWindow(run, staged, signal),
     };
     const report = await intake({ jobsQueue: fresh, firstWindow }).runPass(ctx(), orchestrations);
-    assert.equal(report.started, 8);
-    // The first few start staging together, before any time is spent; once it is, the others skip it.
-    assert.ok(prestaged.length >= 1 && prestaged.length <= INTAKE.messageConcurrency, `staged at intake: ${prestaged.join(', ')}`);
+    assert.equal(report.started, 16);
+    // The first few start staging together, before any time is spent; once it is, the others skip it
+    // (here all 16 start at once: the bound on the rest is JobActivities' `mayStage`, tested there).
+    assert.ok(staging.length >= 1 && staging.length <= 8, `staged at intake: ${staging.join(', ')}`);
+    const prepared = async (jobId: string): Promise<{ unstaged?: boolean } | undefined> =>
+      ((await orchestrations.getStatus(instanceIdFor(jobId)))?.input as { prestaged?: { unstaged?: boolean } } | undefined)?.prestaged;
+    for (let i = 0; i < 8; i++) {
+      assert.equal((await prepared(`budget-small-${i}`))?.unstaged, true, `budget-small-${i} was not prepared at intake`);
+      assert.equal((await prepared(`budget-${i}`)) !== undefined, staging.includes(`budget-${i}`), `budget-${i}`);
+    }
   });
 
   it('the run\'s plan removes its start\'s mark once past its fence: no intake pass has to read the start again', async () => {

@@ -153,9 +153,14 @@ describe('job activities (Azurite)', () => {
     assert.equal(await activities.sendFirstWindow(paused, pausedStaged ?? assert.fail('not staged')), 0);
     assert.equal((await p.drainMessages()).length, 0);
 
-    // More chunks than the first window holds: staged at intake, as before (the steps read the rest from it).
+    // A pass whose staging budget is spent (`mayStage` false) still prepares a job that needs no staging.
+    leaseEpoch = 3;
+    assert.equal((await activities.prestage(fresh('pre-budget'), undefined, false))?.unstaged, true);
+    // More chunks than the first window holds: staged at intake, as before (the steps read the rest from
+    // it), and only while the pass may stage.
     const wide = await jobPipeline('prestage-wide', undefined, undefined, 2);
     const big = { ...jobRun('pre-wide', 'sum', items, { chunkSize: 10 }), startId: 'start-wide' };
+    assert.equal(await wide.makeActivities().prestage(big, undefined, false), undefined, 'staged with the budget spent');
     const wideStaged = await wide.makeActivities().prestage(big);
     assert.deepEqual([wideStaged?.chunkCount, wideStaged?.unstaged], [3, undefined]);
     const wideInput: string[] = [];
