@@ -233,19 +233,21 @@ export class JobActivities {
     });
     // A late plan (a redelivery or a resumed repeat: LATE_CALL_MS) answers after its one pass.
     const waitMs = this.deps.dispatcher.isLate(input.at) ? 0 : (this.deps.planWaitMs ?? STEP_WAIT.maxWaitMs);
-    if (first.cancelled || waitMs <= 0) {
-      if (!first.cancelled) await this.stageUnstaged(run, resumed);
-      return { ok: true, cancelled: first.cancelled, chunkCount, itemCount, ledger: first.ledger };
-    }
-    const waited = await this.deps.dispatcher.step(
-      { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
-      // Back to the orchestration after 1 s of results rather than a step's 2 s: the job's progress
-      // (its custom status) shows from the first results even when the whole job takes 2 s. A job
-      // whose every chunk went out with the first window is waited for instead (up to waitMs) and
-      // aggregated here: its plan is its only activity.
-      { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
-      unstaged,
-    );
+    if (first.cancelled) return { ok: true, cancelled: true, chunkCount, itemCount, ledger: first.ledger };
+    // Done at the first pass (its results landed while the run waited for its plan, a burst's usual
+    // case), or late: no long poll. A done job is aggregated from what that pass read, not listed.
+    const waited =
+      isLedgerDone(first.ledger) || waitMs <= 0
+        ? first
+        : await this.deps.dispatcher.step(
+          { job, chunkCount, itemCount, ledger: first.ledger, at: input.at },
+          // Back to the orchestration after 1 s of results rather than a step's 2 s: the job's progress
+          // (its custom status) shows from the first results even when the whole job takes 2 s. A job
+          // whose every chunk went out with the first window is waited for instead (up to waitMs) and
+          // aggregated here: its plan is its only activity.
+          { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
+          unstaged,
+        );
     const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
     // The steps that follow read chunks from the staged input: an unstaged job still running is staged now.
     if (done.summary === undefined && !waited.cancelled) await this.stageUnstaged(run, resumed);

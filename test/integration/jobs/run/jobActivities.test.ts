@@ -75,23 +75,17 @@ describe('job activities (Azurite)', () => {
     assert.equal(await superseded(run), 'planned', 'a retried plan of a start that staged its input goes on');
     assert.equal((await p.drainMessages()).length, 1, 'the retry sends the chunk without a result again');
     assert.equal(await p.deliver(sent ?? assert.fail('no first window')), 'written');
+    assert.match((await superseded({ ...run, startId: 'start-c' })) ?? '', /names start start-a of epoch 3/);
     const retried = await activities.plan({ run, at: new Date().toISOString() });
     assert.ok(retried.ok && !('standDown' in retried));
     assert.deepEqual([retried.ledger.progress.chunks.done, retried.ledger.inFlight.length], [1, 0], 'the finished chunk is counted');
     assert.equal((await p.drainMessages()).length, 0, 'and not sent again');
-    assert.match((await superseded({ ...run, startId: 'start-c' })) ?? '', /names start start-a of epoch 3/);
+    // Every chunk had its result at the plan's first pass: the plan aggregated the job and recorded its summary.
+    const final: JobSummary = retried.summary ?? assert.fail('the plan did not aggregate a job whose every chunk had its result');
+    assert.equal(final.status, 'completed');
+    assert.deepEqual(final.result, { count: 3, sum: 15, min: 4, max: 6 });
 
     // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing.
-    const final: JobSummary = {
-      jobId: 'fenced',
-      workType: 'sum',
-      status: 'completed',
-      progress: { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 3, done: 3, failed: 0 } },
-      result: { count: 3, sum: 15, min: 4, max: 6 },
-      epoch: 3,
-      finishedAt: new Date().toISOString(),
-    };
-    assert.deepEqual(await activities.finish(final), final);
     assert.deepEqual(await activities.finish({ ...final, epoch: 9, status: 'cancelled' }), final, 'the first recorded summary stays');
     for (const late of [run, { ...run, startId: 'start-z', epoch: 1 }, { ...run, startId: undefined }]) {
       assert.deepEqual(await activities.plan({ run: late, at: new Date().toISOString() }), { ok: false, standDown: final });
