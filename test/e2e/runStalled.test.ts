@@ -20,14 +20,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { TableClient } from '@azure/data-tables';
-import { eventually, type HostProcess } from 'devhost/testing';
-
 import { eventShapeProblems } from '../../shared/observability/events';
 import { azuriteConnectionString } from '../support/env';
 import { type ProxiedRequest, startStorageProxy } from '../support/storageProxy';
 import { e2eHost } from './support/appHost';
-import { controlQueueIndex, durableRequests } from './support/durableRequests';
+import { durableRequests } from './support/durableRequests';
 import { killWorkerAt, timeline } from './support/killWorker';
 import { proxiedScenarios, type Scenario } from './support/realApp';
 
@@ -76,23 +73,6 @@ describe('a job run whose control message an instance took to its death (shipped
     // The extension: the survivor's storage through a proxy of its own too, to see when it moves the run
     // (the development host logs its episodes); and the victim owning the run's control queue first.
     const survivorProxy = host === 'extensions' ? await startStorageProxy(azuriteConnectionString()) : undefined;
-    const victimOwnsTheRun = async (s: Scenario, _leader: HostProcess, victim: HostProcess): Promise<void> => {
-      if (host !== 'extensions') return;
-      const partitions = TableClient.fromConnectionString(s.conn, `${s.taskHub}Partitions`, { allowInsecureConnection: true });
-      const queue = `-control-${String(controlQueueIndex(instanceId)).padStart(2, '0')}`;
-      await eventually(
-        async () => {
-          for await (const row of partitions.listEntities<{ CurrentOwner?: string; NextOwner?: string; IsDraining?: boolean }>()) {
-            if (!String(row.rowKey).endsWith(queue)) continue;
-            const owned = (row.CurrentOwner ?? '').includes(victim.instanceId) && (row.NextOwner ?? '') === '' && row.IsDraining !== true;
-            return owned ? true : undefined;
-          }
-          return undefined;
-        },
-        60_000,
-        `the victim to own ${queue}`,
-      );
-    };
     try {
       const { s, leader, victim, killedAt, after } = await killWorkerAt(started, jobId, episodeCommit, {
         notAChunk: true,
@@ -102,7 +82,7 @@ describe('a job run whose control message an instance took to its death (shipped
         chunkSize: 1,
         boundMs: 120_000,
         ...(survivorProxy === undefined ? {} : { survivorConnection: survivorProxy.connectionString }),
-        beforeSubmit: victimOwnsTheRun,
+        runOwnedBy: 'victim',
       });
       // The survivor's first episode of the run after the kill (the development host's debug lines; the
       // extension's first episode write through the survivor's proxy).

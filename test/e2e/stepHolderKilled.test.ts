@@ -53,6 +53,7 @@ describe("the leader is killed while it runs a job's step (shipped host.json)", 
       await killWorkerAt(() => Promise.resolve(started), jobId, stepListing, {
         notAChunk: true,
         victimLeads: true,
+        runOwnedBy: 'survivor',
         chunks: 3_000,
         chunkSize: 1,
         // The job's completion is not this test's bound (its progress after the kill is): 3,000 one-item

@@ -27,16 +27,16 @@ describe('a worker killed while it holds chunks (shipped host.json)', () => {
 
   it('after it claimed chunks: their heartbeats stop and they are sent again in about 20 s', async () => {
     const jobId = survivorsJobId('wk-claimed', 'wk-claimed-a', false);
-    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { claimed: true });
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { claimed: true, runOwnedBy: 'survivor' });
   });
 
   it('after it received a batch, before claiming: the chunks nobody claimed are sent again in the same round', async () => {
     const jobId = survivorsJobId('wk-unclaimed', 'wk-unclaimed-a', false);
-    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId));
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { runOwnedBy: 'survivor' });
   });
 
   it('the leader, killed while it holds claimed chunks: the other instance leads and the job completes', async () => {
     const jobId = survivorsJobId('wk-leader', 'wk-leader', true);
-    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { victimLeads: true, claimed: true });
+    await killWorkerAt(() => scenarios.start(), jobId, resultPut(jobId), { victimLeads: true, claimed: true, runOwnedBy: 'survivor' });
   });
 });

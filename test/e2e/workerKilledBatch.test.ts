@@ -33,7 +33,10 @@ describe('a worker killed holding more chunks than the shipped batch allows (hos
     void Promise.all(holds.map((h) => h.held)).finally(() => offWork.remove());
     let killed: Killed;
     try {
-      killed = await killWorkerAt(() => Promise.resolve(started), jobId, resultOf, { survivorConnection: survivorProxy.connectionString });
+      killed = await killWorkerAt(() => Promise.resolve(started), jobId, resultOf, {
+        survivorConnection: survivorProxy.connectionString,
+        runOwnedBy: 'survivor',
+      });
     } finally {
       offWork.remove();
       for (const h of holds) h.cancel();

@@ -325,12 +325,21 @@ export class ChunkDispatcher {
    * One pass at `input.at`: observe, decide, expire, send. `items`: where the chunks' items come
    * from when not the staged input (the leader's first window of inline items has them in hand).
    */
-  async pass(input: StepInput, signal?: AbortSignal, items: ChunkItemsSource = this.deps.items): Promise<StepOutcome> {
+  async pass(
+    input: StepInput,
+    signal?: AbortSignal,
+    items: ChunkItemsSource = this.deps.items,
+    /** The caller read the cancel marker just now and nothing is in flight yet (a job's first window): nothing to observe. */
+    firstWindow = false,
+  ): Promise<StepOutcome> {
     const { job } = input;
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
     const at = Date.parse(input.at);
     const withClaims = claimsMatter(input.ledger, at, job.options, this.deps.policy);
-    const seen = await this.deps.chunks.observeChunks(job.jobId, inFlight, withClaims, signal);
+    const seen =
+      firstWindow && inFlight.length === 0
+        ? { cancelled: false, results: [], claims: [] }
+        : await this.deps.chunks.observeChunks(job.jobId, inFlight, withClaims, signal);
     const decision = decideStep(input.ledger, seen, at, { chunkCount: input.chunkCount, ...job.options }, this.deps.policy);
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 

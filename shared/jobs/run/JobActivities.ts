@@ -220,7 +220,9 @@ export class JobActivities {
         : this.deps.dispatcher.resumedLedger(chunkCount, itemCount, input.at, resumed.firstWindowAt);
     // Nothing staged (`prestage`): the chunks come from the run's own items, as the leader's window did.
     const unstaged = resumed?.unstaged === true ? inlineItems(run) : undefined;
-    const first = await this.deps.dispatcher.pass({ job, chunkCount, itemCount, ledger, at: input.at }, undefined, unstaged);
+    // A fresh ledger follows this plan's own read of the cancel marker, above.
+    const firstInput = { job, chunkCount, itemCount, ledger, at: input.at };
+    const first = await this.deps.dispatcher.pass(firstInput, undefined, unstaged, resumed === undefined);
     const how = resumed === undefined ? {} : resumed.firstWindowAt === undefined ? { resumed: true } : { prestaged: true };
     this.deps.logger.info('job.planned', {
       jobId: run.jobId,
@@ -319,7 +321,9 @@ export class JobActivities {
     const at = staged.firstWindowAt ?? this.now().toISOString();
     const ledger = emptyLedger(chunkCount, itemCount);
     // Inline items are in the run: no read of the input just staged (its manifest and segment).
-    const pass = await this.deps.dispatcher.pass({ job: dispatchJobOf(run), chunkCount, itemCount, ledger, at }, signal, inlineItems(run));
+    // The cancel marker was read by `prestage`, a moment ago: a cancel since then stops the plan's passes and the workers.
+    const input = { job: dispatchJobOf(run), chunkCount, itemCount, ledger, at };
+    const pass = await this.deps.dispatcher.pass(input, signal, inlineItems(run), true);
     return pass.sent;
   }
 

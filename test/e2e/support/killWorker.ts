@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 
+import { TableClient } from '@azure/data-tables';
 import { eventually, type HostProcess } from 'devhost/testing';
 
 import { type ProxiedRequest, type StorageProxy } from '../../support/storageProxy';
@@ -33,6 +34,32 @@ export function survivorsJobId(devhostId: string, exthostId: string, victimStart
   return exthostId;
 }
 
+/**
+ * On the extensions host, waits (up to 60 s) until `owner` owns the control queue of the job's run
+ * in the provider's partition table, with no hand-over pending; elsewhere returns at once. The
+ * process started first takes every partition and the second one takes its share over the next
+ * seconds, so a job submitted at once may sit on a queue that is still moving: a stepHolderKilled run
+ * whose survivor did not own control-00 yet at the kill saw its job move 31.4 s after the kill (the
+ * dead owner's lease), against 11.5 s when it did.
+ */
+export async function ownsRunOf(s: Scenario, owner: HostProcess, jobId: string): Promise<void> {
+  if (e2eHost() !== 'extensions') return;
+  const partitions = TableClient.fromConnectionString(s.conn, `${s.taskHub}Partitions`, { allowInsecureConnection: true });
+  const queue = `-control-${String(controlQueueIndex(`job-${jobId}`)).padStart(2, '0')}`;
+  await eventually(
+    async () => {
+      for await (const row of partitions.listEntities<{ CurrentOwner?: string; NextOwner?: string; IsDraining?: boolean }>()) {
+        if (!String(row.rowKey).endsWith(queue)) continue;
+        const owned = (row.CurrentOwner ?? '').includes(owner.instanceId) && (row.NextOwner ?? '') === '' && row.IsDraining !== true;
+        return owned ? true : undefined;
+      }
+      return undefined;
+    },
+    60_000,
+    `${owner.instanceId} to own ${queue}`,
+  );
+}
+
 /** The job's story in both processes' logs, around the kill: printed when a run misses its bound. */
 export function timeline(s: Scenario, victim: HostProcess, killedAt: number, jobId: string): string[] {
   const lines: Array<{ at: number; text: string }> = [];
@@ -58,6 +85,12 @@ export interface KillOptions {
   readonly boundMs?: number;
   /** Storage for the instance that survives, when the test steers its traffic too (by default it reaches Azurite directly). */
   readonly survivorConnection?: string;
+  /**
+   * On the extensions host, the process whose control queue the job's run must be on before it is
+   * submitted (`ownsRunOf`): a worker-kill case measures the survivor's recovery, not the move of
+   * the dead owner's partition lease (runStalled's case, which wants the victim).
+   */
+  readonly runOwnedBy?: 'victim' | 'survivor';
   /** Awaited once both instances are up, before the job is submitted (to wait for a state of theirs). */
   readonly beforeSubmit?: (s: Scenario, leader: HostProcess, victim: HostProcess) => Promise<void>;
   /** Called the moment the victim is dead, before the wait for completion (to watch the job recover). */
@@ -97,6 +130,7 @@ export async function killWorkerAt(
   const leader = victim === undefined ? first : await s.start(`${jobId}-survivor`, options.survivorConnection);
   victim ??= await s.start(`${jobId}-victim`, proxy.connectionString);
   await options.beforeSubmit?.(s, leader, victim);
+  if (options.runOwnedBy !== undefined) await ownsRunOf(s, options.runOwnedBy === 'victim' ? victim : leader, jobId);
   const hold = proxy.hold((r) => holdAt(s, r));
   // By default 4,000 items in 400 chunks: more than three windows (128), both instances busy for a few seconds.
   const chunks = options.chunks ?? 400;

@@ -381,6 +381,23 @@ describe('ChunkDispatcher.step: a long poll', () => {
     assert.equal(stuck.now(), STEP_WAIT.maxWaitMs);
   });
 
+  it('a first window whose caller just read the cancel marker observes nothing before sending; any other pass looks', async () => {
+    const p = polling(() => Promise.resolve());
+    p.store.stage('lp', [1, 2, 3], 1);
+    const sent = await p.dispatcher.pass({ job, chunkCount: 3, itemCount: 3, ledger: emptyLedger(3, 3), at: new Date(0).toISOString() }, undefined, undefined, true);
+    assert.deepEqual([sent.sent, p.passes.length], [3, 0], 'the first window read the job\'s chunks before sending');
+    // The next pass looks (results and the cancel marker): a cancel since then stops it.
+    p.store.cancelled.add('lp');
+    const next = await p.dispatcher.pass({ job, chunkCount: 3, itemCount: 3, ledger: sent.ledger, at: new Date(0).toISOString() }, undefined, undefined, true);
+    assert.deepEqual([next.cancelled, p.passes.length], [true, 1]);
+    // Without the caller's word, a first pass looks too.
+    const q = polling(() => Promise.resolve());
+    q.store.stage('lp', [1], 1);
+    q.store.cancelled.add('lp');
+    const refused = await q.dispatcher.pass({ job, chunkCount: 1, itemCount: 1, ledger: emptyLedger(1, 1), at: new Date(0).toISOString() });
+    assert.deepEqual([refused.cancelled, refused.sent, q.passes.length], [true, 0, 1]);
+  });
+
   it('answers after its longest wait when nothing changes, and at once when the job is cancelled', async () => {
     const idle = polling(() => Promise.resolve());
     idle.store.stage('lp', [1], 1);
