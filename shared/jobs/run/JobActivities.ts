@@ -287,9 +287,11 @@ export class JobActivities {
   async prestage(run: JobRun, signal?: AbortSignal, mayStage = true): Promise<StagedCounts | undefined> {
     if (this.deps.registry.get(run.workType) === undefined || run.startId === undefined) return undefined;
     const source = run.source;
+    const chunkSize = run.options.chunkSize;
+    const inlineChunks = source.kind === 'inline' ? Math.ceil(source.items.length / chunkSize) : undefined;
     // The whole job goes out with the first window: nothing to stage unless the plan's wait ends unfinished.
     // (Inline items were checked at submission; their count is checked below, as staging does.)
-    const fits = source.kind === 'inline' && Math.ceil(source.items.length / run.options.chunkSize) <= this.deps.dispatcher.window;
+    const fits = inlineChunks !== undefined && inlineChunks <= this.deps.dispatcher.window;
     if (!fits && !mayStage) return undefined;
     const [leaseEpoch, claimed, cancelled] = await Promise.all([
       this.deps.leaseEpoch?.(),
@@ -299,10 +301,9 @@ export class JobActivities {
     if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || !claimed || cancelled) return undefined;
     const firstWindowAt = this.now().toISOString();
     try {
-      if (fits) {
-        const itemCount = source.items.length;
-        assertChunkCount(itemCount, run.options.chunkSize);
-        return { itemCount, chunkCount: Math.ceil(itemCount / run.options.chunkSize), firstWindowAt, unstaged: true };
+      if (fits && source.kind === 'inline') {
+        assertChunkCount(source.items.length, chunkSize);
+        return { itemCount: source.items.length, chunkCount: inlineChunks, firstWindowAt, unstaged: true };
       }
       return await this.deps.stage(run, signal, { firstWindowAt });
     } catch (err) {

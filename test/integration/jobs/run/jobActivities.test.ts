@@ -99,15 +99,10 @@ describe('job activities (Azurite)', () => {
     const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch) });
     const items = { kind: 'inline' as const, items: Array.from({ length: 25 }, (_, i) => i) };
     const run: JobRun = { ...jobRun('pre', 'sum', items, { chunkSize: 10 }), startId: 'start-1' };
-    const inputBlobs = async (jobId: string): Promise<string[]> => {
-      const names: string[] = [];
-      for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: `jobs/${jobId}/input/` })) names.push(b.name);
-      return names;
-    };
     const staged = await activities.prestage(run);
     assert.deepEqual([staged?.chunkCount, staged?.itemCount, staged?.unstaged], [3, 25, true]);
     // Its three chunks fit the first window: the items stay in the run, nothing is stored.
-    assert.deepEqual(await inputBlobs('pre'), [], 'a job whose chunks fit the first window was staged at intake');
+    assert.deepEqual(await inputBlobs(p, 'pre'), [], 'a job whose chunks fit the first window was staged at intake');
     const windowAt = Date.parse(staged?.firstWindowAt ?? '');
     assert.ok(Math.abs(windowAt - Date.now()) < 5_000, `firstWindowAt ${staged?.firstWindowAt}`);
     assert.equal((await p.drainMessages()).length, 0, 'nothing is sent before the run is started');
@@ -125,7 +120,7 @@ describe('job activities (Azurite)', () => {
     assert.ok(planned.ok && !('standDown' in planned), JSON.stringify(planned));
     assert.deepEqual([planned.ledger.progress.chunks.done, planned.ledger.inFlight.length], [1, 2]);
     assert.equal((await p.drainMessages()).length, 0, 'the plan sent the leader\'s window again');
-    assert.deepEqual((await inputBlobs('pre')).sort(), ['jobs/pre/input/00000.json', 'jobs/pre/input/manifest.json']);
+    assert.deepEqual((await inputBlobs(p, 'pre')).sort(), ['jobs/pre/input/00000.json', 'jobs/pre/input/manifest.json']);
     // Chunks of that window nobody claimed (the leader died before sending them) go out again after unclaimedSeconds.
     const later = await activities.plan({ run, at: new Date(windowAt + 16_000).toISOString(), prestaged: staged });
     assert.ok(later.ok && !('standDown' in later));
@@ -157,12 +152,11 @@ describe('job activities (Azurite)', () => {
     assert.equal(await wide.makeActivities().prestage(big, undefined, false), undefined, 'staged with the budget spent');
     const wideStaged = await wide.makeActivities().prestage(big);
     assert.deepEqual([wideStaged?.chunkCount, wideStaged?.unstaged], [3, undefined]);
-    const wideInput: string[] = [];
-    for await (const b of wide.blobs.getContainerClient(wide.store.containerName).listBlobsFlat({ prefix: 'jobs/pre-wide/input/' })) wideInput.push(b.name);
+    const wideInput = await inputBlobs(wide, 'pre-wide');
     assert.ok(wideInput.includes('jobs/pre-wide/input/manifest.json'), wideInput.join(', '));
   });
 
-  it('never stages a small job whose plan sees every result while it waits: the plan aggregates it from the run\'s own items', async () => {
+  it('never stages a small job whose plan sees every result: the plan aggregates it at its first pass, without listing the job', async () => {
     const p = await jobPipeline('prestage-done');
     const activities = p.makeActivities({ planWaitMs: 3_000 });
     const items = { kind: 'inline' as const, items: Array.from({ length: 25 }, (_, i) => i + 1) };
@@ -171,13 +165,20 @@ describe('job activities (Azurite)', () => {
     assert.equal(staged?.unstaged, true);
     assert.equal(await activities.sendFirstWindow(run, staged ?? assert.fail('not prepared')), 3);
     for (const m of await p.drainMessages()) assert.equal(await p.deliver(m), 'written');
+    // Every result landed before the plan: its first pass sees them all, and it aggregates from that
+    // pass's reads, with no second pass and no listing of the job (counted on the real store).
+    const chunks = p.store.chunks;
+    const calls = { observe: 0, list: 0 };
+    const observe = chunks.observeChunks.bind(chunks);
+    const list = chunks.listJob.bind(chunks);
+    chunks.observeChunks = (...args) => ((calls.observe += 1), observe(...args));
+    chunks.listJob = (...args) => ((calls.list += 1), list(...args));
     const planned = await activities.plan({ run, at: new Date().toISOString(), prestaged: staged });
+    assert.deepEqual(calls, { observe: 1, list: 0 });
     assert.ok(planned.ok && !('standDown' in planned), JSON.stringify(planned));
     assert.equal(planned.summary?.status, 'completed');
     assert.deepEqual(planned.summary?.result, { count: 25, sum: 325, min: 1, max: 25 });
-    const stored: string[] = [];
-    for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: 'jobs/pre-done/input/' })) stored.push(b.name);
-    assert.deepEqual(stored, [], 'a job finished within its plan was staged');
+    assert.deepEqual(await inputBlobs(p, 'pre-done'), [], 'a job finished within its plan was staged');
   });
 
   it('reads items from a blob and reports a missing, malformed or refused blob as the job\'s error', async () => {
@@ -470,4 +471,11 @@ function counts(planned: PlanOutcome): unknown {
   if (!planned.ok) return planned;
   const { ledger: _ledger, ...rest } = planned;
   return rest;
+}
+
+/** The names of the job's staged input blobs (`jobs/<jobId>/input/`). */
+async function inputBlobs(p: Awaited<ReturnType<typeof jobPipeline>>, jobId: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const b of p.blobs.getContainerClient(p.store.containerName).listBlobsFlat({ prefix: `jobs/${jobId}/input/` })) names.push(b.name);
+  return names;
 }
