@@ -2,7 +2,8 @@
  * The job index: one Azure Table row per job, what `GET /api/jobs`, the live page and
  * `npx coordinator list` read instead of every record and orchestration.
  *
- *   PartitionKey  `jobs` (one partition: a page is one ordered read, the continuation one RowKey)
+ *   PartitionKey  `jobs` (one partition: a page is one ordered read, the continuation one RowKey;
+ *                 the table's other partition, `starts`, holds the start marks: StartMarks.ts)
  *   RowKey        `<9999999999999 - createdAt ms, 13 digits>_<jobId>`: newest first, then by job id
  *   properties    jobId, status, workType ('' when none), createdAt, updatedAt, progress (JSON text or ''),
  *                 errorCode (a failed or rejected job's error code, '' when none)
@@ -23,6 +24,7 @@ import { odata, type TableClient, type TableEntityResult, type TransactionAction
 import { type Logger } from '../../observability/log';
 import { type JobProgress } from '../api/JobSummary';
 import { onceUntilSuccess } from '../onceUntilSuccess';
+import { type MarksTable } from './StartMarks';
 
 export const INDEX_PARTITION = 'jobs';
 /** Larger than any ms timestamp the app will see (year 2286): 13 digits, so keys sort as numbers. */
@@ -130,7 +132,7 @@ const COUNTED: readonly IndexedStatus[] = ['pending', 'running', 'completed', 'c
 /** Counts are one scan of the index: shared by the requests of a few seconds (the live page polls every second). */
 export const COUNTS_TTL_MS = 5_000;
 
-export class JobIndex {
+export class JobIndex implements MarksTable {
   #counts: { at: number; value: Promise<StatusCounts> } | undefined;
 
   #table: TableClient | undefined;
@@ -151,11 +153,20 @@ export class JobIndex {
     return this.#table;
   }
 
+  /** Whether the table client can be built from the connection (one without a table endpoint cannot). */
+  clientBuilds(): boolean {
+    try {
+      return this.table !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
   /** Creates the table once per process (createTable answers success when it exists). */
   readonly ensureTable = onceUntilSuccess((signal) => this.table.createTable({ abortSignal: signal }));
 
-  /** Runs a table call, creating the table first when the service says it does not exist. */
-  private async withTable<T>(call: () => Promise<T>): Promise<T> {
+  /** Runs a table call, creating the table first when the service says it does not exist (the start marks share it: StartMarks.ts). */
+  async withTable<T>(call: () => Promise<T>): Promise<T> {
     await this.ensureTable();
     try {
       return await call();

@@ -18,8 +18,9 @@
  *                                     may run the job; created once, then changed only with If-Match
  *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
  *                                     it; any later run of the job returns it instead of running
- *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step; the leader's
- *                                     pass checks each and completes or repairs it
+ *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step, in a store
+ *                                     without a job index; with one, a row of the index's table
+ *                                     (StartMarks.ts says why); the leader's pass checks each
  *   jobs/<jobId>/delivery.json        where the job's outcome went (replyTo, callback), for its status
  *   deliveries-due/<jobId>            an outcome delivery that failed, for the leader's pass to retry
  *
@@ -38,7 +39,6 @@ import { type BlobServiceClient } from '@azure/storage-blob';
 
 import { isSuperseded, type JobSummary } from '../api/JobSummary';
 import { type BlobRef } from '../input/BlobRef';
-import { isValidJobId } from '../jobIds';
 import { type JobRun } from '../JobRun';
 import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
 import { CancelMarkers } from './CancelMarkers';
@@ -46,6 +46,7 @@ import { ChunkBlobs } from './ChunkBlobs';
 import { DeliveryBlobs } from './DeliveryBlobs';
 import { type JobRecord, type StartRecord, type Versioned } from './jobDocuments';
 import { type IndexEntry, type JobIndex } from './JobIndex';
+import { BlobStartMarks, type StartMark, type StartMarks, TableStartMarks } from './StartMarks';
 
 export { checkJobId, isStatus } from './BlobDocuments';
 export type {
@@ -63,8 +64,6 @@ export type {
 /** The size of a blob elsewhere in the account, undefined when it does not exist. */
 export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
 
-const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
-
 export class JobStore {
   /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
   readonly #externalSize: ExternalSize;
@@ -74,6 +73,8 @@ export class JobStore {
   readonly chunks: ChunkBlobs;
   /** Where each job's outcome went, and the deliveries the leader's pass retries. */
   readonly deliveries: DeliveryBlobs;
+  /** The starts not yet seen past their plan step (StartMarks.ts): in the index's table, or in blobs without an index. */
+  readonly #marks: StartMarks;
 
   /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
   static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
@@ -101,6 +102,9 @@ export class JobStore {
     this.#cancels = new CancelMarkers((jobId, signal) => this.docs.exists(JobStore.cancelBlob(jobId), signal));
     this.chunks = new ChunkBlobs(this.docs, this.#cancels);
     this.deliveries = new DeliveryBlobs(this.docs);
+    // A connection the table client refuses (no table endpoint) leaves the index failing, best effort, and the marks in blobs.
+    const blobMarks = new BlobStartMarks(docs);
+    this.#marks = index?.clientBuilds() === true ? new TableStartMarks(index, blobMarks) : blobMarks;
   }
 
   static recordBlob(jobId: string): string {
@@ -120,9 +124,6 @@ export class JobStore {
   }
   static finalBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/final.json`;
-  }
-  static unconfirmedBlob(jobId: string): string {
-    return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
   }
 
   /** Creates the results container once per store; a concurrent create (409) is success. */
@@ -231,11 +232,11 @@ export class JobStore {
 
   /** Puts the job on the list of starts the leader's pass checks. */
   async markUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(JobStore.unconfirmedBlob(jobId), {}, { metadata: { since: new Date().toISOString() }, signal });
+    await this.#marks.mark(jobId, signal);
   }
 
   async clearUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.delete(JobStore.unconfirmedBlob(jobId), signal);
+    await this.#marks.clear(jobId, signal);
   }
 
   /**
@@ -275,7 +276,7 @@ export class JobStore {
   /**
    * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
    * last, so a purge cut short is finished by the next one), its record and its start mark.
-   * Answers how many blobs it deleted.
+   * Answers how many of the job's blobs it deleted (its start mark, a row or a blob, is not counted).
    */
   async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
@@ -287,7 +288,8 @@ export class JobStore {
     const claim = JobStore.jobBlob(jobId);
     const names: string[] = [];
     for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
-    names.push(JobStore.recordBlob(jobId), JobStore.unconfirmedBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
+    names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
+    await this.clearUnconfirmed(jobId, signal);
     let deleted = 0;
     for (const name of names) {
       if (await this.docs.delete(name, signal)) deleted += 1;
@@ -296,14 +298,9 @@ export class JobStore {
     return deleted;
   }
 
-  /** Every unconfirmed start: its job id and when it was last marked (one listing per 5,000). */
-  async listUnconfirmed(signal?: AbortSignal): Promise<Array<{ readonly jobId: string; readonly markedAt: number }>> {
-    const out: Array<{ readonly jobId: string; readonly markedAt: number }> = [];
-    for await (const blob of this.docs.list(UNCONFIRMED_PREFIX, false, signal)) {
-      const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
-      if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.lastModified.getTime() });
-    }
-    return out;
+  /** Every unconfirmed start: its job id and when it was last marked (one request per 1,000 in a table, per 5,000 in blobs). */
+  async listUnconfirmed(signal?: AbortSignal): Promise<StartMark[]> {
+    return this.#marks.list(signal);
   }
 
   async readFinal(jobId: string, signal?: AbortSignal): Promise<JobSummary | undefined> {

@@ -105,9 +105,10 @@ describe('JobStore on its container (in-memory twin)', () => {
       deletes.push(name);
       return remove(name);
     };
-    assert.equal(await store.purgeJob('j6'), 5, 'start, result, final, mark and the id claim');
+    assert.equal(await store.purgeJob('j6'), 4, 'start, result, final and the id claim (the start mark goes too, uncounted)');
     assert.equal(deletes.at(-1), JobStore.jobBlob('j6'), 'the id claim goes last: a purge cut short is finished by the next');
     assert.deepEqual([...docs.blobs.keys()], [JobStore.jobBlob('j7')]);
+    assert.deepEqual(await store.listUnconfirmed(), []);
   });
 
   it('observes a few chunks in flight by reading their results, more (or claims) by listing their group: the same view', async () => {
