@@ -54,11 +54,12 @@ export class JobStatusReader {
   /**
    * Where the job's state is. The common case is one read: its first instance shows it. Past that,
    * the reads follow the order in which the job's records come to exist: the HTTP submission's
-   * pending record, then the start record, then the instance the start names. The intake creates the
-   * start record before it deletes the pending record, so a pending record gone by the time it is
-   * read means the start record is there for the read after it (read the other way round, a start
-   * made between the reads hid both, and an accepted job answered JOB_NOT_FOUND). `start` is set
-   * when the job is accepted and no instance of it shows its state yet.
+   * pending record, then the start record, then the instance the start names. Nothing a read skips
+   * can appear before the reads after it: the pending record stays once the job is started (the
+   * start record speaks for the job then), and the start record is created before the instance.
+   * (Read the other way round, a start made between the reads hid both, and an accepted job
+   * answered JOB_NOT_FOUND.) `start` is set when the job is accepted and no instance of it shows
+   * its state yet.
    */
   async current(jobId: string, orchestrations: OrchestrationClient): Promise<JobState> {
     const first = await orchestrations.getStatus(instanceIdFor(jobId));

@@ -227,7 +227,6 @@ export class StartRepair {
     }
     if (step.kind === 'confirmed') {
       await store.clearUnconfirmed(jobId, ctx.signal);
-      await store.dropPendingRecord(jobId, ctx.signal);
       return { step: 'confirmed' };
     }
     let start = found;

@@ -226,7 +226,8 @@ export class Submissions {
       await startRecorded(start, orchestrations, prestaged);
       reached('started');
       if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
-      await Promise.all([this.deleteMessage(message, ctx), record === undefined ? undefined : store.deleteRecord(job.jobId, ctx.signal)]);
+      // An HTTP submission's pending record stays: the start record speaks for the job now (JobStatusReader).
+      await this.deleteMessage(message, ctx);
       logger.info('intake.started', {
         jobId: job.jobId,
         workType: job.workType,

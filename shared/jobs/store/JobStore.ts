@@ -1,8 +1,10 @@
 /**
  * Everything the job pipeline keeps in blobs, in the results container (default `job-results`):
  *
- *   records/<jobId>.json              a submission that has no orchestration: pending (accepted by
- *                                     HTTP, not yet started) or rejected (with its error)
+ *   records/<jobId>.json              a submission by HTTP, pending (accepted, kept once started:
+ *                                     the start record speaks for the job from then on, and
+ *                                     deleting it would cost a blob delete per job), or a
+ *                                     rejected submission (with its error)
  *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
  *                                     (a different one under it is refused: DUPLICATE_JOB_ID)
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
@@ -241,14 +243,12 @@ export class JobStore {
 
   /**
    * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
-   * marked starts) and an HTTP submission's pending record goes, if a leader died before deleting
-   * it. Called by that plan, so the leader's pass does not re-read every fresh start until it sees
-   * it past planning. The index row says running once the plan hands the job to its steps
-   * (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
+   * marked starts). Called by that plan, so the leader's pass does not re-read every fresh start
+   * until it sees it past planning. The index row says running once the plan hands the job to its
+   * steps (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
    */
   async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
-    const { jobId, via } = run;
-    await Promise.all([this.clearUnconfirmed(jobId, signal), via === 'http' ? this.dropPendingRecord(jobId, signal) : undefined]);
+    await this.clearUnconfirmed(run.jobId, signal);
   }
 
   /** The index row of a job whose run goes on past its plan: running (best effort, as every index write). */
@@ -268,10 +268,6 @@ export class JobStore {
     );
   }
 
-  /** An HTTP submission's pending record, once its start has landed (the status follows the start record then). */
-  async dropPendingRecord(jobId: string, signal?: AbortSignal): Promise<void> {
-    if ((await this.readRecord(jobId, signal))?.status === 'pending') await this.deleteRecord(jobId, signal);
-  }
 
   /**
    * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,

@@ -2,9 +2,10 @@
  * A job accepted with 202 is never "not found" (JobStatusReader.current reads in the lifecycle's order),
  * on the development host over Azurite: a status read of a just-accepted job is held in a storage
  * proxy at its read of the pending record while the leader's pass starts the job (start record,
- * Durable start, pending record deleted); released, the read finds the record gone, and the status
- * must still answer 200 from the start record or the run. Read in the old order (Durable, start
- * record, pending record) the same hold answered 404 JOB_NOT_FOUND.
+ * Durable start); released, the read finds the pending record still there (it stays once the job
+ * is started: the start record, read next, speaks for the job), and the status answers 200. When
+ * the intake deleted the pending record at the start and the reads went Durable, start record,
+ * pending record, the same hold answered 404 JOB_NOT_FOUND.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -37,17 +38,17 @@ describe('an accepted job is never "not found" (status reads in the lifecycle\'s
     const reading = h.request('GET', '/api/jobs/raced');
     const held = await hold.within(15_000, 'the status read to read the pending record');
 
-    // Meanwhile the leader starts the job: start record, Durable start, pending record deleted.
+    // Meanwhile the leader starts the job: start record, Durable start.
     const controller = new AbortController();
     const pass = jobCoordinationPass(appRoot().jobs, () => h.client);
-    await pass({ epoch: 7, holder: 'race-leader', signal: controller.signal, progress: () => undefined });
-    await eventually(
-      () => Promise.resolve(proxy.requests().some((r) => r.method === 'DELETE' && r.path.endsWith('/records/raced.json') && r.status === 202) ? true : undefined),
-      15_000,
-      'the intake to delete the pending record',
-    );
+    const report = await pass({ epoch: 7, holder: 'race-leader', signal: controller.signal, progress: () => undefined });
+    assert.equal(report?.started, 1, JSON.stringify(report));
+    const created = (r: { method: string; path: string; status?: number }): boolean =>
+      r.method === 'PUT' && r.path.endsWith('/jobs/raced/start.json') && r.status === 201;
+    assert.ok(proxy.requests().some(created), 'the start record was created while the status read was held');
 
-    assert.equal(await held.release(), 404, 'the held read found the pending record gone');
+    assert.equal(await held.release(), 200, 'the held read found the pending record: it stays once the job is started');
+    assert.ok(!proxy.requests().some((r) => r.method === 'DELETE' && r.path.endsWith('/records/raced.json')), 'nothing deleted the pending record');
     const answer = await reading;
     assert.equal(answer.status, 200, `an accepted job answered ${answer.status}: ${answer.text}`);
     assert.ok(['pending', 'running', 'completed'].includes((answer.json as JobView).status), answer.text);
