@@ -268,7 +268,6 @@ export class JobStore {
     );
   }
 
-
   /**
    * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
    * last, so a purge cut short is finished by the next one), its record and its start mark.
