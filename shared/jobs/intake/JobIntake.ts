@@ -223,7 +223,7 @@ export class JobIntake {
     }
     const [, taken] = await Promise.all([
       waitUntil(this.#checking, settleBy),
-      this.takeSubmissions(began, withinBudget, ctx, orchestrations),
+      this.takeSubmissions(began, withinBudget, settleBy, ctx, orchestrations),
     ]);
     // Settled here (not in runPass) when nothing more waits, so this pass reports its own starts
     // (those that end by `settleBy`; a slower one counts in the pass it ends in).
@@ -258,11 +258,16 @@ export class JobIntake {
    * run (when fewer groups wait than there are lanes), and each group that ends makes room for the
    * next at once, so no lane waits for a batch's slowest start. At the budget, the groups under way
    * run on into the next pass (which follows at once) when more submissions wait, and the ones not
-   * begun wait for it; answers whether more wait. A failed receive fails the pass.
+   * begun wait for it; answers whether more wait. A failed receive fails the pass. A receive still
+   * out at the budget's end is waited for until `settleBy` at most (under a filling account's load
+   * Azurite took 2.6 s for one, and the pass 5.1 s): one that lands later hands its batch to the pass
+   * under way then (its groups join `#waiting` of the same term), so no message waits out its
+   * visibility for want of a pass to take it.
    */
   private async takeSubmissions(
     began: number,
     withinBudget: () => boolean,
+    settleBy: number,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
   ): Promise<{ readonly more: boolean }> {
@@ -275,6 +280,8 @@ export class JobIntake {
     let full = false;
     let failure: { readonly error: unknown } | undefined;
     let receiving: Promise<void> | undefined;
+    /** This call has answered: a receive that lands now reports to whichever pass takes its batch. */
+    let over = false;
     const receive = async (): Promise<void> => {
       try {
         const received = await this.deps.jobsQueue.receiveMessages({
@@ -295,10 +302,16 @@ export class JobIntake {
         if (batches >= INTAKE.maxBatchesPerPass) drained = true;
         this.readability.sawMessages();
         this.noteQueueWait(items);
-        waiting.push(...byJobId(items).map((g) => ({ ...g, receivedAt })));
+        const groups = byJobId(items).map((g) => ({ ...g, receivedAt }));
+        // This pass's `waiting` is `#waiting.groups` until the next pass of the term replaces it with its own.
+        const current = this.#waiting;
+        if (!over) waiting.push(...groups);
+        else if (current?.epoch === ctx.epoch) current.groups.push(...groups);
+        // Else the term ended: the messages reappear after their visibility for the next leader.
       } catch (error) {
         drained = true;
-        failure = { error };
+        if (!over) failure = { error };
+        else if (!isAbort(error)) this.deps.logger.warn('intake.receive_failed', { error, epoch: ctx.epoch });
       } finally {
         receiving = undefined;
         this.notify();
@@ -332,11 +345,12 @@ export class JobIntake {
       await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
       clearTimeout(timer);
     }
-    // A batch that landed as the budget ran out waits for the next pass too.
-    while (receiving !== undefined) await receiving;
+    // A batch that lands as the budget runs out waits for the next pass too (see above for one that lands later still).
+    const late = receiving !== undefined && !(await waitUntil(receiving, settleBy));
+    over = true;
     if (failure !== undefined) throw failure.error;
-    // Groups not begun, or a full last batch (the queue may hold more).
-    return { more: waiting.length > 0 || full };
+    // Groups not begun, a full last batch (the queue may hold more), or a batch still on its way.
+    return { more: waiting.length > 0 || full || late };
   }
 
   /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */

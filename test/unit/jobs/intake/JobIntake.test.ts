@@ -218,4 +218,36 @@ describe('job intake: a start still being made is not taken for an interrupted o
     assert.deepEqual(t.orchestrations.started, [instanceIdFor('slow-start')], 'started once');
     assert.deepEqual(t.jobsQueue.texts, [], 'deleted once started');
   });
+  it('a pass waits for a slow receive only until its budget and grace: the batch it brings later is taken by the next pass', async () => {
+    const t = setup();
+    await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'before-receive', workType: 'sum', items: [1] }));
+    // The pass's second receive (issued while the first batch's start runs) lands only once released: 6 s at most.
+    let open = (): void => undefined;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+      setTimeout(resolve, 6_000);
+    });
+    const receive = t.jobsQueue.receiveMessages.bind(t.jobsQueue);
+    let receives = 0;
+    t.jobsQueue.receiveMessages = async (options) => {
+      receives += 1;
+      if (receives === 2) await gate;
+      return receive(options);
+    };
+    const bound = INTAKE.passBudgetMs + INTAKE.settleGraceMs;
+    const began = performance.now();
+    const first = await t.pass();
+    const tookMs = performance.now() - began;
+    assert.equal(first.started, 1, 'the first batch was started');
+    // Not much past the bound (timers on a loaded machine); waiting out the receive took 6 s.
+    assert.ok(tookMs < bound + 1_500, `the pass took ${Math.round(tookMs)} ms; bound ${bound} ms`);
+    // A submission that arrives meanwhile comes back with the held receive, after the pass ended.
+    await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'late-batch', workType: 'sum', items: [2] }));
+    open();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const second = await t.pass();
+    assert.equal(second.started, 1, 'the late batch was started by the next pass, not left invisible for 60 s');
+    assert.deepEqual(t.orchestrations.started.sort(), [instanceIdFor('before-receive'), instanceIdFor('late-batch')].sort());
+    assert.deepEqual(t.jobsQueue.texts, [], 'both deleted once started');
+  });
 });
