@@ -5,7 +5,7 @@
  * service's, marking again moves it, a clear of a missing mark is success, and a list answers every
  * mark. The table's marks are never read as jobs (the index's page, counts and keys ask for the
  * `jobs` partition only), and the blob marks an earlier version left are moved into the table at the
- * first listing.
+ * first listing; without a table client (a connection with no table endpoint) the app keeps them in blobs.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -99,5 +99,18 @@ describe('start marks in the job index table', () => {
     await store.markUnconfirmed('from-store');
     assert.deepEqual((await store.listUnconfirmed()).map((m) => m.jobId), ['from-store', 'left-1', 'left-2', 'new-1']);
     assert.deepEqual(await old.list(), [], 'the store wrote its mark as a row, not a blob');
+  });
+
+  it('stay blobs when the connection gives no table client (the index then fails, best effort; starts do not)', async () => {
+    const docs = blobDocs('marksnotable');
+    const index = new JobIndex(() => {
+      throw new Error('CoordinatorStorage has no table endpoint');
+    }, memoryLogger('index'));
+    const store = new JobStore(docs, 'unused', () => Promise.resolve(undefined), index);
+    await store.markUnconfirmed('blob-marked');
+    assert.deepEqual((await new BlobStartMarks(docs).list()).map((m) => m.jobId), ['blob-marked']);
+    assert.deepEqual((await store.listUnconfirmed()).map((m) => m.jobId), ['blob-marked']);
+    await store.clearUnconfirmed('blob-marked');
+    assert.deepEqual(await store.listUnconfirmed(), []);
   });
 });
