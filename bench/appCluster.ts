@@ -282,6 +282,26 @@ export function jobTimeline(
   return { ...first, ...Object.fromEntries(lastOf.map((event) => [`${event} (last)`, last[event]])) };
 }
 
+/**
+ * Each job's first line of each of `events` (ms since the epoch), for many jobs in one read of the
+ * logs: `jobTimeline` per job reads every line once per job, minutes at 10,000 jobs.
+ */
+export function firstEvents(cluster: AppCluster, jobIds: readonly string[], events: readonly string[]): Map<string, Record<string, number | undefined>> {
+  const out = new Map<string, Record<string, number | undefined>>(jobIds.map((id) => [id, Object.fromEntries(events.map((e) => [e, undefined]))]));
+  for (const host of cluster.instances.values()) {
+    for (const line of host.lines()) {
+      const jobId = /"jobId":"([^"]+)"/.exec(line)?.[1];
+      const first = jobId === undefined ? undefined : out.get(jobId);
+      if (first === undefined) continue;
+      const event = /"event":"([^"]+)"/.exec(line)?.[1];
+      if (event === undefined || !(event in first)) continue;
+      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '');
+      if (Number.isFinite(at) && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
+    }
+  }
+  return out;
+}
+
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `probe` every `everyMs` until stopped (a failed probe is skipped, the next one tries again). */
