@@ -332,7 +332,8 @@ export class JobIndex implements MarksTable {
   }
 }
 
-function isStatus(err: unknown, code: number): boolean {
+/** A table call's HTTP status (the table SDK's errors, told apart by shape; the start marks use it too). */
+export function isStatus(err: unknown, code: number): boolean {
   return (err as { statusCode?: number } | null)?.statusCode === code;
 }
 

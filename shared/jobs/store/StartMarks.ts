@@ -24,6 +24,7 @@ import { odata, type TableClient } from '@azure/data-tables';
 
 import { isValidJobId } from '../jobIds';
 import { checkJobId, type JsonDocuments } from './BlobDocuments';
+import { isStatus as isTableStatus } from './JobIndex';
 
 /** A marked start: its job id and when it was last marked (ms since the epoch, the storage service's clock). */
 export interface StartMark {
@@ -94,7 +95,7 @@ export class TableStartMarks implements StartMarks {
     try {
       await this.host.withTable(() => this.host.table.deleteEntity(MARKS_PARTITION, rowKey, { abortSignal: signal }));
     } catch (err) {
-      if ((err as { statusCode?: number } | null)?.statusCode !== 404) throw err;
+      if (!isTableStatus(err, 404)) throw err;
     }
   }
 
