@@ -265,41 +265,40 @@ export function jobTimeline(
   events: readonly string[],
   lastOf: readonly string[] = [],
 ): Record<string, number | undefined> {
-  const first: Record<string, number | undefined> = {};
-  for (const event of events) first[event] = undefined;
-  const last: Record<string, number | undefined> = {};
-  for (const host of cluster.instances.values()) {
-    for (const line of host.lines()) {
-      if (!line.includes(`"jobId":"${jobId}"`)) continue;
-      const event = /"event":"([^"]+)"/.exec(line)?.[1];
-      if (event === undefined || !(event in first || lastOf.includes(event))) continue;
-      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '') - fromEpochMs;
-      if (!Number.isFinite(at)) continue;
-      if (event in first && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
-      if (lastOf.includes(event) && at > (last[event] ?? -Infinity)) last[event] = at;
-    }
-  }
-  return { ...first, ...Object.fromEntries(lastOf.map((event) => [`${event} (last)`, last[event]])) };
+  return jobTimelines(cluster, [jobId], fromEpochMs, events, lastOf).get(jobId) ?? {};
 }
 
-/**
- * Each job's first line of each of `events` (ms since the epoch), for many jobs in one read of the
- * logs: `jobTimeline` per job reads every line once per job, minutes at 10,000 jobs.
- */
-export function firstEvents(cluster: AppCluster, jobIds: readonly string[], events: readonly string[]): Map<string, Record<string, number | undefined>> {
-  const out = new Map<string, Record<string, number | undefined>>(jobIds.map((id) => [id, Object.fromEntries(events.map((e) => [e, undefined]))]));
+/** `jobTimeline` of many jobs in one read of the logs (read once per job, it took minutes at 10,000 jobs). */
+export function jobTimelines(
+  cluster: AppCluster,
+  jobIds: readonly string[],
+  fromEpochMs: number,
+  events: readonly string[],
+  lastOf: readonly string[] = [],
+): Map<string, Record<string, number | undefined>> {
+  interface Seen {
+    readonly first: Record<string, number | undefined>;
+    readonly last: Record<string, number>;
+  }
+  const seen = new Map<string, Seen>(jobIds.map((id) => [id, { first: Object.fromEntries(events.map((e) => [e, undefined])), last: {} }]));
   for (const host of cluster.instances.values()) {
     for (const line of host.lines()) {
       const jobId = /"jobId":"([^"]+)"/.exec(line)?.[1];
-      const first = jobId === undefined ? undefined : out.get(jobId);
-      if (first === undefined) continue;
+      const job = jobId === undefined ? undefined : seen.get(jobId);
+      if (job === undefined) continue;
       const event = /"event":"([^"]+)"/.exec(line)?.[1];
-      if (event === undefined || !(event in first)) continue;
-      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '');
-      if (Number.isFinite(at) && (first[event] === undefined || at < (first[event] ?? Infinity))) first[event] = at;
+      if (event === undefined || !(event in job.first || lastOf.includes(event))) continue;
+      const at = Date.parse(/"ts":"([^"]+)"/.exec(line)?.[1] ?? '') - fromEpochMs;
+      if (!Number.isFinite(at)) continue;
+      if (event in job.first && (job.first[event] === undefined || at < (job.first[event] ?? Infinity))) job.first[event] = at;
+      if (lastOf.includes(event) && at > (job.last[event] ?? -Infinity)) job.last[event] = at;
     }
   }
-  return out;
+  const timeline = ({ first, last }: Seen): Record<string, number | undefined> => ({
+    ...first,
+    ...Object.fromEntries(lastOf.map((event) => [`${event} (last)`, last[event]])),
+  });
+  return new Map([...seen].map(([id, job]) => [id, timeline(job)]));
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

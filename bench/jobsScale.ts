@@ -23,7 +23,7 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, startAzurite } from 'devhost/testing';
 
-import { type AppCluster, firstEvents, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
 
@@ -212,7 +212,7 @@ export const jobsScaleBench: Bench = {
           if (breakdown) {
             // Where a job's time went: submission -> each stage's first log line, percentiles over the burst.
             const stages = ['intake.started', 'job.planned', 'workitem.done', 'job.aggregated'];
-            const timelines = firstEvents(cluster, ids, stages);
+            const timelines = jobTimelines(cluster, ids, 0, stages);
             const at = ids.map((id) => ({ t0: posted.get(id) ?? NaN, tl: timelines.get(id) ?? {} }));
             const rowsOf = stages.map((stage) => {
               const ms = at.map(({ t0: from, tl }) => (tl[stage] ?? NaN) - from).filter((v) => Number.isFinite(v));
