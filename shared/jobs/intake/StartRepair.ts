@@ -1,6 +1,7 @@
 /**
- * The leader's check of the starts still in progress: every pass lists the marks
- * `unconfirmed-starts/<jobId>` and takes each marked start one step on (`nextStartStep`): confirmed
+ * The leader's check of the starts still in progress: every pass lists the start marks (rows of
+ * the job index's table, or `unconfirmed-starts/<jobId>` blobs without one: StartMarks.ts) and
+ * takes each marked start one step on (`nextStartStep`): confirmed
  * (the mark goes), waiting, or started again under a new start id, the pass's epoch and the next
  * instance generation (`takeOver`). A newer leader takes over its predecessors' marked starts at its
  * first pass. The start record changes only with If-Match, and only by a leader whose epoch is at

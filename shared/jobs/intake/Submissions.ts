@@ -6,9 +6,9 @@
  * message first), and deleting the submission is a third; the leader can die, freeze or lose its
  * storage between any two. So a start is recorded before it is made:
  * 1. `jobs/<jobId>/start.json`, the start record, created once (the submission's fingerprint, the
- *    run input, a fresh start id, the leader's epoch, the instance generation), and the mark
- *    `unconfirmed-starts/<jobId>`, which the start checks (StartRepair.ts) follow until the run is
- *    past its plan;
+ *    run input, a fresh start id, the leader's epoch, the instance generation), and its start mark
+ *    (a row of the job index's table, StartMarks.ts), which the start checks (StartRepair.ts)
+ *    follow until the run is past its plan;
  * 2. the Durable start of `job-<jobId>` (`job-<jobId>.<n>` after a repair), then the message delete.
  * A small input (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`) is staged between 1 and
  * 2, after the plan's own checks (`FirstWindow.prestage`), while the pass has spent less than
