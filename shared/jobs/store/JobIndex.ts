@@ -25,12 +25,11 @@ import { type Logger } from '../../observability/log';
 import { type JobProgress } from '../api/JobSummary';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type MarksTable } from './StartMarks';
+import { TableWrites } from './TableWrites';
 
 export const INDEX_PARTITION = 'jobs';
 /** Larger than any ms timestamp the app will see (year 2286): 13 digits, so keys sort as numbers. */
 const KEY_BASE = 9_999_999_999_999;
-/** Per request: a write of the index must never hold a submission or a start for long. */
-const INDEX_TIMEOUT_MS = 5_000;
 /** Rows a query page asks for (the service's own maximum). */
 const QUERY_PAGE = 1000;
 
@@ -137,6 +136,9 @@ export class JobIndex implements MarksTable {
 
   #table: TableClient | undefined;
 
+  /** The table's row writes, the start marks' too: coalesced per partition (TableWrites.ts). */
+  readonly writes = new TableWrites(this);
+
   /**
    * `table` may be a factory: the client is then built at first use, so a connection the table
    * client refuses (a connection string with explicit endpoints but no TableEndpoint) fails the
@@ -182,9 +184,7 @@ export class JobIndex implements MarksTable {
   async put(entry: IndexEntry): Promise<void> {
     const rowKey = indexKey(entry.createdAt, entry.jobId);
     if (rowKey === undefined) throw new Error(`Job ${entry.jobId} has no usable createdAt for the index`);
-    await this.withTable(() =>
-      this.table.upsertEntity(toEntity(entry, rowKey), 'Replace', { abortSignal: AbortSignal.timeout(INDEX_TIMEOUT_MS) }),
-    );
+    await this.writes.upsert(toEntity(entry, rowKey));
   }
 
   /** Deletes the row of the job created at `createdAt` (none: nothing to do). */
@@ -195,11 +195,7 @@ export class JobIndex implements MarksTable {
   }
 
   async deleteKey(rowKey: string): Promise<void> {
-    try {
-      await this.withTable(() => this.table.deleteEntity(INDEX_PARTITION, rowKey, { abortSignal: AbortSignal.timeout(INDEX_TIMEOUT_MS) }));
-    } catch (err) {
-      if (!isStatus(err, 404)) throw err;
-    }
+    await this.writes.delete(INDEX_PARTITION, rowKey);
   }
 
   /** `put`, best effort: a failure is logged, never thrown (the repair writes the row later). */
@@ -330,11 +326,6 @@ export class JobIndex implements MarksTable {
       await this.table.submitTransaction(actions);
     }
   }
-}
-
-/** A table call's HTTP status (the table SDK's errors, told apart by shape; the start marks use it too). */
-export function isStatus(err: unknown, code: number): boolean {
-  return (err as { statusCode?: number } | null)?.statusCode === code;
 }
 
 function isTableNotFound(err: unknown): boolean {

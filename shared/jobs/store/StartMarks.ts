@@ -20,11 +20,11 @@
  * mark is success, `list` answers every mark with its time, in job id order. Failures throw: a start
  * whose mark was not written is not made (Submissions.ts).
  */
-import { odata, type TableClient } from '@azure/data-tables';
+import { odata } from '@azure/data-tables';
 
 import { isValidJobId } from '../jobIds';
 import { checkJobId, type JsonDocuments } from './BlobDocuments';
-import { isStatus as isTableStatus } from './JobIndex';
+import { type TableWrites, type WritesTable } from './TableWrites';
 
 /** A marked start: its job id and when it was last marked (ms since the epoch, the storage service's clock). */
 export interface StartMark {
@@ -67,10 +67,9 @@ export class BlobStartMarks implements StartMarks {
 
 export const MARKS_PARTITION = 'starts';
 
-/** The table the marks share (the job index's), and its calls' guard: the table is created when missing. */
-export interface MarksTable {
-  readonly table: TableClient;
-  withTable<T>(call: () => Promise<T>): Promise<T>;
+/** The table the marks share (the job index's), its calls' guard (the table is created when missing) and its coalesced row writes. */
+export interface MarksTable extends WritesTable {
+  readonly writes: TableWrites;
 }
 
 export class TableStartMarks implements StartMarks {
@@ -84,19 +83,11 @@ export class TableStartMarks implements StartMarks {
   ) {}
 
   async mark(jobId: string, signal?: AbortSignal): Promise<void> {
-    const rowKey = checkJobId(jobId);
-    await this.host.withTable(() =>
-      this.host.table.upsertEntity({ partitionKey: MARKS_PARTITION, rowKey }, 'Replace', { abortSignal: signal }),
-    );
+    await this.host.writes.upsert({ partitionKey: MARKS_PARTITION, rowKey: checkJobId(jobId) }, signal);
   }
 
   async clear(jobId: string, signal?: AbortSignal): Promise<void> {
-    const rowKey = checkJobId(jobId);
-    try {
-      await this.host.withTable(() => this.host.table.deleteEntity(MARKS_PARTITION, rowKey, { abortSignal: signal }));
-    } catch (err) {
-      if (!isTableStatus(err, 404)) throw err;
-    }
+    await this.host.writes.delete(MARKS_PARTITION, checkJobId(jobId), signal);
   }
 
   async list(signal?: AbortSignal): Promise<StartMark[]> {
