@@ -9,7 +9,7 @@ param storageAccountName string
 @description('Queue names: submissions (JOBS_QUEUE) and chunk messages (WORK_ITEMS_QUEUE).')
 param queueNames array
 
-@description('Container names: the leader lease (LEADER_LEASE_CONTAINER) and chunk results (JOB_RESULTS_CONTAINER).')
+@description('Container names: the leader lease (LEADER_LEASE_CONTAINER) and the input containers named exactly (the app creates JOB_RESULTS_CONTAINER itself).')
 param containerNames array
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {

@@ -142,11 +142,11 @@ export class Submissions {
     // From its mark until its start call settles, the start checks leave this start alone (StartRepair.settled).
     let startingHere = false;
     try {
-      // What the id already holds, read at once (one round trip, not three; the instance only
-      // matters for a job started before start records existed).
+      // What the id already holds, read at once (one round trip, not three). The instance only
+      // matters for a job started before start records existed: none in a store created since.
       const [known, legacy, record] = await Promise.all([
         store.readStart(job.jobId, ctx.signal),
-        orchestrations.getStatus(instanceIdFor(job.jobId)),
+        store.startRecordsOnly().then((only) => (only ? undefined : orchestrations.getStatus(instanceIdFor(job.jobId)))),
         store.readRecord(job.jobId, ctx.signal),
       ]);
       reached('read');

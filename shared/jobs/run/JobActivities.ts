@@ -183,7 +183,7 @@ export class JobActivities {
     // intake's `prestage`): it holds, and is not made again; nor is the marker read here, as the
     // dispatch pass below reads it before it sends anything (a cancel found there ends the plan too).
     const [claimed, cancelled] = await Promise.all([
-      resumed === undefined ? this.deps.store.claimJobId(run.jobId, run.fingerprint) : true,
+      resumed === undefined ? this.deps.store.claimJobId(run.jobId, run.fingerprint, undefined, run.startId !== undefined) : true,
       resumed === undefined ? this.deps.store.isCancelled(run.jobId) : false,
     ]);
     if (!claimed) {
@@ -295,7 +295,8 @@ export class JobActivities {
     if (!fits && !mayStage) return undefined;
     const [leaseEpoch, claimed, cancelled] = await Promise.all([
       this.deps.leaseEpoch?.(),
-      this.deps.store.claimJobId(run.jobId, run.fingerprint, signal),
+      // A start id is there (above): the run has its start record.
+      this.deps.store.claimJobId(run.jobId, run.fingerprint, signal, true),
       this.deps.store.isCancelled(run.jobId, signal),
     ]);
     if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || !claimed || cancelled) return undefined;

@@ -55,11 +55,38 @@ export interface JsonDocuments {
   list(prefix: string, includeMetadata: boolean, signal?: AbortSignal): AsyncIterable<ListedDocument>;
 }
 
-export class BlobDocuments implements JsonDocuments {
-  constructor(private readonly container: ContainerClient) {}
+/** A document the process that creates the container writes into it at once (JobStore's stamp). */
+export interface ContainerStamp {
+  readonly name: string;
+  readonly value: () => unknown;
+}
 
-  /** Creates the container once; a concurrent create (409) is success. */
-  readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
+export class BlobDocuments implements JsonDocuments {
+  constructor(
+    private readonly container: ContainerClient,
+    private readonly stamp?: ContainerStamp,
+  ) {}
+
+  /**
+   * Creates the container once; a concurrent create (409) is success. The process whose call created
+   * it writes the stamp, create-once and best effort: a container without one is taken for one that
+   * may hold what an earlier version wrote (JobStore.startRecordsOnly).
+   */
+  readonly ensureContainer = onceUntilSuccess(async (signal) => {
+    const created = await this.container.createIfNotExists({ abortSignal: signal });
+    const stamp = this.stamp;
+    if (created.succeeded !== true || stamp === undefined) return;
+    // Straight to the blob, not through put: its retry would wait on this very set-up.
+    const body = Buffer.from(JSON.stringify(stamp.value()), 'utf8');
+    await this.container
+      .getBlockBlobClient(stamp.name)
+      .upload(body, body.length, {
+        conditions: { ifNoneMatch: '*' },
+        blobHTTPHeaders: { blobContentType: 'application/json' },
+        abortSignal: signal,
+      })
+      .catch(() => undefined);
+  });
 
   async put(name: string, value: unknown, options: Omit<PutOptions, 'ifMatch'> = {}): Promise<'written' | 'exists'> {
     const outcome = await this.putVersioned(name, value, options);

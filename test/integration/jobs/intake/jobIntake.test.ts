@@ -12,6 +12,7 @@ import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient 
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { type JobService } from '../../../../shared/jobs/api/JobService';
+import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { type FirstWindow, INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
@@ -19,7 +20,9 @@ import { type IntakeReport, JobIntake } from '../../../../shared/jobs/intake/Job
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
+import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { durableOrchestrationClient, type OrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
+import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
 import { builtInWorkTypes, type WorkTypeRegistry, workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
@@ -47,6 +50,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     readonly logger?: ReturnType<typeof memoryLogger>;
     readonly now?: () => Date;
     readonly firstWindow?: FirstWindow;
+    readonly store?: JobStore;
   }
 
   function intake(overrides: IntakeOverrides = {}): JobIntake {
@@ -54,7 +58,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     return new JobIntake({
       jobsQueue: overrides.jobsQueue ?? h.jobsQueue,
       poisonQueue: overrides.poisonQueue ?? h.poisonQueue,
-      store: c.store,
+      store: overrides.store ?? c.store,
       registry: overrides.registry ?? workTypes,
       inputContainers: new InputContainers(c.settings.jobs.inputContainers, [c.settings.jobs.resultsContainer]),
       logger: overrides.logger ?? memoryLogger('intake'),
@@ -131,6 +135,51 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const status = await orchestrations.getStatus(instanceIdFor('once'));
     assert.equal((status?.input as { run: { epoch: number } }).run.epoch, 11);
     assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
+  });
+
+  it('reads no instance for a job without a start record in a store made with start records; in an older store finds a job started before them', async () => {
+    const c = appRoot().jobs;
+    assert.equal(await c.store.startRecordsOnly(), true, 'the app made its results container and stamped it');
+    // Each status read of the job's instance, and whether the job had its start record by then.
+    const asked: Array<{ id: string; recorded: boolean }> = [];
+    const watching = (store: JobStore, jobId: string): OrchestrationClient => ({
+      ...orchestrations,
+      getStatus: async (instanceId) => {
+        if (instanceId === instanceIdFor(jobId)) asked.push({ id: instanceId, recorded: (await store.readStart(jobId)) !== undefined });
+        return orchestrations.getStatus(instanceId);
+      },
+    });
+    const body = { jobId: 'stamped-store', workType: 'noop', items: [1, 2] };
+    await h.jobsQueue.sendMessage(encodeQueueMessage(body));
+    assert.equal((await intake().runPass(ctx(), watching(c.store, 'stamped-store'))).started, 1);
+    assert.deepEqual(asked.filter((a) => !a.recorded), [], 'read the instance of a job with no start record');
+
+    // A container that was there before the store (the deployment's, or an earlier version's) is not
+    // stamped: a job started before start records existed has an instance and no start record there.
+    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
+    const container = uniqueName('intake-older');
+    await blobs.getContainerClient(container).create();
+    const older = JobStore.onBlobs(blobs, container);
+    assert.equal(await older.startRecordsOnly(), false);
+    const legacy = { ...body, jobId: 'started-long-ago' };
+    const accepted = validateSubmission(legacy, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
+    const run: JobRun = {
+      jobId: accepted.jobId,
+      workType: accepted.workType,
+      fingerprint: accepted.fingerprint,
+      options: accepted.options,
+      source: accepted.source,
+      epoch: 10,
+      holder: 'an-earlier-version',
+      submittedAt: new Date().toISOString(),
+      via: 'queue',
+    };
+    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
+    await h.jobsQueue.sendMessage(encodeQueueMessage(legacy));
+    const report = await intake({ store: older }).runPass(ctx(), watching(older, run.jobId));
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    assert.equal(asked.filter((a) => !a.recorded).length, 1, 'the older store\'s intake read the instance');
+    assert.equal(await older.readStart(run.jobId), undefined, 'a job started before start records existed was started again');
   });
 
   it('sends a small job\'s first window itself once the run is started, from the run\'s own items; leaves a bigger items blob to the plan', async () => {
@@ -518,36 +567,50 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   });
 
   it('on a tenth delivery, a stale leader leaves a start recorded by a newer leader alone instead of giving it up', async () => {
-    const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
-    // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
-    const first = await freshQueue('giveup-newer');
-    await first.sendMessage(text);
-    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
-    assert.equal((await intake({ jobsQueue: first }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
-    const c = appRoot().jobs;
-    assert.equal((await c.store.readStart('newer-start'))?.value.epoch, 12);
-    // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
-    // read that fails below is the submission's (a check due under a loaded run took it before).
-    await c.store.clearUnconfirmed('newer-start');
-    // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
-    const stale = await freshQueue('giveup-stale');
-    await stale.sendMessage(text);
-    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
-      const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-      assert.ok(got !== undefined);
-      await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    // In an older store the stale leader reads Durable for the job first (it may have been started
+    // before start records existed), and that read fails; a stamped store has no such read, and the
+    // start record alone sends the copy the way of an accepted job.
+    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
+    const olderContainer = uniqueName('giveup-older');
+    await blobs.getContainerClient(olderContainer).create();
+    const stores: ReadonlyArray<readonly [JobStore, keyof ReturnType<typeof intakeCounts>]> = [
+      [JobStore.onBlobs(blobs, olderContainer), 'retryLater'],
+      [appRoot().jobs.store, 'alreadyStarted'],
+    ];
+    for (const [store, outcome] of stores) {
+      const older = !(await store.startRecordsOnly());
+      const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
+      // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
+      const first = await freshQueue('giveup-newer');
+      await first.sendMessage(text);
+      const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+      assert.equal((await intake({ jobsQueue: first, store }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
+      assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
+      // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
+      // read that fails below is the submission's (a check due under a loaded run took it before).
+      await store.clearUnconfirmed('newer-start');
+      // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
+      const stale = await freshQueue('giveup-stale');
+      await stale.sendMessage(text);
+      for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+        const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+        assert.ok(got !== undefined);
+        await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+      }
+      let reads = 0;
+      const flaky: OrchestrationClient = {
+        ...orchestrations,
+        getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
+      };
+      const report = await intake({ jobsQueue: stale, store }).runPass(ctx(), flaky);
+      const expected = { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, [outcome]: 1 };
+      assert.deepEqual(intakeCounts(report), expected, older ? 'older store' : 'stamped store');
+      const kept = await store.readStart('newer-start');
+      assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
+      assert.equal(kept?.value.epoch, 12);
+      if (!older) assert.ok((await store.listUnconfirmed()).some((m) => m.jobId === 'newer-start'), 'the copy marked the start for its checks again');
+      await Promise.all([first.delete(), stale.delete()]);
     }
-    let reads = 0;
-    const flaky: OrchestrationClient = {
-      ...orchestrations,
-      getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
-    };
-    const report = await intake({ jobsQueue: stale }).runPass(ctx(), flaky);
-    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 1 });
-    const kept = await c.store.readStart('newer-start');
-    assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
-    assert.equal(kept?.value.epoch, 12);
-    await Promise.all([first.delete(), stale.delete()]);
   });
 
   it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {

@@ -9,16 +9,18 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
+import { BlobServiceClient } from '@azure/storage-blob';
+
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
 import { type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
-import { type StartRecord } from '../../../../shared/jobs/store/JobStore';
+import { JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { type SumPartial, sumWorkType } from '../../../../shared/worktypes/sumWorkType';
 import { type Json, type WorkType } from '../../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
-import { uniqueName } from '../../../support/env';
+import { azuriteConnectionString, uniqueName } from '../../../support/env';
 import { jobPipeline, jobRun } from '../support/jobPipeline';
 
 describe('job activities (Azurite)', () => {
@@ -133,8 +135,17 @@ describe('job activities (Azurite)', () => {
     leaseEpoch = 3;
     await p.store.markCancelled('pre-cancelled', 'test');
     assert.equal(await activities.prestage(fresh('pre-cancelled')), undefined, 'staged a cancelled job');
-    assert.equal(await p.store.claimJobId('pre-taken', 'another-fingerprint'), true);
-    assert.equal(await activities.prestage(fresh('pre-taken')), undefined, 'staged under an id holding another job');
+    // An id claimed by another job can only be found in a container made before stamps (an earlier
+    // version's): in this one, stamped as it was made, the start record is the claim and none is written.
+    assert.equal(await p.store.startRecordsOnly(), true);
+    assert.equal(await activities.prestage(fresh('pre-claimless')) !== undefined, true);
+    assert.equal(await claimOf(p.store, 'pre-claimless'), undefined, 'a started run in a stamped store wrote a claim');
+    const older = await olderStore('pre-older');
+    const onOlder = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store: older });
+    assert.equal(await older.claimJobId('pre-taken', 'another-fingerprint'), true);
+    assert.equal(await onOlder.prestage(fresh('pre-taken')), undefined, 'staged under an id holding another job');
+    assert.notEqual(await onOlder.prestage(fresh('pre-own')), undefined);
+    assert.equal((await claimOf(older, 'pre-own'))?.fingerprint, fresh('pre-own').fingerprint, 'the older store\'s claim was not written');
     // Staged, then the leader was paused and a newer epoch leads by the time it would send: it sends nothing.
     const paused = fresh('pre-paused');
     const pausedStaged = await activities.prestage(paused);
@@ -441,6 +452,24 @@ describe('job activities (Azurite)', () => {
     assert.equal((summary.result as { distinctWords: number }).distinctWords, 1_500);
   });
 });
+
+/** A store over a container that was there before it (made by the deployment or an earlier version): not stamped. */
+async function olderStore(prefix: string): Promise<JobStore> {
+  const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
+  const name = uniqueName(prefix);
+  await blobs.getContainerClient(name).create();
+  const store = JobStore.onBlobs(blobs, name);
+  await store.ensureContainer();
+  assert.equal(await store.startRecordsOnly(), false);
+  return store;
+}
+
+/** The job id's claim (`jobs/<jobId>/job.json`), read straight from its blob. */
+async function claimOf(store: JobStore, jobId: string): Promise<{ fingerprint?: string } | undefined> {
+  const blob = BlobServiceClient.fromConnectionString(azuriteConnectionString()).getContainerClient(store.containerName).getBlobClient(`jobs/${jobId}/job.json`);
+  if (!(await blob.exists())) return undefined;
+  return JSON.parse((await blob.downloadToBuffer()).toString('utf8')) as { fingerprint?: string };
+}
 
 async function eventuallyClaim(p: Awaited<ReturnType<typeof jobPipeline>>, jobId: string): Promise<{ beatAt?: string }> {
   for (let i = 0; i < 100; i++) {
