@@ -77,7 +77,7 @@ export class TableWrites {
     return this.enqueue({ kind: 'delete', partitionKey, rowKey }, partitionKey, rowKey, signal);
   }
 
-  /** What this writer sent so far (tests and the bench read it). */
+  /** What this writer sent so far (its tests read it). */
   counts(): TableWriteCounts {
     return { requests: this.#requests, transactions: this.#transactions, rows: this.#rows };
   }
