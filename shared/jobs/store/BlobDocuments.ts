@@ -28,6 +28,10 @@ export function isStatus(err: unknown, ...codes: number[]): boolean {
   return err instanceof RestError && err.statusCode !== undefined && codes.includes(err.statusCode);
 }
 
+function jsonBody(value: unknown): Buffer {
+  return Buffer.from(JSON.stringify(value), 'utf8');
+}
+
 /** A blob as a listing shows it. */
 export interface ListedDocument {
   readonly name: string;
@@ -76,17 +80,25 @@ export class BlobDocuments implements JsonDocuments {
     const created = await this.container.createIfNotExists({ abortSignal: signal });
     const stamp = this.stamp;
     if (created.succeeded !== true || stamp === undefined) return;
-    // Straight to the blob, not through put: its retry would wait on this very set-up.
-    const body = Buffer.from(JSON.stringify(stamp.value()), 'utf8');
-    await this.container
-      .getBlockBlobClient(stamp.name)
-      .upload(body, body.length, {
-        conditions: { ifNoneMatch: '*' },
-        blobHTTPHeaders: { blobContentType: 'application/json' },
-        abortSignal: signal,
-      })
-      .catch(() => undefined);
+    // One upload, not put: put's retry of a missing container would wait on this very set-up.
+    await this.upload(stamp.name, jsonBody(stamp.value()), { ifNoneMatch: '*' }, undefined, signal).catch(() => undefined);
   });
+
+  /** One upload of a JSON body (no retry). */
+  private upload(
+    name: string,
+    body: Buffer,
+    conditions: { ifNoneMatch: string } | { ifMatch: string } | undefined,
+    metadata: Record<string, string> | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ etag?: string }> {
+    return this.container.getBlockBlobClient(name).uploadData(body, {
+      blobHTTPHeaders: { blobContentType: 'application/json' },
+      ...(metadata === undefined ? {} : { metadata }),
+      ...(conditions === undefined ? {} : { conditions }),
+      abortSignal: signal,
+    });
+  }
 
   async put(name: string, value: unknown, options: Omit<PutOptions, 'ifMatch'> = {}): Promise<'written' | 'exists'> {
     const outcome = await this.putVersioned(name, value, options);
@@ -95,16 +107,10 @@ export class BlobDocuments implements JsonDocuments {
 
   /** Writes a JSON blob; with `ifNoneMatch` (create once) or `ifMatch` (replace that version) it may lose. */
   async putVersioned(name: string, value: unknown, options: PutOptions = {}): Promise<{ etag: string } | 'exists' | 'conflict'> {
-    const body = Buffer.from(JSON.stringify(value), 'utf8');
+    const body = jsonBody(value);
     const conditions =
       options.ifNoneMatch === true ? { ifNoneMatch: '*' } : options.ifMatch === undefined ? undefined : { ifMatch: options.ifMatch };
-    const upload = () =>
-      this.container.getBlockBlobClient(name).uploadData(body, {
-        blobHTTPHeaders: { blobContentType: 'application/json' },
-        ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
-        ...(conditions === undefined ? {} : { conditions }),
-        abortSignal: options.signal,
-      });
+    const upload = () => this.upload(name, body, conditions, options.metadata, options.signal);
     // 409 (BlobAlreadyExists) or 412: someone wrote it first (or since our read); that write is the one that counts.
     const lost = (err: unknown): 'exists' | 'conflict' | undefined =>
       conditions === undefined || !isStatus(err, 409, 412) ? undefined : options.ifNoneMatch === true ? 'exists' : 'conflict';

@@ -31,13 +31,14 @@ export interface WritesTable {
   withTable<T>(call: () => Promise<T>): Promise<T>;
 }
 
-type Write =
+/** A row's write: its keys, and the row itself for an upsert. */
+type Write = { readonly partitionKey: string; readonly rowKey: string } & (
   | { readonly kind: 'upsert'; readonly entity: TableEntity }
-  | { readonly kind: 'delete'; readonly partitionKey: string; readonly rowKey: string };
+  | { readonly kind: 'delete' }
+);
 
 interface Waiting {
   readonly write: Write;
-  readonly rowKey: string;
   readonly signal: AbortSignal | undefined;
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
@@ -69,12 +70,12 @@ export class TableWrites {
 
   /** Writes the row, replacing any that is there. */
   upsert(entity: TableEntity, signal?: AbortSignal): Promise<void> {
-    return this.enqueue({ kind: 'upsert', entity }, entity.partitionKey, entity.rowKey, signal);
+    return this.enqueue({ kind: 'upsert', partitionKey: entity.partitionKey, rowKey: entity.rowKey, entity }, signal);
   }
 
   /** Deletes the row; a row that is not there is success. */
   delete(partitionKey: string, rowKey: string, signal?: AbortSignal): Promise<void> {
-    return this.enqueue({ kind: 'delete', partitionKey, rowKey }, partitionKey, rowKey, signal);
+    return this.enqueue({ kind: 'delete', partitionKey, rowKey }, signal);
   }
 
   /** What this writer sent so far (its tests read it). */
@@ -82,18 +83,17 @@ export class TableWrites {
     return { requests: this.#requests, transactions: this.#transactions, rows: this.#rows };
   }
 
-  private enqueue(write: Write, partitionKey: string, rowKey: string, signal: AbortSignal | undefined): Promise<void> {
+  private enqueue(write: Write, signal: AbortSignal | undefined): Promise<void> {
     if (signal?.aborted === true) return Promise.reject(abortReason(signal));
-    let partition = this.#partitions.get(partitionKey);
+    let partition = this.#partitions.get(write.partitionKey);
     if (partition === undefined) {
       partition = { waiting: [], sending: false };
-      this.#partitions.set(partitionKey, partition);
+      this.#partitions.set(write.partitionKey, partition);
     }
     const own = partition;
     const done = new Promise<void>((resolve, reject) => {
       const waiting: Waiting = {
         write,
-        rowKey,
         signal,
         resolve,
         reject,
@@ -167,9 +167,9 @@ function takeBatch(waiting: Waiting[]): Waiting[] {
   const rows = new Set<string>();
   const left: Waiting[] = [];
   for (const w of waiting) {
-    if (batch.length < MAX_TRANSACTION_ROWS && !rows.has(w.rowKey)) batch.push(w);
+    if (batch.length < MAX_TRANSACTION_ROWS && !rows.has(w.write.rowKey)) batch.push(w);
     else left.push(w);
-    rows.add(w.rowKey);
+    rows.add(w.write.rowKey);
   }
   waiting.splice(0, waiting.length, ...left);
   return batch;
@@ -185,7 +185,7 @@ function abortReason(signal: AbortSignal | undefined): Error {
   return reason instanceof Error ? reason : new Error('The table write was aborted before it was sent.');
 }
 
-/** A table call's HTTP status (the table SDK's errors, told apart by shape; the index and the start marks use it). */
-export function isTableStatus(err: unknown, code: number): boolean {
+/** A table call's HTTP status (the table SDK's errors, told apart by shape, as JobIndex tells a missing table). */
+function isTableStatus(err: unknown, code: number): boolean {
   return (err as { statusCode?: number } | null)?.statusCode === code;
 }
