@@ -138,7 +138,7 @@ export function buildJobComponents(
   const landed = new LandedResults();
   const dispatcher = new ChunkDispatcher({
     chunks: store.chunks,
-    queue: new QueueWorkQueue(workItemsQueue),
+    queue: new QueueWorkQueue(workItemsQueue, settings.jobs.chunksPerMessage),
     items: new ChunkItemsReader(inputs),
     policy: { ...DISPATCH_DEFAULTS, window: settings.jobs.dispatchWindow },
     logger: logger.child('dispatch'),

@@ -43,8 +43,9 @@ export interface ChunkStore {
 /** Where chunk messages go. */
 export interface WorkQueue {
   /**
-   * Puts these chunks on the queue as one message (an envelope when there are several; the in-memory
-   * twin queues each on its own, as a worker handles each part as if it had come alone).
+   * Puts these chunks on the queue in one message (an envelope when there are several; QueueWorkQueue
+   * may add other sends' chunks to it; the in-memory twin queues each on its own, as a worker handles
+   * each part as if it had come alone). Resolves once that message is on the queue.
    */
   send(messages: readonly WorkItemMessage[], signal?: AbortSignal): Promise<void>;
 }

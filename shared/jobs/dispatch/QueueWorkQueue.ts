@@ -1,20 +1,174 @@
 /**
  * The work queue on Azure Storage: base64 JSON messages, as the Functions host decodes them by
  * default; several chunks sent together travel as one envelope message (messageCodec).
+ *
+ * Sends of a few chunks share messages: a send of fewer chunks than a message may carry
+ * (`perMessage`, JOB_CHUNKS_PER_MESSAGE) that comes while an earlier one is on its way waits for
+ * it, then everything that waited goes together, packed into envelopes of up to `perMessage`
+ * chunks (and the 48 KiB of JSON a message may hold). Under a burst of small jobs (the leader's
+ * intake sends each new job's first window, usually one chunk) a message then carries up to four
+ * jobs' chunks: a quarter of the sends, receives and deletes, and a queue delete is the dearest
+ * request on Azurite (docs/figures.md). Nothing waits on a timer: a send made alone goes at once,
+ * and a full send (a big job's window) never waits. A worker handles an envelope's parts each as
+ * if it had come alone whatever their jobs (its own result, claim, cancel check and attempts), so
+ * sharing a message changes no guarantee: a part that must be retried has the message delivered
+ * again, and the parts that wrote their results skip on that delivery.
+ *
+ * Guarantees: every send answers for itself: it resolves once a message holding its chunks is on
+ * the queue, and rejects when that message could not be sent (its chunks went nowhere; the
+ * dispatcher's caller fails and is retried, as for a send of its own). One send's chunks are never
+ * split across messages. A send whose signal aborts while it waits is dropped and rejects with the
+ * abort; one already on its way is not recalled.
  */
 import { type QueueClient } from '@azure/storage-queue';
 
+import { JOB_LIMITS } from '../jobLimits';
 import { encodeQueueMessage, type WorkItemMessage, workItemPayload } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type WorkQueue } from './PipelineStore';
 
+/** A request that sends waits behind may not hold them for long (a full send keeps its caller's signal alone). */
+const SHARED_SEND_TIMEOUT_MS = 30_000;
+
+/** The JSON an envelope adds around its parts: `{"v":1,"parts":[]}`. */
+const ENVELOPE_BYTES = Buffer.byteLength(JSON.stringify({ v: 1, parts: [] }), 'utf8');
+
+interface Waiting {
+  readonly messages: readonly WorkItemMessage[];
+  /** The parts' JSON and a comma each. */
+  readonly bytes: number;
+  readonly signal: AbortSignal | undefined;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+  readonly onAbort: () => void;
+}
+
+export interface WorkQueueCounts {
+  /** Queue messages sent. */
+  readonly messages: number;
+  /** Sends answered (each `send` call that resolved). */
+  readonly sends: number;
+}
+
 export class QueueWorkQueue implements WorkQueue {
-  constructor(private readonly queue: QueueClient) {}
+  readonly #perMessage: number;
+  readonly #waiting: Waiting[] = [];
+  /** A send (alone, or a round of shared messages) is on its way: sends of a few chunks wait. */
+  #busy = false;
+  #messages = 0;
+  #sends = 0;
+
+  /** `perMessage`: the most chunks a message carries (JOB_CHUNKS_PER_MESSAGE); 1 shares nothing. */
+  constructor(
+    private readonly queue: QueueClient,
+    perMessage = 1,
+  ) {
+    this.#perMessage = Math.max(1, Math.floor(perMessage));
+  }
 
   private readonly ensureQueue = onceUntilSuccess((signal) => this.queue.createIfNotExists({ abortSignal: signal }));
 
+  /** What this queue has sent so far (tests and benches read it). */
+  counts(): WorkQueueCounts {
+    return { messages: this.#messages, sends: this.#sends };
+  }
+
   async send(messages: readonly WorkItemMessage[], signal?: AbortSignal): Promise<void> {
     await this.ensureQueue(signal);
+    signal?.throwIfAborted();
+    if (messages.length >= this.#perMessage) {
+      await this.sendMessage(messages, signal);
+    } else if (!this.#busy) {
+      this.#busy = true;
+      try {
+        const timeout = AbortSignal.timeout(SHARED_SEND_TIMEOUT_MS);
+        await this.sendMessage(messages, signal === undefined ? timeout : AbortSignal.any([signal, timeout]));
+      } finally {
+        this.#busy = false;
+        this.#drain();
+      }
+    } else {
+      await this.#wait(messages, signal);
+    }
+    this.#sends += 1;
+  }
+
+  private async sendMessage(messages: readonly WorkItemMessage[], signal: AbortSignal | undefined): Promise<void> {
     await this.queue.sendMessage(encodeQueueMessage(workItemPayload(messages)), { abortSignal: signal });
+    this.#messages += 1;
+  }
+
+  #wait(messages: readonly WorkItemMessage[], signal: AbortSignal | undefined): Promise<void> {
+    const bytes = messages.reduce((sum, m) => sum + Buffer.byteLength(JSON.stringify(m), 'utf8') + 1, 0);
+    return new Promise<void>((resolve, reject) => {
+      const waiting: Waiting = {
+        messages,
+        bytes,
+        signal,
+        resolve: () => {
+          signal?.removeEventListener('abort', waiting.onAbort);
+          resolve();
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', waiting.onAbort);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+        onAbort: () => {
+          const at = this.#waiting.indexOf(waiting);
+          if (at < 0) return;
+          this.#waiting.splice(at, 1);
+          const reason: unknown = signal?.reason;
+          reject(reason instanceof Error ? reason : new Error('The work-item send was aborted before it was sent.'));
+        },
+      };
+      signal?.addEventListener('abort', waiting.onAbort, { once: true });
+      this.#waiting.push(waiting);
+    });
+  }
+
+  /** Sends everything that waited as one round of shared messages; what waits meanwhile goes in the next. */
+  #drain(): void {
+    if (this.#busy || this.#waiting.length === 0) return;
+    const round = this.#waiting.splice(0, this.#waiting.length);
+    this.#busy = true;
+    const signal = AbortSignal.timeout(SHARED_SEND_TIMEOUT_MS);
+    void Promise.all(
+      this.#pack(round).map(async (group) => {
+        try {
+          await this.sendMessage(
+            group.flatMap((w) => w.messages),
+            signal,
+          );
+          for (const w of group) w.resolve();
+        } catch (err) {
+          for (const w of group) w.reject(err);
+        }
+      }),
+    ).finally(() => {
+      this.#busy = false;
+      this.#drain();
+    });
+  }
+
+  /** Sends in order, whole, at most `perMessage` chunks and the message size to a group. */
+  #pack(round: readonly Waiting[]): Waiting[][] {
+    const groups: Waiting[][] = [];
+    let current: Waiting[] = [];
+    let parts = 0;
+    let bytes = ENVELOPE_BYTES;
+    for (const w of round) {
+      const full = parts + w.messages.length > this.#perMessage || bytes + w.bytes > JOB_LIMITS.maxMessageJsonBytes;
+      if (current.length > 0 && full) {
+        groups.push(current);
+        current = [];
+        parts = 0;
+        bytes = ENVELOPE_BYTES;
+      }
+      current.push(w);
+      parts += w.messages.length;
+      bytes += w.bytes;
+    }
+    if (current.length > 0) groups.push(current);
+    return groups;
   }
 }

@@ -51,7 +51,7 @@ export async function jobPipeline(
   const inputStore = new BlobInputStore(blobs, store.containerName);
   const dispatcher = new ChunkDispatcher({
     chunks: store.chunks,
-    queue: new QueueWorkQueue(workItems),
+    queue: new QueueWorkQueue(workItems, chunksPerMessage),
     items: new ChunkItemsReader(inputStore),
     policy: { ...DISPATCH_DEFAULTS, window },
     logger,
