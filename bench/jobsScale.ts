@@ -5,7 +5,11 @@
  * burst: the time from the first submission to the last job's recorded completion, jobs/s, POST ->
  * completed p50 / p99 (the summary's `finishedAt`), storage transactions per job (every request the
  * instance makes, counted by a proxy in front of Azurite), the leader pass's longest duration seen
- * (GET /api/cluster every second), and `GET /api/jobs?limit=100` latency with the burst stored.
+ * (GET /api/cluster every second), `GET /api/jobs?limit=100` latency with the burst stored, and the CPU
+ * milliseconds a job of the Azurite process and of the app's host process over the burst (from the
+ * first submission to the last completion, read from /proc: Linux only). Azurite is one Node.js
+ * thread, and on a 2-core machine a burst keeps it at 100%: its CPU a job is the figure the burst's
+ * time follows, steadier than the time itself from run to run.
  *
  * Every burst starts on empty storage (an Azurite of its own, a new instance), as the scale issue
  * measured: on one shared account a burst paid for what the ones before it left stored.
@@ -26,6 +30,7 @@ import { connectionStringFor, startAzurite } from 'devhost/testing';
 import { type AppCluster, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
+import { processCpuMs } from './processCpu';
 
 const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
 const SUM = ITEMS.reduce((a, b) => a + b, 0);
@@ -41,6 +46,13 @@ interface BurstFigures {
   readonly maxPassMs: number;
   readonly listMs: number | undefined;
   readonly wrong: number;
+  /** CPU milliseconds a job of Azurite's process, and of the app's host process, over the burst (Linux only). */
+  readonly cpu: CpuPerJob;
+}
+
+interface CpuPerJob {
+  readonly azuriteMs: number | undefined;
+  readonly hostMs: number | undefined;
 }
 
 async function inFlight<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
@@ -74,6 +86,8 @@ interface Account {
   readonly connectionString: string;
   /** The longest leader pass seen since the account started (GET /api/cluster every second). */
   readonly maxPassMs: () => number;
+  /** Starts counting CPU time; the answer gives each process's CPU milliseconds a job since then. */
+  readonly cpuFrom: () => (n: number) => CpuPerJob;
 }
 
 /**
@@ -104,7 +118,17 @@ async function onEmptyAccount<T>(work: (account: Account) => Promise<T>): Promis
     await sleep(3_000);
     proxy.reset();
     maxPassMs = 0;
-    return await work({ cluster: started, proxy, connectionString: azurite.connectionString, maxPassMs: () => maxPassMs });
+    const cpuFrom = (): ((n: number) => CpuPerJob) => {
+      const host = (): number | undefined => {
+        const times = [...started.instances.values()].map((h) => processCpuMs(h.child.pid));
+        return times.some((t) => t === undefined) ? undefined : times.reduce((a: number, t) => a + (t ?? 0), 0);
+      };
+      const [azurite0, host0] = [processCpuMs(azurite.pid), host()];
+      const per = (from: number | undefined, to: number | undefined, n: number): number | undefined =>
+        from === undefined || to === undefined ? undefined : (to - from) / n;
+      return (n) => ({ azuriteMs: per(azurite0, processCpuMs(azurite.pid), n), hostMs: per(host0, host(), n) });
+    };
+    return await work({ cluster: started, proxy, connectionString: azurite.connectionString, maxPassMs: () => maxPassMs, cpuFrom });
   } finally {
     await probe?.stop();
     await cluster?.stop();
@@ -126,10 +150,11 @@ export const jobsScaleBench: Bench = {
     for (const n of sizes) {
       burst += 1;
       // Baseline: trivial orchestrations started through the standard client, IN_FLIGHT at a time.
-      await onEmptyAccount(async ({ cluster, proxy, connectionString }) => {
+      await onEmptyAccount(async ({ cluster, proxy, connectionString, cpuFrom }) => {
         const instances = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(`${cluster.names.taskHub.toLowerCase()}-instances`);
         const ids = Array.from({ length: n }, (_, i) => `t${burst}-${i}`);
         const t0 = performance.now();
+        const cpu = cpuFrom();
         let retried = 0;
         await inFlight(ids, IN_FLIGHT, async (id) => {
           for (let attempt = 1; ; attempt++) {
@@ -149,11 +174,12 @@ export const jobsScaleBench: Bench = {
             return false; // read while it was being replaced: asked again
           }
         }, Math.max(600_000, n * 120));
-        rows.push({ label: 'trivial orchestrations', n, wallMs: performance.now() - t0, p50Ms: NaN, p99Ms: NaN, txPerJob: proxy.counter.total / n, maxPassMs: NaN, listMs: undefined, wrong: 0 });
+        const wallMs = performance.now() - t0;
+        rows.push({ label: 'trivial orchestrations', n, wallMs, p50Ms: NaN, p99Ms: NaN, txPerJob: proxy.counter.total / n, maxPassMs: NaN, listMs: undefined, wrong: 0, cpu: cpu(n) });
         ctx.note(`${n} trivial orchestrations: ${secs(performance.now() - t0)} s`);
       });
       for (const via of vias) {
-        await onEmptyAccount(async ({ cluster, proxy, connectionString, maxPassMs }) => {
+        await onEmptyAccount(async ({ cluster, proxy, connectionString, maxPassMs, cpuFrom }) => {
           const results: ContainerClient = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(cluster.names.resultsContainer);
           const jobsQueue = QueueServiceClient.fromConnectionString(connectionString).getQueueClient(cluster.names.jobsQueue);
           const finals = new Map<string, { finishedAt: number; ok: boolean }>();
@@ -170,6 +196,7 @@ export const jobsScaleBench: Bench = {
           let retried = 0;
           const t0 = performance.now();
           const wall0 = Date.now();
+          const cpu = cpuFrom();
           await inFlight(ids, IN_FLIGHT, async (jobId) => {
             const submission = { jobId, workType: 'sum', items: ITEMS };
             posted.set(jobId, Date.now());
@@ -190,6 +217,7 @@ export const jobsScaleBench: Bench = {
           if (retried > 0) lines.push(`${n} by ${via}: ${retried} POSTs answered 503 SERVICE_UNAVAILABLE and were sent again.`);
           // 15 minutes, or half a second a job for the largest bursts.
           await waitAll(ids, finalOf, Math.max(900_000, n * 500));
+          const cpuPerJob = cpu(n);
           const wallMs = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN)) - wall0;
           const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
           const tx = proxy.counter.total;
@@ -207,6 +235,7 @@ export const jobsScaleBench: Bench = {
             maxPassMs: longestPass,
             listMs,
             wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
+            cpu: cpuPerJob,
           });
           ctx.note(`${n} by ${via}: last completed ${secs(wallMs)} s after the first submission`);
           if (breakdown) {
@@ -233,13 +262,20 @@ export const jobsScaleBench: Bench = {
     }
     lines.push(`Small sum jobs (${ITEMS.length} items) in bursts, ${IN_FLIGHT} submissions in flight, one instance, shipped settings.`);
     lines.push('');
-    lines.push('| burst | n | first submission -> last completed | per second | POST -> completed p50 / p99 | transactions per job | longest pass | list (limit 100) |');
-    lines.push('|---|---:|---:|---:|---:|---:|---:|---:|');
+    lines.push(
+      '| burst | n | first submission -> last completed | per second | POST -> completed p50 / p99 | transactions per job | ' +
+        'Azurite CPU per job | host CPU per job | longest pass | list (limit 100) |',
+    );
+    lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) {
       const p = Number.isNaN(r.p50Ms) ? '-' : `${secs(r.p50Ms)} / ${secs(r.p99Ms)} s`;
       const pass = Number.isNaN(r.maxPassMs) ? '-' : `${(r.maxPassMs / 1000).toFixed(1)} s`;
       const list = r.listMs === undefined ? '-' : `${r.listMs.toFixed(0)} ms`;
-      lines.push(`| ${r.label} | ${r.n} | ${secs(r.wallMs)} s | ${(r.n / (r.wallMs / 1000)).toFixed(1)} | ${p} | ${r.txPerJob.toFixed(1)} | ${pass} | ${list} |`);
+      const ms = (v: number | undefined): string => (v === undefined ? '-' : `${v.toFixed(1)} ms`);
+      const rate = (r.n / (r.wallMs / 1000)).toFixed(1);
+      lines.push(
+        `| ${r.label} | ${r.n} | ${secs(r.wallMs)} s | ${rate} | ${p} | ${r.txPerJob.toFixed(1)} | ${ms(r.cpu.azuriteMs)} | ${ms(r.cpu.hostMs)} | ${pass} | ${list} |`,
+      );
     }
     const wrong = rows.reduce((a, r) => a + r.wrong, 0);
     lines.push('');
