@@ -7,8 +7,9 @@
  * it, then everything that waited goes together, packed into envelopes of up to `perMessage`
  * chunks (and the 48 KiB of JSON a message may hold). Under a burst of small jobs (the leader's
  * intake sends each new job's first window, usually one chunk) a message then carries up to four
- * jobs' chunks: a quarter of the sends, receives and deletes, and a queue delete is the dearest
- * request on Azurite (docs/figures.md). Nothing waits on a timer: a send made alone goes at once,
+ * jobs' chunks: in a 1,000-job burst (jobs-scale) a job cost 0.3 work-items sends, receives and
+ * deletes instead of one each, transactions on Azure's bill (the burst's time did not move beyond
+ * the noise: docs/figures.md). Nothing waits on a timer: a send made alone goes at once,
  * and a full send (a big job's window) never waits. A worker handles an envelope's parts each as
  * if it had come alone whatever their jobs (its own result, claim, cancel check and attempts), so
  * sharing a message changes no guarantee: a part that must be retried has the message delivered
@@ -68,7 +69,7 @@ export class QueueWorkQueue implements WorkQueue {
 
   private readonly ensureQueue = onceUntilSuccess((signal) => this.queue.createIfNotExists({ abortSignal: signal }));
 
-  /** What this queue has sent so far (tests and benches read it). */
+  /** What this queue has sent so far (its test reads it). */
   counts(): WorkQueueCounts {
     return { messages: this.#messages, sends: this.#sends };
   }
