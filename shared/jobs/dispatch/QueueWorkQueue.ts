@@ -7,8 +7,8 @@
  * it, then everything that waited goes together, packed into envelopes of up to `perMessage`
  * chunks (and the 48 KiB of JSON a message may hold). Under a burst of small jobs (the leader's
  * intake sends each new job's first window, usually one chunk) a message then carries up to four
- * jobs' chunks: in a 1,000-job burst (jobs-scale) a job cost 0.3 work-items sends, receives and
- * deletes instead of one each, transactions on Azure's bill (the burst's time did not move beyond
+ * jobs' chunks: in a 1,000-job burst (jobs-scale) a job cost 0.3 work-items sends and deletes
+ * instead of one each, transactions on Azure's bill (the burst's time did not move beyond
  * the noise: docs/figures.md). Nothing waits on a timer: a send made alone goes at once,
  * and a full send (a big job's window) never waits. A worker handles an envelope's parts each as
  * if it had come alone whatever their jobs (its own result, claim, cancel check and attempts), so
