@@ -90,11 +90,9 @@ export class JobService {
     }
     const location = this.deps.statusPath(job.jobId);
 
-    // Both at once (one round trip): a POST is on every burst's path. A job id made here just now
-    // (random) names nothing yet: no reads (the record's create-once write would still catch a clash).
-    const [existing, startRead] = generated
-      ? [undefined, undefined]
-      : await Promise.all([orchestrations.getStatus(instanceIdFor(job.jobId)), store.readStart(job.jobId)]);
+    // A job id made here just now (random) names nothing yet: no reads (the record's create-once
+    // write would still catch a clash). Otherwise what the id holds (whatTheIdHolds).
+    const [existing, startRead] = generated ? [undefined, undefined] : await this.whatTheIdHolds(job.jobId, orchestrations);
     if (existing !== undefined) {
       if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
       throw duplicate(job.jobId);
@@ -138,6 +136,32 @@ export class JobService {
   }
 
   private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
+
+  /**
+   * What a job id holds, read at once (a POST is on every burst's path): its start record, and its
+   * Durable instance only where the instance may say more: in a results container the app did not
+   * create (JobStore.startRecordsOnly), where a job started before start records existed has an
+   * instance and none; and, read after, when the start record is no longer active (a start given up
+   * after its run began). In the app's own container a job's run is started only after its start
+   * record is created, so no start record means no instance: one read a POST fewer.
+   */
+  private async whatTheIdHolds(
+    jobId: string,
+    orchestrations: OrchestrationClient,
+  ): Promise<[Awaited<ReturnType<OrchestrationClient['getStatus']>>, Awaited<ReturnType<JobStore['readStart']>>]> {
+    const instance = (): ReturnType<OrchestrationClient['getStatus']> => orchestrations.getStatus(instanceIdFor(jobId));
+    let read = false;
+    const [startRead, legacy] = await Promise.all([
+      this.deps.store.readStart(jobId),
+      this.deps.store.startRecordsOnly().then((only) => {
+        if (only) return undefined;
+        read = true;
+        return instance();
+      }),
+    ]);
+    if (read || startRead === undefined || startRead.value.state === 'active') return [legacy, startRead];
+    return [await instance(), startRead];
+  }
 
   /** A job's view; once the job is accepted (202) never JOB_NOT_FOUND (JobStatusReader.get). */
   get(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {

@@ -11,7 +11,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient } from '@azure/storage-queue';
 
 import { appRoot } from '../../../../shared/app/appRoot';
-import { type JobService } from '../../../../shared/jobs/api/JobService';
+import { JobService } from '../../../../shared/jobs/api/JobService';
 import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
@@ -180,6 +180,65 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
     assert.equal(asked.filter((a) => !a.recorded).length, 1, 'the older store\'s intake read the instance');
     assert.equal(await older.readStart(run.jobId), undefined, 'a job started before start records existed was started again');
+  });
+
+  it('a POST with its own job id reads no instance in a store made with start records; in an older store finds a job started before them', async () => {
+    const c = appRoot().jobs;
+    const jobsQueue = await freshQueue('post');
+    const reads: string[] = [];
+    const watching: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (instanceId) => {
+        reads.push(instanceId);
+        return orchestrations.getStatus(instanceId);
+      },
+    };
+    const service = (store: JobStore): JobService =>
+      new JobService({
+        jobsQueue,
+        store,
+        registry: workTypes,
+        inputContainers: new InputContainers([], [store.containerName]),
+        logger: memoryLogger('submit'),
+        statusPath: (jobId) => `/api/jobs/${jobId}`,
+      });
+    const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
+
+    const body = { jobId: 'posted-stamped', workType: 'noop', items: [1, 2] };
+    const first = await service(c.store).submit(bytes(body), watching);
+    assert.deepEqual(first, { jobId: 'posted-stamped', location: '/api/jobs/posted-stamped', enqueued: true });
+    assert.deepEqual(reads, [], 'a POST in the stamped store read the job\'s instance');
+    // Started (start record, then the run): the same POST again is answered from the start record alone.
+    assert.equal((await intake({ jobsQueue }).runPass(ctx(), orchestrations)).started, 1);
+    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
+    await assert.rejects(service(c.store).submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
+    assert.deepEqual(reads, [], 'the stamped store\'s POSTs read no instance');
+
+    // An older container (not stamped): a job started before start records existed has an instance
+    // and no start record; an identical POST finds it (nothing enqueued), a different one is refused.
+    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
+    const container = uniqueName('post-older');
+    await blobs.getContainerClient(container).create();
+    const older = JobStore.onBlobs(blobs, container);
+    const legacy = { ...body, jobId: 'posted-long-ago' };
+    const accepted = validateSubmission(legacy, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
+    const run: JobRun = {
+      jobId: accepted.jobId,
+      workType: accepted.workType,
+      fingerprint: accepted.fingerprint,
+      options: accepted.options,
+      source: accepted.source,
+      epoch: 10,
+      holder: 'an-earlier-version',
+      submittedAt: new Date().toISOString(),
+      via: 'http',
+    };
+    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
+    assert.deepEqual(await service(older).submit(bytes(legacy), watching), { jobId: run.jobId, location: `/api/jobs/${run.jobId}`, enqueued: false });
+    await assert.rejects(service(older).submit(bytes({ ...legacy, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
+    assert.deepEqual(reads, [instanceIdFor(run.jobId), instanceIdFor(run.jobId)], 'the older store\'s POSTs read the instance');
+    const left = await jobsQueue.receiveMessages({ numberOfMessages: 32 });
+    assert.equal(left.receivedMessageItems.length, 0, 'nothing enqueued for a job that was there');
   });
 
   it('sends a small job\'s first window itself once the run is started, from the run\'s own items; leaves a bigger items blob to the plan', async () => {
