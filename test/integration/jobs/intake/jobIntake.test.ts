@@ -213,6 +213,12 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
     await assert.rejects(service(c.store).submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
     assert.deepEqual(reads, [], 'the stamped store\'s POSTs read no instance');
+    // A start record no longer active (its start given up after its run began): the instance is read then.
+    const current = await c.store.readStart('posted-stamped');
+    assert.ok(current !== undefined);
+    assert.notEqual(await c.store.replaceStart({ ...current.value, state: 'rejected' }, current.etag), 'conflict');
+    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
+    assert.deepEqual(reads.splice(0), [instanceIdFor('posted-stamped')], 'the instance read behind a start record no longer active');
 
     // An older container (not stamped): a job started before start records existed has an instance
     // and no start record; an identical POST finds it (nothing enqueued), a different one is refused.
