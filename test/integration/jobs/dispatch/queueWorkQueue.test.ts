@@ -24,7 +24,7 @@ interface Rig {
   /** Holds the next send request until `release` (answers once that request is held). */
   hold(): Promise<void>;
   release(): void;
-  /** Refuses (400) every send whose message carries this job's chunks. */
+  /** Fails (before the request goes out) every send whose message carries this job's chunks. */
   refuse(jobId: string): void;
   /** Every message on the queue, as the worker would read it: one array of chunks a message. */
   drain(): Promise<WorkItemMessage[][]>;
