@@ -156,25 +156,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
 
     // A container that was there before the store (the deployment's, or an earlier version's) is not
     // stamped: a job started before start records existed has an instance and no start record there.
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const container = uniqueName('intake-older');
-    await blobs.getContainerClient(container).create();
-    const older = JobStore.onBlobs(blobs, container);
-    assert.equal(await older.startRecordsOnly(), false);
     const legacy = { ...body, jobId: 'started-long-ago' };
-    const accepted = validateSubmission(legacy, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
-    const run: JobRun = {
-      jobId: accepted.jobId,
-      workType: accepted.workType,
-      fingerprint: accepted.fingerprint,
-      options: accepted.options,
-      source: accepted.source,
-      epoch: 10,
-      holder: 'an-earlier-version',
-      submittedAt: new Date().toISOString(),
-      via: 'queue',
-    };
-    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
+    const { older, run } = await startedBeforeStartRecords('intake-older', legacy, 'queue');
+    assert.equal(await older.startRecordsOnly(), false);
     await h.jobsQueue.sendMessage(encodeQueueMessage(legacy));
     const report = await intake({ store: older }).runPass(ctx(), watching(older, run.jobId));
     assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
@@ -222,24 +206,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
 
     // An older container (not stamped): a job started before start records existed has an instance
     // and no start record; an identical POST finds it (nothing enqueued), a different one is refused.
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const container = uniqueName('post-older');
-    await blobs.getContainerClient(container).create();
-    const older = JobStore.onBlobs(blobs, container);
     const legacy = { ...body, jobId: 'posted-long-ago' };
-    const accepted = validateSubmission(legacy, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
-    const run: JobRun = {
-      jobId: accepted.jobId,
-      workType: accepted.workType,
-      fingerprint: accepted.fingerprint,
-      options: accepted.options,
-      source: accepted.source,
-      epoch: 10,
-      holder: 'an-earlier-version',
-      submittedAt: new Date().toISOString(),
-      via: 'http',
-    };
-    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
+    const { older, run } = await startedBeforeStartRecords('post-older', legacy, 'http');
     assert.deepEqual(await service(older).submit(bytes(legacy), watching), { jobId: run.jobId, location: `/api/jobs/${run.jobId}`, enqueued: false });
     await assert.rejects(service(older).submit(bytes({ ...legacy, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
     assert.deepEqual(reads, [instanceIdFor(run.jobId), instanceIdFor(run.jobId)], 'the older store\'s POSTs read the instance');
@@ -810,6 +778,31 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       if (Date.now() > deadline) assert.fail(`job ${jobId} still ${view.status}`);
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+
+  /**
+   * A results container made before the store (not stamped: the deployment's, or an earlier
+   * version's) and, in it, a job started before start records existed: its run has an instance and
+   * the job no start record.
+   */
+  async function startedBeforeStartRecords(prefix: string, submission: object, via: JobRun['via']): Promise<{ older: JobStore; run: JobRun }> {
+    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
+    const container = uniqueName(prefix);
+    await blobs.getContainerClient(container).create();
+    const accepted = validateSubmission(submission, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
+    const run: JobRun = {
+      jobId: accepted.jobId,
+      workType: accepted.workType,
+      fingerprint: accepted.fingerprint,
+      options: accepted.options,
+      source: accepted.source,
+      epoch: 10,
+      holder: 'an-earlier-version',
+      submittedAt: new Date().toISOString(),
+      via,
+    };
+    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
+    return { older: JobStore.onBlobs(blobs, container), run };
   }
 
   async function freshQueue(prefix: string): Promise<QueueClient> {
