@@ -115,15 +115,29 @@ async function portOpen(port: number): Promise<boolean> {
   });
 }
 
-/** The `Server` header of whatever answers HTTP on the port ("Azurite-Blob/3.37.0" for Azurite). */
+/**
+ * The `Server` header of whatever answers HTTP on the port ("Azurite-Blob/3.37.0" for Azurite). An
+ * Azurite that is busy or just started may not answer its first request within the timeout (a
+ * clean-clone CI run met that on a loaded machine and took it for something else): a port that gave
+ * no answer is asked again, three times in all, before it counts as not Azurite.
+ */
 async function serverHeader(port: number): Promise<string | undefined> {
+  for (let attempt = 1; ; attempt++) {
+    const answered = await serverHeaderOnce(port);
+    if (answered !== null || attempt >= 3) return answered ?? undefined;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** The header, undefined for an HTTP answer without one, null for no answer in time (or no HTTP). */
+async function serverHeaderOnce(port: number): Promise<string | undefined | null> {
   return new Promise((resolve) => {
     const req = request({ host: '127.0.0.1', port, path: '/', method: 'GET', timeout: 2_000 }, (res) => {
       res.resume();
       resolve(typeof res.headers.server === 'string' ? res.headers.server : undefined);
     });
     req.once('timeout', () => req.destroy());
-    req.once('error', () => resolve(undefined));
+    req.once('error', () => resolve(null));
     req.end();
   });
 }

@@ -46,6 +46,32 @@ describe('npm start: Azurite', () => {
     }
   });
 
+  it('reuses an Azurite that does not answer its first request in time (busy, or just started)', async () => {
+    const running = await startAzurite();
+    // The queue port answers as Azurite's queue would, except that the first request gets no answer.
+    let asked = 0;
+    const slow = createServer((_req, res) => {
+      asked += 1;
+      if (asked === 1) return; // never answered: the probe times out
+      res.setHeader('Server', 'Azurite-Queue/3.37.0');
+      res.end();
+    });
+    const queuePort = await freePort();
+    await new Promise<void>((resolve) => slow.listen(queuePort, '127.0.0.1', resolve));
+    const root = mkdtempSync(join(tmpdir(), 'start-'));
+    try {
+      const result = await ensureAzurite(root, { blob: running.blobPort, queue: queuePort, table: running.tablePort });
+      assert.equal(result.started, undefined);
+      assert.match(result.note, /reusing/);
+      assert.equal(asked, 2, 'the port that gave no answer was asked again');
+    } finally {
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+      await running.stop();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it('starts Azurite with its data in .azurite/ when nothing answers, and stops it', async () => {
     const ports = await freePorts();
     const root = mkdtempSync(join(tmpdir(), 'start-'));
