@@ -8,6 +8,7 @@
 import { type Json } from '../worktypes/WorkType';
 import { JobError } from './JobError';
 import { isValidJobId } from './jobIds';
+import { JOB_LIMITS } from './jobLimits';
 
 /** The base64 text a queue client sends for a submission (the Functions host's default encoding). */
 export function encodeQueueMessage(submission: unknown): string {
@@ -102,6 +103,40 @@ export function isWakeMessage(value: unknown): boolean {
     }
   }
   return isRecord(parsed) && parsed.wake === 1 && Object.keys(parsed).length === 1;
+}
+
+/** The JSON an envelope adds around its parts: `{"v":1,"parts":[]}`. */
+const ENVELOPE_BYTES = Buffer.byteLength(JSON.stringify({ v: 1, parts: [] }), 'utf8');
+
+/**
+ * Items packed into envelopes in their order, never one split: a pack holds at most `perMessage`
+ * chunks and `JOB_LIMITS.maxMessageJsonBytes` of JSON (an item alone over either is a pack of its
+ * own). `chunks` and `bytes` say what an item adds: its chunks, and their JSON with a comma each.
+ */
+export function packInEnvelopes<T>(
+  items: readonly T[],
+  perMessage: number,
+  chunks: (item: T) => number,
+  bytes: (item: T) => number,
+): T[][] {
+  const packs: T[][] = [];
+  let current: T[] = [];
+  let parts = 0;
+  let size = ENVELOPE_BYTES;
+  for (const item of items) {
+    const [itemParts, itemBytes] = [chunks(item), bytes(item)];
+    if (current.length > 0 && (parts + itemParts > perMessage || size + itemBytes > JOB_LIMITS.maxMessageJsonBytes)) {
+      packs.push(current);
+      current = [];
+      parts = 0;
+      size = ENVELOPE_BYTES;
+    }
+    current.push(item);
+    parts += itemParts;
+    size += itemBytes;
+  }
+  if (current.length > 0) packs.push(current);
+  return packs;
 }
 
 /** Most parts an envelope may carry (a bound on what one delivery starts). */

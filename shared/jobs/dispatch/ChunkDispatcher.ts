@@ -29,7 +29,7 @@ import { DEFAULTS } from '../../config/settings';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
-import { type WorkItemMessage } from '../messageCodec';
+import { packInEnvelopes, type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
 import { type ChunkResult } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
@@ -191,25 +191,9 @@ export const sized = (message: WorkItemMessage): SizedMessage => ({ message, byt
 
 /** Consecutive messages, at most `perMessage` and `JOB_LIMITS.maxMessageJsonBytes` of JSON to a pack. */
 export function packMessages(messages: readonly SizedMessage[], perMessage: number): WorkItemMessage[][] {
-  const packs: WorkItemMessage[][] = [];
-  let current: WorkItemMessage[] = [];
-  // The envelope's own JSON ({"v":1,"parts":[...]}) and a comma per part.
-  let bytes = ENVELOPE_BYTES;
-  for (const { message, bytes: messageBytes } of messages) {
-    const size = messageBytes + 1;
-    if (current.length > 0 && (current.length >= perMessage || bytes + size > JOB_LIMITS.maxMessageJsonBytes)) {
-      packs.push(current);
-      current = [];
-      bytes = ENVELOPE_BYTES;
-    }
-    current.push(message);
-    bytes += size;
-  }
-  if (current.length > 0) packs.push(current);
-  return packs;
+  return packInEnvelopes(messages, perMessage, () => 1, (m) => m.bytes + 1).map((pack) => pack.map((m) => m.message));
 }
 
-const ENVELOPE_BYTES = jsonBytes({ v: 1, parts: [] });
 
 /**
  * A plan or step that starts this long after the orchestration asked for it (its input's `at`) is a

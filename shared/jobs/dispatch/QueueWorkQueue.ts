@@ -23,16 +23,12 @@
  */
 import { type QueueClient } from '@azure/storage-queue';
 
-import { JOB_LIMITS } from '../jobLimits';
-import { encodeQueueMessage, type WorkItemMessage, workItemPayload } from '../messageCodec';
+import { encodeQueueMessage, packInEnvelopes, type WorkItemMessage, workItemPayload } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type WorkQueue } from './PipelineStore';
 
 /** A request that sends waits behind may not hold them for long (a full send keeps its caller's signal alone). */
 const SHARED_SEND_TIMEOUT_MS = 30_000;
-
-/** The JSON an envelope adds around its parts: `{"v":1,"parts":[]}`. */
-const ENVELOPE_BYTES = Buffer.byteLength(JSON.stringify({ v: 1, parts: [] }), 'utf8');
 
 interface Waiting {
   readonly messages: readonly WorkItemMessage[];
@@ -134,7 +130,8 @@ export class QueueWorkQueue implements WorkQueue {
     this.#busy = true;
     const signal = AbortSignal.timeout(SHARED_SEND_TIMEOUT_MS);
     void Promise.all(
-      this.#pack(round).map(async (group) => {
+      // In order, each send whole, at most `perMessage` chunks and the message size to a message.
+      packInEnvelopes(round, this.#perMessage, (w) => w.messages.length, (w) => w.bytes).map(async (group) => {
         try {
           await this.sendMessage(
             group.flatMap((w) => w.messages),
@@ -149,27 +146,5 @@ export class QueueWorkQueue implements WorkQueue {
       this.#busy = false;
       this.#drain();
     });
-  }
-
-  /** Sends in order, whole, at most `perMessage` chunks and the message size to a group. */
-  #pack(round: readonly Waiting[]): Waiting[][] {
-    const groups: Waiting[][] = [];
-    let current: Waiting[] = [];
-    let parts = 0;
-    let bytes = ENVELOPE_BYTES;
-    for (const w of round) {
-      const full = parts + w.messages.length > this.#perMessage || bytes + w.bytes > JOB_LIMITS.maxMessageJsonBytes;
-      if (current.length > 0 && full) {
-        groups.push(current);
-        current = [];
-        parts = 0;
-        bytes = ENVELOPE_BYTES;
-      }
-      current.push(w);
-      parts += w.messages.length;
-      bytes += w.bytes;
-    }
-    if (current.length > 0) groups.push(current);
-    return groups;
   }
 }
