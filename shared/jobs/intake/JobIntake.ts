@@ -28,6 +28,9 @@ export interface IntakeReport {
   readonly alreadyStarted: number;
   readonly rejected: number;
   readonly retryLater: number;
+  /** Submissions accepted to start once there is room (their messages deleted), and how many such starts wait now. */
+  readonly accepted?: number;
+  readonly waitingToStart?: number;
   /** Milliseconds this pass spent checking the unconfirmed starts, and taking submissions. */
   readonly checksMs?: number;
   readonly takingMs?: number;
@@ -49,13 +52,14 @@ type ReceivedGroup = Group & { readonly receivedAt: number };
 interface Tally {
   received: number;
   started: number;
+  accepted: number;
   alreadyStarted: number;
   rejected: number;
   retryLater: number;
 }
 
 function emptyTally(): Tally {
-  return { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
+  return { received: 0, started: 0, accepted: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
 }
 
 /** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
@@ -197,6 +201,8 @@ export class JobIntake {
     await this.ensureQueues(ctx.signal);
     // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
     if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
+    // An earlier term's accepted starts (not begun) go to the start checks.
+    this.submissions.beginTerm(ctx.epoch);
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
     const listed = await this.repair.listMarks(ctx);
@@ -241,8 +247,9 @@ export class JobIntake {
       restarted: totals.restarted - reported.restarted,
     };
     const checksTime = checksMs === undefined ? {} : { checksMs: Math.round(checksMs) };
-    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, takingMs: Math.round(performance.now() - began) };
-    if (counts.received > 0 || counts.confirmed > 0 || counts.restarted > 0) {
+    const waitingToStart = this.submissions.acceptedWaiting;
+    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, waitingToStart, takingMs: Math.round(performance.now() - began) };
+    if (counts.received > 0 || counts.started > 0 || counts.confirmed > 0 || counts.restarted > 0) {
       const underWay = this.#taking.size > 0 ? { underWay: this.#taking.size } : {};
       this.deps.logger.info('intake.pass', { ...counts, ...underWay, epoch: ctx.epoch });
     }
@@ -317,25 +324,41 @@ export class JobIntake {
         this.notify();
       }
     };
-    const begin = (group: Group): void => {
-      const handling = this.takeGroup(group.messages, ctx, orchestrations)
+    const begin = (key: string, work: Promise<void>): void => {
+      const handling = work
         .catch((err: unknown) => {
           // Aborted between messages (the term ended): the rest of the group reappears for the next leader.
           if (!isAbort(err)) this.deps.logger.warn('intake.start_failed', { error: err, epoch: ctx.epoch });
         })
         .finally(() => {
-          this.#taking.delete(group.key);
+          this.#taking.delete(key);
           this.notify();
         });
-      this.#taking.set(group.key, handling);
+      this.#taking.set(key, handling);
     };
     while (!ctx.signal.aborted && withinBudget()) {
-      // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
-      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && this.admits()) receiving = receive();
+      // The accepted starts first, oldest first, as room opens (never beside a message naming the same job id).
       while (this.#taking.size < INTAKE.messageConcurrency && this.admits()) {
+        const accepted = this.submissions.takeAccepted((jobId) => this.#taking.has(`job:${jobId}`));
+        if (accepted === undefined) break;
+        this.repair.started(accepted.start.jobId);
+        begin(
+          `job:${accepted.start.jobId}`,
+          this.submissions.startAccepted(accepted, ctx, orchestrations).then((ok) => {
+            if (ok) this.#tally.started += 1;
+            ctx.progress();
+          }),
+        );
+      }
+      // Submissions are taken while they can be started or accepted to wait for room (`INTAKE.maxAcceptedBytes`).
+      const taking = this.admits() || this.submissions.acceptRoom();
+      // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
+      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && taking) receiving = receive();
+      while (this.#taking.size < INTAKE.messageConcurrency && taking) {
         const next = waiting.findIndex((g) => !this.#taking.has(g.key));
         if (next < 0) break;
-        begin(waiting.splice(next, 1)[0] as Group);
+        const group = waiting.splice(next, 1)[0] as Group;
+        begin(group.key, this.takeGroup(group.messages, ctx, orchestrations));
       }
       if (this.#taking.size === 0 && receiving === undefined && waiting.length === 0) break;
       // Room, a batch, or the budget's end, whichever comes first.
@@ -365,7 +388,9 @@ export class JobIntake {
    */
   submissionWaitMs(): number {
     const seen = this.#queueWait;
-    return seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
+    const onQueue = seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
+    // An accepted start waiting for room is a pending job too, whose row is right.
+    return Math.max(onQueue, this.submissions.acceptedWaitMs());
   }
 
   /**
@@ -389,10 +414,20 @@ export class JobIntake {
     return this.repair.lagMs(INTAKE.recentLagMs);
   }
 
-  /** Whether another submission may be begun (`INTAKE.maxStartsUnderWay`). */
+  /** Whether another start may be made now (`INTAKE.maxStartsUnderWay`; a start counts from when it is decided). */
   private admits(): boolean {
-    return this.repair.underWay() + this.#taking.size < INTAKE.maxStartsUnderWay;
+    return this.repair.underWay() < INTAKE.maxStartsUnderWay;
   }
+
+  /**
+   * Asked by a submission once its start is recorded: whether it starts now (then it counts as under
+   * way) or, while the bound is full or older accepted starts wait, is accepted to wait its turn.
+   */
+  private readonly admit = (): boolean => {
+    if (this.submissions.acceptedWaiting > 0 || !this.admits()) return false;
+    this.repair.started();
+    return true;
+  };
 
   /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
   private async takeGroup(
@@ -404,12 +439,10 @@ export class JobIntake {
       // Stop between messages: an unhandled one simply becomes visible again for the next leader.
       if (ctx.signal.aborted) return;
       this.#tally.received += 1;
-      const outcome = await this.submissions.handle(message, ctx, orchestrations);
+      const outcome = await this.submissions.handle(message, ctx, orchestrations, this.admit);
       const tally = this.#tally;
-      if (outcome === 'started') {
-        tally.started += 1;
-        this.repair.started();
-      }
+      if (outcome === 'started') tally.started += 1;
+      else if (outcome === 'accepted') tally.accepted += 1;
       else if (outcome === 'already_started') tally.alreadyStarted += 1;
       else if (outcome === 'rejected') tally.rejected += 1;
       else tally.retryLater += 1;

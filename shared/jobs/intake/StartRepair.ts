@@ -56,6 +56,12 @@ export class StartRepair {
   readonly #markedHere = new Map<string, number>();
   /** Starts this process is making now (from their mark until their start call settles), and repairs under way. */
   readonly #inFlight = new Set<string>();
+  /**
+   * Starts accepted here whose Durable start waits for room (Submissions.AcceptedStart): not under
+   * way, and their wait is not Durable's lag. Once begun, their marks count as made then (`#begunLate`).
+   */
+  readonly #waitingHere = new Set<string>();
+  readonly #begunLate = new Map<string, number>();
   #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
   /** The start -> plan lag at the last check (`startLag`). */
@@ -93,9 +99,15 @@ export class StartRepair {
     return this.#underWayAtListing + this.#startedSinceListing;
   }
 
-  /** A start this intake made (counted toward `underWay` until the next listing). */
-  started(): void {
+  /** A start this intake is making now (counted toward `underWay` until the next listing). */
+  started(jobId?: string): void {
     this.#startedSinceListing += 1;
+    if (jobId !== undefined && this.#waitingHere.delete(jobId)) this.#begunLate.set(jobId, this.now().getTime());
+  }
+
+  /** A start marked here that waits for room: not under way until begun (`started`). */
+  waitingForRoom(jobId: string): void {
+    this.#waitingHere.add(jobId);
   }
 
   /**
@@ -111,6 +123,7 @@ export class StartRepair {
   /** The start call of a start marked here has answered or failed: the checks may judge it again. */
   settled(jobId: string): void {
     this.#inFlight.delete(jobId);
+    this.#waitingHere.delete(jobId);
   }
 
   /**
@@ -122,9 +135,18 @@ export class StartRepair {
     const at = this.now().getTime();
     if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
     this.#checkedAt = at;
-    const marked = await this.deps.store.listUnconfirmed(ctx.signal);
+    const listed = await this.deps.store.listUnconfirmed(ctx.signal);
     ctx.progress();
-    this.#underWayAtListing = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs).length;
+    // A start that waited here for room counts from when it was begun, not from its mark.
+    const marked = listed.map((m) => {
+      const begun = this.#begunLate.get(m.jobId);
+      return begun !== undefined && begun > m.markedAt ? { ...m, markedAt: begun } : m;
+    });
+    const present = new Set(listed.map((m) => m.jobId));
+    for (const jobId of this.#begunLate.keys()) if (!present.has(jobId)) this.#begunLate.delete(jobId);
+    this.#underWayAtListing = marked.filter(
+      (m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#waitingHere.has(m.jobId),
+    ).length;
     this.#marksListed = new Set(marked.map((m) => m.jobId));
     // Marks made before this listing began are in it (or already gone: their plans began); later ones are kept.
     for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
@@ -142,7 +164,8 @@ export class StartRepair {
     if (marked === undefined) return;
     const now = this.now().getTime();
     const present = new Set(marked.map((m) => m.jobId));
-    const lag = this.startLag(now, present, marked);
+    // A start still waiting here for room says nothing of Durable's queues.
+    const lag = this.startLag(now, present, marked.filter((m) => !this.#waitingHere.has(m.jobId)));
     this.#lag = lag;
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked

@@ -19,8 +19,11 @@
  * flight. A check that fails (a newer epoch, the id's earlier results, a cancel) or input the plan
  * must refuse leaves it all to the plan, which reports the outcome as for any job.
  *
- * Guaranteed: a submission is deleted only after its start is recorded and tried, or its rejection
- * recorded; the same submission twice is a no-op, a different one under a used job id is rejected
+ * Past the admission bound (`INTAKE.maxStartsUnderWay`) a submission is accepted instead: recorded
+ * and marked the same way, its message deleted, its Durable start made later by this term
+ * (`AcceptedStart`) or, should the term end first, by the start checks (StartRepair).
+ * Guaranteed: a submission is deleted only after its start is recorded and tried (or accepted: recorded
+ * and marked, which the start checks follow), or its rejection recorded; the same submission twice is a no-op, a different one under a used job id is rejected
  * (DUPLICATE_JOB_ID); a start by a leader that lost its lease, landing late, is refused by Durable
  * (Pending or Running instance) or does nothing (its run stands down at its plan step).
  * Not guaranteed: retrying a start interrupted before its record was written sooner than the
@@ -45,8 +48,27 @@ import { askedBy, duplicateError, type Rejection, Rejections, startFailed } from
 import { type StartRepair } from './StartRepair';
 import { startRecorded } from './startSteps';
 
+/**
+ * A start recorded while the admission bound was full (`INTAKE.maxStartsUnderWay`): its submission is
+ * deleted, and its Durable start waits in this process until the pump has room (JobIntake), in the
+ * order accepted, for the term that recorded it. Should this process stop leading first, the start
+ * checks (StartRepair) make it, as for any start interrupted after its record.
+ */
+export interface AcceptedStart {
+  readonly start: StartRecord;
+  /** Its input may be staged at intake (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`). */
+  readonly small: boolean;
+  /** performance.now() when accepted. */
+  readonly acceptedAt: number;
+  /** The submission's size: what holding the record here costs (`INTAKE.maxAcceptedBytes`). */
+  readonly bytes: number;
+}
+
 export class Submissions {
   private readonly now: Now;
+
+  /** Starts accepted and not begun yet, oldest first, and the term that recorded them. */
+  #accepted: { epoch: number; starts: AcceptedStart[]; bytes: number } = { epoch: Number.NaN, starts: [], bytes: 0 };
 
   private readonly rejections: Rejections;
 
@@ -83,7 +105,88 @@ export class Submissions {
     return this.#sending;
   }
 
-  async handle(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
+  /** Starts accepted and waiting for room (`AcceptedStart`). */
+  get acceptedWaiting(): number {
+    return this.#accepted.starts.length;
+  }
+
+  /** How long the oldest accepted start has waited for room, in milliseconds (0: none waits). */
+  acceptedWaitMs(): number {
+    const oldest = this.#accepted.starts[0];
+    return oldest === undefined ? 0 : performance.now() - oldest.acceptedAt;
+  }
+
+  /** Whether a further start may be accepted to wait here (`INTAKE.maxAcceptedBytes`). */
+  acceptRoom(): boolean {
+    return this.#accepted.bytes < INTAKE.maxAcceptedBytes;
+  }
+
+  /**
+   * A new term: the starts an earlier term accepted and did not begin are handed to the start checks
+   * (they carry that term's epoch, which the plan's fence would refuse: the checks take them over).
+   */
+  beginTerm(epoch: number): void {
+    if (this.#accepted.epoch === epoch) return;
+    for (const accepted of this.#accepted.starts) this.repair.settled(accepted.start.jobId);
+    this.#accepted = { epoch, starts: [], bytes: 0 };
+  }
+
+  /** The oldest accepted start whose job id `busy` does not hold, taken off the waiting list. */
+  takeAccepted(busy: (jobId: string) => boolean): AcceptedStart | undefined {
+    const { starts } = this.#accepted;
+    const next = starts.findIndex((a) => !busy(a.start.jobId));
+    if (next < 0) return undefined;
+    const [taken] = starts.splice(next, 1);
+    if (taken !== undefined) this.#accepted.bytes -= taken.bytes;
+    return taken;
+  }
+
+  /**
+   * Makes the Durable start of an accepted start (staging a small input first, then sending its first
+   * window, as for a start made at once). A failure is logged and left to the start checks, which
+   * find no instance and start it again (the submission is gone): answers whether it was started.
+   */
+  async startAccepted(accepted: AcceptedStart, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<boolean> {
+    const { start, small } = accepted;
+    const { run } = start;
+    const t0 = performance.now();
+    try {
+      const prestaged = small ? await this.prestage(run, ctx) : undefined;
+      await startRecorded(start, orchestrations, prestaged);
+      if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
+      this.deps.logger.info('intake.started', {
+        jobId: run.jobId,
+        workType: run.workType,
+        instanceId: instanceIdFor(run.jobId),
+        startId: start.startId,
+        epoch: ctx.epoch,
+        ...(prestaged === undefined ? {} : { firstWindow: true }),
+        // How long it waited for room after its record, and its start's time.
+        ms: { accepted: Math.round(t0 - accepted.acceptedAt), done: Math.round(performance.now() - t0) },
+      });
+      return true;
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      this.deps.logger.warn('intake.start_failed', { jobId: run.jobId, accepted: true, error: err, epoch: ctx.epoch });
+      return false;
+    } finally {
+      this.repair.settled(run.jobId);
+    }
+  }
+
+  /**
+   * One submission. `admit` is asked once its start is recorded: true, it is started now (and counts
+   * as under way); false, the admission bound is full and the start is accepted to wait here
+   * (`AcceptedStart`): the message is deleted now, so a burst does not wait on the jobs queue (on
+   * Azurite every queue request costs in proportion to the messages the account holds: 500 waiting
+   * made 1,000 trivial orchestrations take 30.4 s instead of 19-22 s).
+   */
+  async handle(
+    message: ReceivedSubmission,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    admit: () => boolean = () => true,
+  ): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
     let parsed: unknown;
@@ -221,6 +324,18 @@ export class Submissions {
       }
       reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
+      if (ctx.epoch === this.#accepted.epoch && !admit()) {
+        await this.deleteMessage(message, ctx);
+        // From here its start is this process's to make (JobIntake begins it when there is room); the
+        // start checks leave it alone until then (StartRepair.settled), or until the term ends (beginTerm).
+        startingHere = false;
+        this.repair.waitingForRoom(job.jobId);
+        const bytes = message.messageText.length;
+        this.#accepted.starts.push({ start, small, acceptedAt: performance.now(), bytes });
+        this.#accepted.bytes += bytes;
+        logger.info('intake.accepted', { jobId: job.jobId, workType: job.workType, startId, epoch: ctx.epoch, ms: { ...lap } });
+        return 'accepted';
+      }
       const prestaged = small ? await this.prestage(run, ctx) : undefined;
       reached('staged');
       await startRecorded(start, orchestrations, prestaged);

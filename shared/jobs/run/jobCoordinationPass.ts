@@ -123,14 +123,15 @@ export function jobCoordinationPass(
       }),
     ]);
     // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
-    // retry, or job runs are Running. Otherwise the leader's passes back off to
+    // retry, accepted starts wait for room, or job runs are Running. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
-    if ((report !== undefined && (report.received > 0 || report.retryLater > 0)) || stalls.running > 0) ctx.busy?.();
+    const startsWait = (report?.waitingToStart ?? 0) > 0;
+    if ((report !== undefined && (report.received > 0 || report.retryLater > 0 || startsWait)) || stalls.running > 0) ctx.busy?.();
     // Not while submissions are being taken: the upkeep's checks are status reads of several storage
     // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
     // once it has waited INDEX_UPKEEP.maxDeferMs, so a steady stream cannot hold it off for good.
-    const busy = report !== undefined && report.received > 0 && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
+    const busy = report !== undefined && (report.received > 0 || startsWait) && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
     const upkeepDue = !ctx.signal.aborted && !busy;
     if (upkeepDue) upkeepAt = clock();
     // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.

@@ -21,7 +21,7 @@ import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
-import { durableOrchestrationClient, type OrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
+import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
@@ -469,25 +469,88 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await c.store.clearUnconfirmed('lag-pending');
   });
 
-  it('begins no submission while maxStartsUnderWay starts are on their way to their plans, and takes it once they landed', async () => {
+  it('past maxStartsUnderWay, accepts submissions (start recorded, message deleted, job pending) and starts them in order once there is room', async () => {
     const c = appRoot().jobs;
     await clearMarks();
     const jobsQueue = await freshQueue('admit');
-    await jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'admit-1', workType: 'noop', items: [1] }));
+    const ids = [`admit-${randomUUID()}`, `admit-${randomUUID()}`];
+    for (const jobId of ids) await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
     const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `admit-under-way-${i}`);
     await Promise.all(underWay.map((jobId) => c.store.markUnconfirmed(jobId)));
     let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
-    const pass = intake({ jobsQueue, now });
+    const logger = memoryLogger('intake', 'info');
+    const pass = intake({ jobsQueue, now, logger });
     const first = await pass.runPass(ctx(), orchestrations);
-    assert.equal(first.received, 0, 'nothing begun while the starts under way fill the bound');
-    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 1, 'the submission waits on the queue, not received');
+    assert.equal(first.received, 2);
+    assert.equal(first.accepted, 2, 'accepted while the starts under way fill the bound');
+    assert.equal(first.started, 0, 'none started');
+    assert.equal(first.waitingToStart, 2);
+    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 0, 'the messages are deleted: the burst does not wait on the queue');
+    const service = new JobService({
+      jobsQueue,
+      store: c.store,
+      registry: workTypes,
+      inputContainers: new InputContainers([], [c.store.containerName]),
+      logger: memoryLogger('status'),
+      statusPath: (jobId) => `/api/jobs/${jobId}`,
+    });
+    for (const jobId of ids) {
+      const start = await c.store.readStart(jobId);
+      assert.equal(start?.value.state, 'active', 'its start is recorded');
+      assert.equal(start.value.generation, 1);
+      assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'not started yet');
+      assert.equal((await service.get(jobId, orchestrations)).status, 'pending', 'its status answers pending');
+    }
+    assert.equal(pass.submissionWaitMs() > 0, true, 'the wait of accepted starts is a submission wait (the index upkeep leaves their rows)');
     // Their plans ran (the marks go); the next listing (2 s on) sees room.
     await Promise.all(underWay.map((jobId) => c.store.clearUnconfirmed(jobId)));
     offset = INTAKE.checkEveryMs;
     let started = 0;
-    for (let i = 0; i < 3 && started === 0; i++) started += (await pass.runPass(ctx(), orchestrations)).started;
-    assert.equal(started, 1);
+    for (let i = 0; i < 3 && started < 2; i++) started += (await pass.runPass(ctx(), orchestrations)).started;
+    assert.equal(started, 2);
+    for (const jobId of ids) assert.equal(runOf(await orchestrations.getStatus(instanceIdFor(jobId)))?.startId, (await c.store.readStart(jobId))?.value.startId);
+    const startedLines = logger.lines.filter((l) => l.event === 'intake.started').map((l) => l.jobId);
+    assert.deepEqual(startedLines, ids, 'started once each, oldest first');
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.start_repaired'), [], 'made by the intake, not repaired');
+    await jobsQueue.delete();
+  });
+
+  it('an accepted start not begun when its term ends is taken over by the start checks of the next term, and started once', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('accepted-term');
+    const jobId = `accepted-term-${randomUUID()}`;
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
+    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `accepted-term-under-way-${i}`);
+    await Promise.all(underWay.map((id) => c.store.markUnconfirmed(id)));
+    let offset = 0;
+    const now = (): Date => new Date(Date.now() + offset);
+    const logger = memoryLogger('intake', 'info');
+    const pass = intake({ jobsQueue, now, logger });
+    assert.equal((await pass.runPass(ctx(), orchestrations)).accepted, 1);
+    // Within its own term the checks leave it alone, its mark long due (3 s): it is this process's to start.
+    // (The same listing still counts the starts under way: 30 s old, they are fresh for 60 s.)
+    offset = 30_000;
+    const later = await pass.runPass(ctx(), orchestrations);
+    assert.ok(later.checked > 0, 'the checks ran');
+    assert.equal((await c.store.readStart(jobId))?.value.generation, 1, 'not taken over within its term');
+    assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'still waiting for room');
+    // The lease changed hands and came back: epoch 12. The start of epoch 11 would be fenced out at its plan.
+    const next = { ...ctx(), epoch: 12 };
+    let restarted = 0;
+    for (let i = 0; i < 3 && restarted === 0; i++) {
+      offset += INTAKE.checkEveryMs;
+      restarted += (await pass.runPass(next, orchestrations)).restarted;
+    }
+    assert.equal(restarted, 1, 'taken over by the checks');
+    const start = (await c.store.readStart(jobId))?.value;
+    assert.equal(start?.generation, 2);
+    assert.equal(start.epoch, 12);
+    assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'never started under the old term');
+    assert.equal(runOf(await orchestrations.getStatus(instanceIdFor(jobId, 2)))?.startId, start.startId, 'started once, in the new term');
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId), []);
+    await clearMarks();
     await jobsQueue.delete();
   });
 
