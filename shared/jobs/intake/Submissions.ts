@@ -22,10 +22,11 @@
  * Past the admission bound (`INTAKE.maxStartsUnderWay`) a submission is accepted instead: recorded
  * and marked the same way, its message deleted, its Durable start made later by this term
  * (`AcceptedStart`) or, should the term end first, by the start checks (StartRepair).
- * Guaranteed: a submission is deleted only after its start is recorded and tried (or accepted: recorded
- * and marked, which the start checks follow), or its rejection recorded; the same submission twice is a no-op, a different one under a used job id is rejected
- * (DUPLICATE_JOB_ID); a start by a leader that lost its lease, landing late, is refused by Durable
- * (Pending or Running instance) or does nothing (its run stands down at its plan step).
+ * Guaranteed: a submission is deleted only after its start is recorded and tried (or accepted:
+ * recorded and marked, which the start checks follow), or its rejection recorded; the same
+ * submission twice is a no-op, a different one under a used job id is rejected (DUPLICATE_JOB_ID);
+ * a start by a leader that lost its lease, landing late, is refused by Durable (Pending or Running
+ * instance) or does nothing (its run stands down at its plan step).
  * Not guaranteed: retrying a start interrupted before its record was written sooner than the
  * message's visibility timeout (60 s).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
