@@ -2,8 +2,8 @@
  * The leader's intake of job submissions from the jobs queue, and its check of the starts still in
  * progress (together, the body of the coordination pass). This file is the pump: it receives
  * batches, groups them by job id, and keeps up to `INTAKE.messageConcurrency` groups under way
- * within the pass's budget and the admission bound; each message is handled by Submissions.ts
- * (start, or reject: Rejections.ts), and every pass checks the marked starts beside the taking
+ * within the pass's budget; each message is handled by Submissions.ts (start, accept while the
+ * admission bound is full, or reject: Rejections.ts), the accepted starts made first as room opens, and every pass checks the marked starts beside the taking
  * (StartRepair.ts, `nextStartStep` in startSteps.ts; one run of checks at a time, which may go on
  * beside the next pass). The tuning is `INTAKE` (intakeTerms.ts).
  *
