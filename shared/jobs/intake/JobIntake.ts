@@ -3,9 +3,10 @@
  * progress (together, the body of the coordination pass). This file is the pump: it receives
  * batches, groups them by job id, and keeps up to `INTAKE.messageConcurrency` groups under way
  * within the pass's budget; each message is handled by Submissions.ts (start, accept while the
- * admission bound is full, or reject: Rejections.ts), the accepted starts made first as room opens, and every pass checks the marked starts beside the taking
- * (StartRepair.ts, `nextStartStep` in startSteps.ts; one run of checks at a time, which may go on
- * beside the next pass). The tuning is `INTAKE` (intakeTerms.ts).
+ * admission bound is full, or reject: Rejections.ts), the accepted starts made first as room
+ * opens, and every pass checks the marked starts beside the taking (StartRepair.ts, `nextStartStep`
+ * in startSteps.ts; one run of checks at a time, which may go on beside the next pass). The tuning
+ * is `INTAKE` (intakeTerms.ts).
  *
  * Guaranteed: never two submissions naming one job id under way at once (a duplicate finds its
  * twin's start); the pass stops between messages once `signal` aborts and reports `progress()` for
