@@ -61,7 +61,19 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     level: 'info',
     what: "the leader started a job's orchestration",
     fields: { jobId: 'string', workType: 'string', epoch: 'number' },
-    optional: { firstWindow: 'boolean' },
+    optional: { firstWindow: 'boolean', ms: 'object' },
+  },
+  'intake.accepted': {
+    level: 'info',
+    what: "past the admission bound the leader recorded a job's start and deleted its message; the start is made once there is room",
+    fields: { jobId: 'string', workType: 'string', startId: 'string', epoch: 'number' },
+    optional: { ms: 'object' },
+  },
+  'intake.start_repaired': {
+    level: 'warn',
+    what: 'the start checks started a recorded start again under the next instance id (queued: handed to the intake)',
+    fields: { jobId: 'string', reason: 'string', instanceId: 'string', startId: 'string', previousEpoch: 'number', epoch: 'number' },
+    optional: { previousStartId: 'string', queued: 'boolean' },
   },
   'intake.first_window_failed': {
     level: 'warn',

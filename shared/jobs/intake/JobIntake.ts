@@ -141,7 +141,12 @@ export class JobIntake {
       now,
       heldSeconds: INTAKE.visibilityTimeoutSeconds,
     });
-    this.repair = new StartRepair({ store: deps.store, logger: deps.logger, now });
+    this.repair = new StartRepair({
+      store: deps.store,
+      logger: deps.logger,
+      now,
+      queueStart: (start, epoch) => this.submissions.queueTakenOver(start, epoch),
+    });
     this.submissions = new Submissions(deps, this.repair);
   }
 
@@ -171,8 +176,11 @@ export class JobIntake {
       // Unless a burst goes on (its starts run on into the next pass): the starts under way and the
       // first windows being sent (they stop between messages once `signal` aborts), all of them when
       // the term ended (a new term never overlaps them), else until `settleBy`.
-      if (ctx.signal.aborted) await this.settle();
-      else if (!leaveRunning) await this.settle(settleBy);
+      if (ctx.signal.aborted) {
+        await this.settle();
+        // Epochs never come back: the accepted starts not begun are for a later term's checks (memory freed now).
+        this.submissions.endTerm();
+      } else if (!leaveRunning) await this.settle(settleBy);
     }
   }
 

@@ -35,6 +35,11 @@ export interface StartRepairDeps {
   readonly store: JobStore;
   readonly logger: Logger;
   readonly now: Now;
+  /**
+   * Hands a start taken over from a run that never began (no instance) to the intake, which makes it
+   * within the admission bound, oldest first (Submissions.queueTakenOver); false: the check makes it.
+   */
+  readonly queueStart?: (start: StartRecord, epoch: number) => boolean;
 }
 
 /** The marks of one listing: the job id and when its start was marked. */
@@ -180,10 +185,13 @@ export class StartRepair {
       if (this.#inFlight.has(jobId)) return;
       this.#inFlight.add(jobId);
       counts.checked += 1;
+      /** Handed to the intake: its start is this process's work in progress until made (`settled`). */
+      let queued = false;
       try {
         const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
         if (step === 'confirmed') counts.confirmed += 1;
-        else if (step === 'restarted') counts.restarted += 1;
+        else if (step === 'restarted' || step === 'queued') counts.restarted += 1;
+        queued = step === 'queued';
         if (step === 'waiting' || step === 'not_ours') {
           const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
           const checkedAt = this.now().getTime();
@@ -199,7 +207,7 @@ export class StartRepair {
         // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
         this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
       } finally {
-        this.#inFlight.delete(jobId);
+        if (!queued) this.#inFlight.delete(jobId);
       }
       ctx.progress();
     });
@@ -232,7 +240,7 @@ export class StartRepair {
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     stuckAfterMs: number,
-  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
+  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'queued' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
     if (found === undefined || found.value.state !== 'active') {
@@ -262,7 +270,12 @@ export class StartRepair {
       // Marked again: the earlier start's plan may have removed the mark since it was listed.
       await store.markUnconfirmed(jobId, ctx.signal);
     }
-    await startRecorded(start.value, orchestrations);
+    // A run that never began (its leader stopped before the Durable start, or while the start waited
+    // for room): the intake makes it like any accepted start, so a failover in a burst hands thousands
+    // of these over at the checks' pace without a Durable start in each check.
+    const queued = instance === undefined && this.deps.queueStart?.(start.value, ctx.epoch) === true;
+    if (queued) this.#waitingHere.add(jobId);
+    else await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
       jobId,
       reason: step.reason,
@@ -271,8 +284,9 @@ export class StartRepair {
       previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
       previousEpoch: found.value.epoch,
       epoch: ctx.epoch,
+      ...(queued ? { queued: true } : {}),
     });
-    return { step: 'restarted' };
+    return { step: queued ? 'queued' : 'restarted' };
   }
 
   /** A new start id under this epoch and the next instance generation, written only over the version read. */

@@ -114,12 +114,13 @@ export class Submissions {
   /** How long the oldest accepted start has waited for room, in milliseconds (0: none waits). */
   acceptedWaitMs(): number {
     const oldest = this.#accepted.starts[0];
-    return oldest === undefined ? 0 : performance.now() - oldest.acceptedAt;
+    // At most as long as a queue wait stands for (`INTAKE.queueWaitFreshMs`): the index upkeep defers no longer.
+    return oldest === undefined ? 0 : Math.min(INTAKE.queueWaitFreshMs, performance.now() - oldest.acceptedAt);
   }
 
-  /** Whether a further start may be accepted to wait here (`INTAKE.maxAcceptedBytes`). */
+  /** Whether a further start may be accepted to wait here (`INTAKE.maxAccepted`, `maxAcceptedBytes`). */
   acceptRoom(): boolean {
-    return this.#accepted.bytes < INTAKE.maxAcceptedBytes;
+    return this.#accepted.starts.length < INTAKE.maxAccepted && this.#accepted.bytes < INTAKE.maxAcceptedBytes;
   }
 
   /**
@@ -128,8 +129,27 @@ export class Submissions {
    */
   beginTerm(epoch: number): void {
     if (this.#accepted.epoch === epoch) return;
-    for (const accepted of this.#accepted.starts) this.repair.settled(accepted.start.jobId);
+    this.endTerm();
     this.#accepted = { epoch, starts: [], bytes: 0 };
+  }
+
+  /** The term ended (its signal aborted): its accepted starts not begun go to the start checks of a later term. */
+  endTerm(): void {
+    for (const accepted of this.#accepted.starts) this.repair.settled(accepted.start.jobId);
+    this.#accepted = { epoch: Number.NaN, starts: [], bytes: 0 };
+  }
+
+  /**
+   * A start the checks took over from a run that never began (StartRepair): made like an accepted
+   * one, after those already waiting, when it is of this term and there is room to hold it.
+   */
+  queueTakenOver(start: StartRecord, epoch: number): boolean {
+    if (epoch !== this.#accepted.epoch || !this.acceptRoom()) return false;
+    const bytes = JSON.stringify(start.run.source).length;
+    // Its input's size is not known here: inline items are staged at intake, a blob by the plan.
+    this.#accepted.starts.push({ start, small: start.run.source.kind === 'inline', acceptedAt: performance.now(), bytes });
+    this.#accepted.bytes += bytes;
+    return true;
   }
 
   /** The oldest accepted start whose job id `busy` does not hold, taken off the waiting list. */

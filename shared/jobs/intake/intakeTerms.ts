@@ -94,9 +94,12 @@ export const INTAKE = {
    */
   maxStartsUnderWay: 192,
   /**
-   * Accepted starts held in memory at once, by their submissions' size (a submission message is at
-   * most 48 KB; a 20-item job about 150 bytes): past it the rest of a burst waits on the jobs queue.
+   * Accepted starts held in memory at once, by count and by their submissions' size (a submission
+   * message is at most 48 KB; a 20-item job about 150 bytes): past either the rest of a burst waits
+   * on the jobs queue. Each holds a mark, which every listing of the marks reads (2 s apart), and
+   * after a failover the next leader's checks take them over a few at a time: a few thousand at most.
    */
+  maxAccepted: 4_000,
   maxAcceptedBytes: 64 * 1024 * 1024,
   underWayFreshMs: 60_000,
   freshMarkMs: 10_000,
