@@ -178,7 +178,8 @@ export class Submissions {
       this.deps.logger.info('intake.started', {
         jobId: run.jobId,
         workType: run.workType,
-        instanceId: instanceIdFor(run.jobId),
+        // The next generation's for a start the checks took over (queueTakenOver).
+        instanceId: instanceIdFor(run.jobId, start.generation),
         startId: start.startId,
         epoch: ctx.epoch,
         ...(prestaged === undefined ? {} : { firstWindow: true }),

@@ -566,7 +566,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const repaired = logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId);
     assert.deepEqual(repaired.map((l) => [l.reason, l.queued]), [['no instance', true]], 'handed to the intake, not started by the check');
     for (const line of repaired) assert.deepEqual(eventShapeProblems(line), [], 'the catalogued shape (OPERATOR_EVENTS)');
-    assert.equal(logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId).length, 1, 'made by the intake');
+    const made = logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId);
+    assert.deepEqual(made.map((l) => l.instanceId), [instanceIdFor(jobId, 2)], 'made by the intake, once, under the next generation');
     await clearMarks();
     await jobsQueue.delete();
   });
