@@ -62,6 +62,11 @@ export class StartRepair {
   /** Starts this process is making now (from their mark until their start call settles), and repairs under way. */
   readonly #inFlight = new Set<string>();
   /**
+   * Starts a check is judging now (its own set: a check must not end the intake's claim on a job id
+   * the intake marked while the check ran, nor clear the mark the intake just wrote).
+   */
+  readonly #checking = new Set<string>();
+  /**
    * Starts accepted here whose Durable start waits for room (Submissions.AcceptedStart): not under
    * way, and their wait is not Durable's lag. Once begun, their marks count as made then (`#begunLate`).
    */
@@ -175,23 +180,20 @@ export class StartRepair {
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked
       .filter((m) => now - m.markedAt >= Math.max(INTAKE.checkAfterMs, lag) && (this.#checkBackoff.get(m.jobId)?.nextAt ?? 0) <= now)
-      .filter((m) => !this.#inFlight.has(m.jobId))
+      .filter((m) => !this.#inFlight.has(m.jobId) && !this.#checking.has(m.jobId))
       .slice(0, INTAKE.maxChecksPerPass);
     const checking = performance.now();
     // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
     const withinBudget = (): boolean => !ctx.signal.aborted && performance.now() - checking < INTAKE.checkBudgetMs;
     await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
       // A check still running from an earlier pass (a slow start call) is not checked twice at once.
-      if (this.#inFlight.has(jobId)) return;
-      this.#inFlight.add(jobId);
+      if (this.#inFlight.has(jobId) || this.#checking.has(jobId)) return;
+      this.#checking.add(jobId);
       counts.checked += 1;
-      /** Handed to the intake: its start is this process's work in progress until made (`settled`). */
-      let queued = false;
       try {
         const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
         if (step === 'confirmed') counts.confirmed += 1;
         else if (step === 'restarted' || step === 'queued') counts.restarted += 1;
-        queued = step === 'queued';
         if (step === 'waiting' || step === 'not_ours') {
           const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
           const checkedAt = this.now().getTime();
@@ -207,7 +209,7 @@ export class StartRepair {
         // One start's trouble (Durable refused, storage hiccup) must not hold up the others: next pass.
         this.deps.logger.warn('intake.start_check_failed', { jobId, error: err, epoch: ctx.epoch });
       } finally {
-        if (!queued) this.#inFlight.delete(jobId);
+        this.#checking.delete(jobId);
       }
       ctx.progress();
     });
@@ -243,6 +245,9 @@ export class StartRepair {
   ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'queued' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
+    // The intake marked this job id while the check read (a submission of it being started or
+    // accepted now): the mark is the intake's, and stays.
+    if (this.#inFlight.has(jobId)) return { step: 'waiting' };
     if (found === undefined || found.value.state !== 'active') {
       await store.clearUnconfirmed(jobId, ctx.signal);
       return { step: 'retired' };
@@ -274,7 +279,10 @@ export class StartRepair {
     // for room): the intake makes it like any accepted start, so a failover in a burst hands thousands
     // of these over at the checks' pace without a Durable start in each check.
     const queued = instance === undefined && this.deps.queueStart?.(start.value, ctx.epoch) === true;
-    if (queued) this.#waitingHere.add(jobId);
+    if (queued) {
+      this.#inFlight.add(jobId);
+      this.#waitingHere.add(jobId);
+    }
     else await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
       jobId,

@@ -572,6 +572,58 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('a check that read a stale mark of a job id leaves it alone when the intake marks that id meanwhile: an accepted start keeps its mark', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('mark-race');
+    const jobId = `mark-race-${randomUUID()}`;
+    // A mark left by an earlier try whose start record was never written, and the bound full.
+    await c.store.markUnconfirmed(jobId);
+    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `mark-race-under-way-${i}`);
+    await Promise.all(underWay.map((id) => c.store.markUnconfirmed(id)));
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
+    // The check's read of the start record (the first read of this id) is held until released.
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let held = false;
+    const cleared: string[] = [];
+    const store = new Proxy(c.store, {
+      get(target, key) {
+        if (key === 'readStart') {
+          return async (id: string, signal?: AbortSignal) => {
+            const found = await target.readStart(id, signal);
+            if (id === jobId && !held) {
+              held = true;
+              await gate;
+            }
+            return found;
+          };
+        }
+        if (key === 'clearUnconfirmed') {
+          return (id: string, signal?: AbortSignal) => {
+            cleared.push(id);
+            return target.clearUnconfirmed(id, signal);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    let offset = 10_000;
+    const now = (): Date => new Date(Date.now() + offset);
+    const pass = intake({ jobsQueue, now, store });
+    const first = await pass.runPass(ctx(), orchestrations);
+    assert.ok(held, 'the check read the stale mark\'s (missing) start record');
+    assert.equal(first.accepted, 1, 'the intake accepted the job meanwhile (the bound is full)');
+    release();
+    offset += INTAKE.checkEveryMs;
+    await pass.runPass(ctx(), orchestrations);
+    assert.deepEqual(cleared.filter((id) => id === jobId), [], 'the check did not clear the mark the intake wrote');
+    assert.ok((await c.store.listUnconfirmed()).some((m) => m.jobId === jobId) || (await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined, 'marked until started');
+    await clearMarks();
+    await jobsQueue.delete();
+  });
+
   it('tells the stall check which starts are still on their way: the marks listed, and the ones it made since', async () => {
     const c = appRoot().jobs;
     await clearMarks();
