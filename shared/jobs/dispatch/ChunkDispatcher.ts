@@ -194,7 +194,6 @@ export function packMessages(messages: readonly SizedMessage[], perMessage: numb
   return packInEnvelopes(messages, perMessage, () => 1, (m) => m.bytes + 1).map((pack) => pack.map((m) => m.message));
 }
 
-
 /**
  * A plan or step that starts this long after the orchestration asked for it (its input's `at`) is a
  * late call: the redelivery of one whose instance died (the work-item queue's visibility, 20 s), a

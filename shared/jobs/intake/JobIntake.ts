@@ -359,7 +359,7 @@ export class JobIntake {
           }),
         );
       }
-      // Submissions are taken while they can be started or accepted to wait for room (`INTAKE.maxAcceptedBytes`).
+      // Submissions are taken while they can be started or accepted to wait for room (Submissions.acceptRoom).
       const taking = this.admits() || this.submissions.acceptRoom();
       // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
       if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && taking) receiving = receive();

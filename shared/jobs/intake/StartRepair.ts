@@ -115,8 +115,12 @@ export class StartRepair {
     if (jobId !== undefined && this.#waitingHere.delete(jobId)) this.#begunLate.set(jobId, this.now().getTime());
   }
 
-  /** A start marked here that waits for room: not under way until begun (`started`). */
+  /**
+   * A start held here until there is room: not under way until begun (`started`), and not checked
+   * until made or handed back (`settled`).
+   */
   waitingForRoom(jobId: string): void {
+    this.#inFlight.add(jobId);
     this.#waitingHere.add(jobId);
   }
 
@@ -278,12 +282,9 @@ export class StartRepair {
     // A run that never began (its leader stopped before the Durable start, or while the start waited
     // for room): the intake makes it like any accepted start, so a failover in a burst hands thousands
     // of these over at the checks' pace without a Durable start in each check.
+    // (Held, it is this process's to make: the intake's `waitingForRoom` keeps the checks off it.)
     const queued = instance === undefined && this.deps.queueStart?.(start.value, ctx.epoch) === true;
-    if (queued) {
-      this.#inFlight.add(jobId);
-      this.#waitingHere.add(jobId);
-    }
-    else await startRecorded(start.value, orchestrations);
+    if (!queued) await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
       jobId,
       reason: step.reason,

@@ -145,11 +145,16 @@ export class Submissions {
    */
   queueTakenOver(start: StartRecord, epoch: number): boolean {
     if (epoch !== this.#accepted.epoch || !this.acceptRoom()) return false;
-    const bytes = JSON.stringify(start.run.source).length;
     // Its input's size is not known here: inline items are staged at intake, a blob by the plan.
-    this.#accepted.starts.push({ start, small: start.run.source.kind === 'inline', acceptedAt: performance.now(), bytes });
-    this.#accepted.bytes += bytes;
+    this.hold(start, start.run.source.kind === 'inline', JSON.stringify(start.run.source).length);
     return true;
+  }
+
+  /** Holds a recorded start until there is room (`AcceptedStart`): the start checks leave it alone meanwhile. */
+  private hold(start: StartRecord, small: boolean, bytes: number): void {
+    this.#accepted.starts.push({ start, small, acceptedAt: performance.now(), bytes });
+    this.#accepted.bytes += bytes;
+    this.repair.waitingForRoom(start.jobId);
   }
 
   /** The oldest accepted start whose job id `busy` does not hold, taken off the waiting list. */
@@ -172,20 +177,9 @@ export class Submissions {
     const { run } = start;
     const t0 = performance.now();
     try {
-      const prestaged = small ? await this.prestage(run, ctx) : undefined;
-      await startRecorded(start, orchestrations, prestaged);
-      if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
-      this.deps.logger.info('intake.started', {
-        jobId: run.jobId,
-        workType: run.workType,
-        // The next generation's for a start the checks took over (queueTakenOver).
-        instanceId: instanceIdFor(run.jobId, start.generation),
-        startId: start.startId,
-        epoch: ctx.epoch,
-        ...(prestaged === undefined ? {} : { firstWindow: true }),
-        // How long it waited for room after its record, and its start's time.
-        ms: { accepted: Math.round(t0 - accepted.acceptedAt), done: Math.round(performance.now() - t0) },
-      });
+      const prestaged = await this.makeStart(start, small, ctx, orchestrations);
+      // How long it waited for room after its record, and its start's time.
+      this.logStarted(start, ctx, prestaged, { accepted: Math.round(t0 - accepted.acceptedAt), done: Math.round(performance.now() - t0) });
       return true;
     } catch (err) {
       if (isAbort(err)) throw err;
@@ -194,6 +188,39 @@ export class Submissions {
     } finally {
       this.repair.settled(run.jobId);
     }
+  }
+
+  /**
+   * A recorded start made (at once, or accepted and now with room): a small input staged at intake
+   * (`prestage`), the Durable start, then the first window sent in the background. Answers what was staged.
+   */
+  private async makeStart(
+    start: StartRecord,
+    small: boolean,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    reached: (step: string) => void = () => undefined,
+  ): Promise<StagedCounts | undefined> {
+    const prestaged = small ? await this.prestage(start.run, ctx) : undefined;
+    reached('staged');
+    await startRecorded(start, orchestrations, prestaged);
+    reached('started');
+    if (prestaged !== undefined) this.sendFirstWindow(start.run, prestaged, ctx);
+    return prestaged;
+  }
+
+  /** `intake.started`, with the milliseconds of its steps (`ms`). */
+  private logStarted(start: StartRecord, ctx: IntakeContext, prestaged: StagedCounts | undefined, ms: Record<string, number>): void {
+    this.deps.logger.info('intake.started', {
+      jobId: start.jobId,
+      workType: start.run.workType,
+      // The next generation's for a start the checks took over (queueTakenOver).
+      instanceId: instanceIdFor(start.jobId, start.generation),
+      startId: start.startId,
+      epoch: ctx.epoch,
+      ...(prestaged === undefined ? {} : { firstWindow: true }),
+      ms,
+    });
   }
 
   /**
@@ -351,30 +378,15 @@ export class Submissions {
         // From here its start is this process's to make (JobIntake begins it when there is room); the
         // start checks leave it alone until then (StartRepair.settled), or until the term ends (beginTerm).
         startingHere = false;
-        this.repair.waitingForRoom(job.jobId);
-        const bytes = message.messageText.length;
-        this.#accepted.starts.push({ start, small, acceptedAt: performance.now(), bytes });
-        this.#accepted.bytes += bytes;
+        this.hold(start, small, message.messageText.length);
         logger.info('intake.accepted', { jobId: job.jobId, workType: job.workType, startId, epoch: ctx.epoch, ms: { ...lap } });
         return 'accepted';
       }
-      const prestaged = small ? await this.prestage(run, ctx) : undefined;
-      reached('staged');
-      await startRecorded(start, orchestrations, prestaged);
-      reached('started');
-      if (prestaged !== undefined) this.sendFirstWindow(run, prestaged, ctx);
+      const prestaged = await this.makeStart(start, small, ctx, orchestrations, reached);
       // An HTTP submission's pending record stays: the start record speaks for the job now (JobStatusReader).
       await this.deleteMessage(message, ctx);
-      logger.info('intake.started', {
-        jobId: job.jobId,
-        workType: job.workType,
-        instanceId: instanceIdFor(job.jobId),
-        startId,
-        epoch: ctx.epoch,
-        ...(prestaged === undefined ? {} : { firstWindow: true }),
-        // Milliseconds from taking the message to each step's end: where a start's time goes under load.
-        ms: { ...lap, done: Math.round(performance.now() - t0) },
-      });
+      // Milliseconds from taking the message to each step's end: where a start's time goes under load.
+      this.logStarted(start, ctx, prestaged, { ...lap, done: Math.round(performance.now() - t0) });
       return 'started';
     } catch (err) {
       if (isAbort(err)) throw err;

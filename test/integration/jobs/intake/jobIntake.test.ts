@@ -476,8 +476,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const jobsQueue = await freshQueue('admit');
     const ids = [`admit-${randomUUID()}`, `admit-${randomUUID()}`];
     for (const jobId of ids) await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
-    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `admit-under-way-${i}`);
-    await Promise.all(underWay.map((jobId) => c.store.markUnconfirmed(jobId)));
+    const underWay = await fillAdmissionBound('admit');
     let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
     const logger = memoryLogger('intake', 'info');
@@ -534,8 +533,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const jobsQueue = await freshQueue('accepted-term');
     const jobId = `accepted-term-${randomUUID()}`;
     await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
-    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `accepted-term-under-way-${i}`);
-    await Promise.all(underWay.map((id) => c.store.markUnconfirmed(id)));
+    await fillAdmissionBound('accepted-term');
     let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
     const logger = memoryLogger('intake', 'info');
@@ -579,8 +577,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const jobId = `mark-race-${randomUUID()}`;
     // A mark left by an earlier try whose start record was never written, and the bound full.
     await c.store.markUnconfirmed(jobId);
-    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `mark-race-under-way-${i}`);
-    await Promise.all(underWay.map((id) => c.store.markUnconfirmed(id)));
+    await fillAdmissionBound('mark-race');
     await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
     // The check's read of the start record (the first read of this id) is held until released.
     let release = (): void => undefined;
@@ -675,6 +672,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   }
 
   /** Marks other tests left (their runs confirmed or not): a lag test counts only its own. */
+  /** Marks as many made-up starts (no start record, fresh) as the admission bound holds: the bound is full. */
+  async function fillAdmissionBound(prefix: string): Promise<string[]> {
+    const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `${prefix}-under-way-${i}`);
+    await Promise.all(underWay.map((jobId) => appRoot().jobs.store.markUnconfirmed(jobId)));
+    return underWay;
+  }
+
   async function clearMarks(): Promise<void> {
     const c = appRoot().jobs;
     for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId);
