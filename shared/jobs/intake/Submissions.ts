@@ -294,46 +294,22 @@ export class Submissions {
     // From its mark until its start call settles, the start checks leave this start alone (StartRepair.settled).
     let startingHere = false;
     try {
-      // What the id already holds, read at once (one round trip, not three). The instance only
-      // matters for a job started before start records existed: none in a store created since.
-      const [known, legacy, record] = await Promise.all([
-        store.readStart(job.jobId, ctx.signal),
-        store.startRecordsOnly().then((only) => (only ? undefined : orchestrations.getStatus(instanceIdFor(job.jobId)))),
+      // What the id already holds. Its start record is read up front only where the record's checks
+      // need it: in the app's own container (JobStore.startRecordsOnly) a start is created once below
+      // and read when that finds one (createStart's `exists`), so a new submission costs one read
+      // fewer. The instance only matters for a job started before start records existed: none in a
+      // store created since. The checks run in the same order either way (`judge`).
+      const recordsOnly = await store.startRecordsOnly();
+      const [startRead, legacy, record] = await Promise.all([
+        recordsOnly ? undefined : store.readStart(job.jobId, ctx.signal),
+        recordsOnly ? undefined : orchestrations.getStatus(instanceIdFor(job.jobId)),
         store.readRecord(job.jobId, ctx.signal),
       ]);
+      const recordPasses = record === undefined || (record.status !== 'rejected' && record.fingerprint === job.fingerprint);
+      const known = recordsOnly && !recordPasses ? await store.readStart(job.jobId, ctx.signal) : startRead;
       reached('read');
-      if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
-        const since = known.value.run.submittedAt;
-        return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
-      }
-      if (known?.value.state === 'active') return await this.alreadyAccepted(message, job, ctx);
-      if (known === undefined) {
-        // Started before start records existed (or by an earlier version of the app).
-        const existing = legacy;
-        if (existing !== undefined) {
-          if (fingerprintOf(existing) !== job.fingerprint) {
-            const since = existing.createdTime.toISOString();
-            return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
-          }
-          await this.deleteMessage(message, ctx);
-          logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
-          return 'already_started';
-        }
-      }
-      if (
-        record !== undefined &&
-        (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)
-      ) {
-        return reject({ message, error: duplicateError(job.jobId, record.createdAt), ...askedBy(job) });
-      }
-      if (record?.status === 'rejected') {
-        // This very message was rejected before and came back (crash before its delete): finish that.
-        return reject({ message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) });
-      }
-      if (known !== undefined) {
-        // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
-        return reject({ message, error: startFailed(message.dequeueCount, 'given up earlier'), ...askedBy(job) });
-      }
+      const judged = await this.judge(message, job, ctx, orchestrations, { known, legacy, record });
+      if (judged !== undefined) return judged;
 
       const startId = randomUUID();
       const run: JobRun = {
@@ -368,6 +344,12 @@ export class Submissions {
       startingHere = true;
       const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
       if (created === 'exists') {
+        // The id holds a start already (not read up front, above): judged against it now, as it would
+        // have been then. Its mark, written alongside, is checked (or retired) by the start checks.
+        const found = recordsOnly && recordPasses ? await store.readStart(job.jobId, ctx.signal) : undefined;
+        const held = { known: found, legacy, record };
+        const judged = found === undefined ? undefined : await this.judge(message, job, ctx, orchestrations, held);
+        if (judged !== undefined) return judged;
         // Another delivery of this job id got there first: judge this message against its record next time.
         throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
       }
@@ -404,6 +386,55 @@ export class Submissions {
     } finally {
       if (startingHere) this.repair.settled(job.jobId);
     }
+  }
+
+  /**
+   * The submission against what its job id holds (its start record, its instance in a legacy store,
+   * its pending or rejected record): the outcome when that decides it (a duplicate or a repeated
+   * rejection refused, a start already recorded seen through), undefined when it is to be started.
+   */
+  private async judge(
+    message: ReceivedSubmission,
+    job: AcceptedJob,
+    ctx: IntakeContext,
+    orchestrations: OrchestrationClient,
+    held: {
+      readonly known: Awaited<ReturnType<IntakeDeps['store']['readStart']>>;
+      readonly legacy: Awaited<ReturnType<OrchestrationClient['getStatus']>> | undefined;
+      readonly record: Awaited<ReturnType<IntakeDeps['store']['readRecord']>>;
+    },
+  ): Promise<IntakeOutcome | undefined> {
+    const { known, legacy, record } = held;
+    const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
+    if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
+      const since = known.value.run.submittedAt;
+      return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
+    }
+    if (known?.value.state === 'active') return this.alreadyAccepted(message, job, ctx);
+    if (known === undefined && legacy !== undefined) {
+      // Started before start records existed (or by an earlier version of the app).
+      if (fingerprintOf(legacy) !== job.fingerprint) {
+        return reject({ message, error: duplicateError(job.jobId, legacy.createdTime.toISOString()), ...askedBy(job) });
+      }
+      await this.deleteMessage(message, ctx);
+      this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
+      return 'already_started';
+    }
+    if (
+      record !== undefined &&
+      (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)
+    ) {
+      return reject({ message, error: duplicateError(job.jobId, record.createdAt), ...askedBy(job) });
+    }
+    if (record?.status === 'rejected') {
+      // This very message was rejected before and came back (crash before its delete): finish that.
+      return reject({ message, error: record.error ?? { code: 'SCHEMA_VIOLATION', message: 'rejected' }, ...askedBy(job) });
+    }
+    if (known !== undefined) {
+      // Its start was given up (START_FAILED) and its rejection not recorded yet: record it now.
+      return reject({ message, error: startFailed(message.dequeueCount, 'given up earlier'), ...askedBy(job) });
+    }
+    return undefined;
   }
 
   /** The plan's checks and the staging, at intake (FirstWindow.prestage); undefined when the plan is to do it. */

@@ -167,6 +167,51 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(await older.readStart(run.jobId), undefined, 'a job started before start records existed was started again');
   });
 
+  it('creates a new submission\'s start record without reading it first; a start already there is read then, and the submission judged against it', async () => {
+    const c = appRoot().jobs;
+    assert.equal(await c.store.startRecordsOnly(), true);
+    const jobsQueue = await freshQueue('create-first');
+    const jobId = `create-first-${randomUUID()}`;
+    // Each read of this job's start record, and whether its start record was there by then.
+    const reads: boolean[] = [];
+    const store = new Proxy(c.store, {
+      get(target, key) {
+        if (key === 'readStart') {
+          return async (id: string, signal?: AbortSignal) => {
+            const found = await target.readStart(id, signal);
+            if (id === jobId) reads.push(found !== undefined);
+            return found;
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const pass = intake({ jobsQueue, store });
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1, 2] }));
+    assert.deepEqual(intakeCounts(await pass.runPass(ctx(), orchestrations)), { received: 1, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 0 });
+    assert.deepEqual(reads, [], 'the intake read the start record of a new submission');
+    const first = (await c.store.readStart(jobId))?.value;
+    assert.equal(first?.state, 'active');
+
+    // The same submission again: its start record is found at the create, read once, and seen through.
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1, 2] }));
+    assert.deepEqual(intakeCounts(await pass.runPass(ctx(), orchestrations)), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    assert.deepEqual(reads, [true]);
+    // A different submission under the same job id: refused as a duplicate, the job left as it was.
+    const logger = memoryLogger('intake');
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [3] }));
+    const report = await intake({ jobsQueue, store, logger }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
+    assert.deepEqual(reads, [true, true]);
+    const rejected = logger.lines.filter((l) => l.event === 'intake.rejected');
+    assert.deepEqual(rejected.map((l) => [l.submittedJobId, l.code]), [[jobId, 'DUPLICATE_JOB_ID']]);
+    assert.deepEqual((await c.store.readStart(jobId))?.value, first, 'the job\'s start record is left as it was');
+    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 0);
+    await clearMarks();
+    await jobsQueue.delete();
+  });
+
   it('a POST with its own job id reads no instance in a store made with start records; in an older store finds a job started before them', async () => {
     const c = appRoot().jobs;
     const jobsQueue = await freshQueue('post');
