@@ -169,7 +169,9 @@ export class JobActivities {
     const stagedRead =
       input.prestaged !== undefined ? Promise.resolve(input.prestaged) : (this.deps.staged?.(run) ?? Promise.resolve(undefined));
     // A start the intake staged is past the epoch check (`fence`): no read of the lease.
-    const fenced = await fence(this.parts, run, stagedRead.then((s) => s !== undefined), input.prestaged === undefined);
+    // The run's first call of its plan (no resume, not a redelivery) need not read the final summary (`fence`).
+    const fresh = input.repeat === undefined && !this.deps.dispatcher.isLate(input.at);
+    const fenced = await fence(this.parts, run, stagedRead.then((s) => s !== undefined), input.prestaged === undefined, fresh);
     const resumed = await stagedRead;
     if (fenced !== undefined) {
       const reason = fenced.superseded?.reason ?? 'finished';

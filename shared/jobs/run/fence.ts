@@ -24,19 +24,29 @@ export interface FenceDeps {
  * The epoch is checked only before the run's first staging (`resumed` false): once a plan of this
  * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
  * is the same start's work going on, as its steps are.
+ *
+ * `fresh`: the run's first call of its plan (not a repeat after a resume, not late: a redelivery
+ * comes back only after the activity queue's visibility timeout, `LATE_CALL_MS`). Such a call of the
+ * job's first start (generation 1, named by its start record) cannot find the job finished: only
+ * this run could have finished it, and only from this plan's answer or later. So the final summary
+ * is read only when the start record says otherwise: one read a job fewer under a burst.
  */
 export async function fence(
   deps: FenceDeps,
   run: JobRun,
   resumedRead: Promise<boolean>,
   readEpoch = true,
+  fresh = false,
 ): Promise<JobSummary | undefined> {
-  const [final, startRead, leaseEpoch, resumed] = await Promise.all([
-    deps.store.readFinal(run.jobId),
+  const [early, startRead, leaseEpoch, resumed] = await Promise.all([
+    fresh && run.startId !== undefined ? undefined : deps.store.readFinal(run.jobId),
     run.startId === undefined ? undefined : deps.store.readStart(run.jobId),
     readEpoch ? deps.leaseEpoch?.() : undefined,
     resumedRead,
   ]);
+  const start = startRead?.value;
+  const firstStart = start !== undefined && start.startId === run.startId && start.state === 'active' && start.generation === 1;
+  const final = early ?? (fresh && run.startId !== undefined && !firstStart ? await deps.store.readFinal(run.jobId) : undefined);
   if (final !== undefined) return final;
   // Runs started before start records existed carry no start id; nothing to compare with.
   if (run.startId === undefined) return undefined;
@@ -50,7 +60,6 @@ export async function fence(
     finishedAt: deps.now().toISOString(),
     superseded: { reason },
   });
-  const start = startRead?.value;
   if (start !== undefined && (start.startId !== run.startId || start.state !== 'active')) {
     const named = `the start record names start ${start.startId} of epoch ${start.epoch}`;
     return superseded(start.state === 'active' ? named : 'the submission was rejected');

@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { BlobServiceClient } from '@azure/storage-blob';
 
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
+import { LATE_CALL_MS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
@@ -46,7 +47,16 @@ describe('job activities (Azurite)', () => {
   it('stands a run down at its plan step, dispatching nothing, unless its start record names it and its epoch is current', async () => {
     const p = await jobPipeline('fence');
     let leaseEpoch: number | undefined = 3;
-    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch) });
+    // The plans' reads of the final summary.
+    let finalReads = 0;
+    const store = new Proxy(p.store, {
+      get(target, key) {
+        if (key === 'readFinal') finalReads += 1;
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store });
     const items = { kind: 'inline' as const, items: [4, 5, 6] };
     const run: JobRun = { ...jobRun('fenced', 'sum', items), startId: 'start-a' };
     const record = (startId: string, epoch: number): StartRecord => {
@@ -68,7 +78,9 @@ describe('job activities (Azurite)', () => {
     assert.match((await superseded(run)) ?? '', /leader epoch 4 is newer than the run's 3/);
     assert.equal((await p.drainMessages()).length, 0, 'a stood-down run dispatched chunks');
     leaseEpoch = 3;
+    assert.equal(finalReads, 1, 'only the run its start record did not name read the final summary');
     assert.equal(await superseded(run), 'planned');
+    assert.equal(finalReads, 1, 'the first call of the plan of the job\'s first start read the final summary');
     const [sent] = await p.drainMessages();
     // The plan's instance dies after staging, the lease moves on with it, the plan is retried: the
     // start got past its fence and staged, so it goes on, sending again only what has no result yet
@@ -87,11 +99,18 @@ describe('job activities (Azurite)', () => {
     assert.equal(final.status, 'completed');
     assert.deepEqual(final.result, { count: 3, sum: 15, min: 4, max: 6 });
 
-    // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing.
+    // Once the job's final summary is recorded, any run (whatever its start) answers it and does nothing:
+    // a redelivery of the plan (late: LATE_CALL_MS), a repeat, or a run of another start.
     assert.deepEqual(await activities.finish({ ...final, epoch: 9, status: 'cancelled' }), final, 'the first recorded summary stays');
-    for (const late of [run, { ...run, startId: 'start-z', epoch: 1 }, { ...run, startId: undefined }]) {
-      assert.deepEqual(await activities.plan({ run: late, at: new Date().toISOString() }), { ok: false, standDown: final });
-    }
+    const lateAt = new Date(Date.now() - LATE_CALL_MS - 1_000).toISOString();
+    const now = new Date().toISOString();
+    const calls = [
+      { run, at: lateAt },
+      { run, at: now, repeat: 1 },
+      { run: { ...run, startId: 'start-z', epoch: 1 }, at: now },
+      { run: { ...run, startId: undefined }, at: now },
+    ];
+    for (const call of calls) assert.deepEqual(await activities.plan(call), { ok: false, standDown: final }, JSON.stringify(call));
     assert.equal((await p.drainMessages()).length, 0);
   });
 
