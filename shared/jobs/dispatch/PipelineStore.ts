@@ -25,6 +25,11 @@ export interface ChunkStore {
   chunkResultExists(jobId: string, chunk: number, signal?: AbortSignal): Promise<boolean>;
   writeChunkResult(result: ChunkResult, signal?: AbortSignal): Promise<'written' | 'exists'>;
   isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean>;
+  /**
+   * True when `isCancelled` already answers from this process's reads of at most `CANCEL_CHECK_MS`
+   * ago (store/CancelMarkers.ts): the worker then asks it as it is, and a cancel is not seen twice as late.
+   */
+  readonly cancelsCached?: boolean;
   claimChunk(jobId: string, chunk: number, dispatch: number, claim: ChunkClaim, signal?: AbortSignal): Promise<void>;
   beatClaim(
     jobId: string,

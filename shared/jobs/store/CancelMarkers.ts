@@ -4,13 +4,19 @@
  * cancel is final), a failed read forgotten (the next asker reads again), and a cancel this process
  * made itself seen at once. Every reader of the marker (the intake's checks, the plan, the dispatch
  * passes, the workers) tolerates a cancel seen up to `maxAgeMs` late: the cancel also raises an event
- * that wakes the run, and a chunk worked after its job was cancelled is discarded at aggregation.
- * Under a burst of small jobs this is one read per job per process instead of one per reader.
+ * that wakes the run (its steps stop at once), and a chunk worked after its job was cancelled is
+ * discarded at aggregation. What the delay can cost: a window of chunks worked for nothing, and a
+ * job cancelled within `maxAgeMs` of its start that finishes from its first window ends `completed`
+ * (its work was on the queue already). A job not yet started reads the marker afresh: nothing here
+ * read it before.
+ * Under a burst of small jobs this is one read per job per process instead of one per reader: a
+ * 1,000-job burst's job lives 3-5 s from its intake to its aggregation, and 1 s here cost 2.9
+ * reads a job (jobs-scale, docs/figures.md), 3% of the burst's storage requests each.
  */
 import { type Now } from '../wallClock';
 
 /** A job's cancel marker is read at most this often per process. */
-export const CANCEL_CHECK_MS = 1_000;
+export const CANCEL_CHECK_MS = 5_000;
 /** Jobs remembered before the stale entries are dropped. */
 const MAX_REMEMBERED = 1_000;
 

@@ -35,6 +35,8 @@ function pad(chunk: number): string {
 }
 
 export class ChunkBlobs implements ChunkStore {
+  readonly cancelsCached = true;
+
   constructor(
     private readonly docs: JsonDocuments,
     private readonly cancels: CancelMarkers,
@@ -50,7 +52,7 @@ export class ChunkBlobs implements ChunkStore {
     return `jobs/${checkJobId(jobId)}/claims/${pad(chunk)}-${dispatch}.json`;
   }
 
-  /** The cancel marker, as read at most a second ago by this process (CancelMarkers says why that is enough). */
+  /** The cancel marker, as read at most 5 s ago by this process (CancelMarkers says why that is enough). */
   isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean> {
     return this.cancels.isCancelled(jobId, signal);
   }

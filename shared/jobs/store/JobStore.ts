@@ -83,7 +83,7 @@ export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<numbe
 export class JobStore {
   /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
   readonly #externalSize: ExternalSize;
-  /** The cancel markers as this process last read them (at most a second old: CancelMarkers). */
+  /** The cancel markers as this process last read them (at most 5 s old: CancelMarkers). */
   readonly #cancels: CancelMarkers;
   /** The job's chunks, their results and claims (the dispatcher's and the workers' store). */
   readonly chunks: ChunkBlobs;
@@ -395,7 +395,7 @@ export class JobStore {
     this.#cancels.noteCancelled(jobId);
   }
 
-  /** The cancel marker, as read at most a second ago by this process (CancelMarkers says why that is enough). */
+  /** The cancel marker, as read at most 5 s ago by this process (CancelMarkers says why that is enough). */
   async isCancelled(jobId: string, signal?: AbortSignal): Promise<boolean> {
     return this.#cancels.isCancelled(jobId, signal);
   }

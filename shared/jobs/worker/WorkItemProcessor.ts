@@ -4,7 +4,7 @@
  *
  * Guarantees: a chunk's result is written at most once (conditional create), so a redelivered or
  * re-dispatched chunk never counts twice; a redelivered or re-sent chunk whose result exists is
- * skipped before any work; a chunk of a job cancelled a second ago or more is skipped; each bad item
+ * skipped before any work; a chunk of a job cancelled 5 s ago or more is skipped; each bad item
  * is recorded (index, code, message) and the chunk goes on; a chunk-level failure is thrown back for
  * the host to redeliver until the message's last attempt (`dequeueCount >= attempts`), where it is
  * recorded as a failed chunk with the reason instead, so the job always finishes. A permanent failure
@@ -14,7 +14,7 @@
  * a backlog is never declared late, and a claim that goes silent is sent again in seconds.
  * Storage per chunk in the common case (first delivery of a first send, done within 2 s): the
  * result's create and the host's receive and delete (one of each per message, shared by an envelope's
- * parts); the cancel marker is read once a second per job.
+ * parts); the cancel marker is read once per 5 s per job (CancelMarkers).
  * Not guaranteed: that `process` runs once per item (a redelivery repeats it, and so does the first
  * delivery of a first-round chunk sent twice, by a retried activity or as unclaimed; one result is kept).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 6.
@@ -63,12 +63,13 @@ export { CANCEL_CHECK_MS } from '../store/CancelMarkers';
 
 export class WorkItemProcessor {
   private readonly now: Now;
-  /** Per job: the latest read of its cancel marker (CancelMarkers). */
-  private readonly cancels: CancelMarkers;
+  /** Per job: the latest read of its cancel marker (CancelMarkers; the store's own where it keeps them). */
+  private readonly cancels: Pick<CancelMarkers, 'isCancelled'>;
 
   constructor(private readonly deps: WorkerDeps) {
     this.now = nowOf(deps);
-    this.cancels = new CancelMarkers((jobId, signal) => deps.store.isCancelled(jobId, signal), this.now);
+    const { store } = deps;
+    this.cancels = store.cancelsCached === true ? store : new CancelMarkers((jobId, signal) => store.isCancelled(jobId, signal), this.now);
   }
 
   /**

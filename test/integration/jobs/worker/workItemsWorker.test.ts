@@ -111,7 +111,7 @@ describe('work-items worker (Azurite)', () => {
     assert.deepEqual(summary.progress.items, { total: 3, done: 0, failed: 3 });
   });
 
-  it('skips the chunks of a job cancelled a second ago (a worker reads the marker once a second per job)', async () => {
+  it('skips the chunks of a job cancelled CANCEL_CHECK_MS (5 s) ago (a worker reads the marker once per 5 s per job)', async () => {
     let clock = new Date(T0);
     const p = await jobPipeline('cancel', undefined, () => clock);
     const run = jobRun('cancel-job', 'sum', { kind: 'inline', items: [1, 2, 3, 4] }, { chunkSize: 2 });
