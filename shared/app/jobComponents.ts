@@ -158,6 +158,8 @@ export function buildJobComponents(
   const calls = new CallClaims({ store: callClaimStore, logger: logger.child('calls') });
   // The API's parts (one job, the list, the index upkeep, purges) log under one component, `api`.
   const api = { store, logger: logger.child('api'), statusPath: jobStatusPath };
+  // This process's plans tell its intake (when it leads) that their starts got past their fences.
+  let startConfirmed: (jobId: string) => void = () => undefined;
   const activities = new JobActivities({
     store,
     calls,
@@ -168,7 +170,22 @@ export function buildJobComponents(
     logger: logger.child('activities'),
     leaseEpoch,
     delivery,
+    startConfirmed: (jobId) => startConfirmed(jobId),
   });
+  const intake = new JobIntake({
+    jobsQueue,
+    poisonQueue,
+    store,
+    registry,
+    inputContainers,
+    logger: logger.child('intake'),
+    firstWindow: {
+      prestage: (run, signal, mayStage) => activities.prestage(run, signal, mayStage),
+      send: (run, staged, signal) => activities.sendFirstWindow(run, staged, signal),
+    },
+    delivery: { targets, outcomes: delivery },
+  });
+  startConfirmed = (jobId) => intake.startConfirmed(jobId);
   return {
     settings,
     store,
@@ -185,19 +202,7 @@ export function buildJobComponents(
       instanceId: settings.instanceId,
       landed,
     }),
-    intake: new JobIntake({
-      jobsQueue,
-      poisonQueue,
-      store,
-      registry,
-      inputContainers,
-      logger: logger.child('intake'),
-      firstWindow: {
-        prestage: (run, signal, mayStage) => activities.prestage(run, signal, mayStage),
-        send: (run, staged, signal) => activities.sendFirstWindow(run, staged, signal),
-      },
-      delivery: { targets, outcomes: delivery },
-    }),
+    intake,
     service: new JobService({ ...api, jobsQueue, registry, inputContainers, delivery: targets }),
     jobList: new JobList(api),
     indexUpkeep: new IndexUpkeep(api),

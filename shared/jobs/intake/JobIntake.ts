@@ -432,11 +432,19 @@ export class JobIntake {
    * Asked by a submission once its start is recorded: whether it starts now (then it counts as under
    * way) or, while the bound is full or older accepted starts wait, is accepted to wait its turn.
    */
-  private readonly admit = (): boolean => {
+  private readonly admit = (jobId: string): boolean => {
     if (this.submissions.acceptedWaiting > 0 || !this.admits()) return false;
-    this.repair.started();
+    this.repair.started(jobId);
     return true;
   };
+
+  /**
+   * A plan of this process got a start past its fence (JobActivities, `startConfirmed`): it is no
+   * longer under way, and a pass waiting for room goes on at once.
+   */
+  startConfirmed(jobId: string): void {
+    if (this.repair.confirmedHere(jobId)) this.notify();
+  }
 
   /** One group's messages, one after another (see takeSubmissions); counted in the report of the pass they end in. */
   private async takeGroup(

@@ -54,8 +54,15 @@ export class StartRepair {
    */
   #marksSeen = new Map<string, number>();
   #marksSeenAt = 0;
-  /** Starts on their way to their plans at the last listing (`maxStartsUnderWay`), and starts made since. */
-  #underWayAtListing = 0;
+  /**
+   * Starts on their way to their plans (`maxStartsUnderWay`): the fresh marks of the last listing,
+   * and the starts made since; each goes from here when a plan of this process says it got past its
+   * fence (`confirmedHere`), or at the next listing that no longer shows its mark.
+   */
+  #underWayListed = new Set<string>();
+  readonly #startedSince = new Set<string>();
+  /** Starts a plan of this process confirmed (job id -> when): left out of a listing that began before the confirmation. */
+  readonly #confirmedHere = new Map<string, number>();
   /** The job ids the last listing showed marked, and the starts this intake marked since (`startUnconfirmed`). */
   #marksListed: ReadonlySet<string> = new Set();
   readonly #markedHere = new Map<string, number>();
@@ -72,7 +79,6 @@ export class StartRepair {
    */
   readonly #waitingHere = new Set<string>();
   readonly #begunLate = new Map<string, number>();
-  #startedSinceListing = 0;
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
   /** The start -> plan lag at the last check (`startLag`). */
   #lag = 0;
@@ -106,13 +112,26 @@ export class StartRepair {
 
   /** Starts on their way to their plans: the fresh marks of the last listing and the starts made since (`maxStartsUnderWay`). */
   underWay(): number {
-    return this.#underWayAtListing + this.#startedSinceListing;
+    return this.#underWayListed.size + this.#startedSince.size;
   }
 
-  /** A start this intake is making now (counted toward `underWay` until the next listing). */
-  started(jobId?: string): void {
-    this.#startedSinceListing += 1;
-    if (jobId !== undefined && this.#waitingHere.delete(jobId)) this.#begunLate.set(jobId, this.now().getTime());
+  /** A start this intake is making now (counted toward `underWay` until its plan confirms it, or the next listing). */
+  started(jobId: string): void {
+    this.#startedSince.add(jobId);
+    if (this.#waitingHere.delete(jobId)) this.#begunLate.set(jobId, this.now().getTime());
+  }
+
+  /**
+   * A plan of this process got the job's start past its fence and removed its mark (JobActivities):
+   * the start is no longer under way. True when it was counted (room opened). Without this a start
+   * counted until the next listing of the marks (2 s), so the bound held more starts than were on
+   * their way, and each held start keeps a message in Durable's queues, which on Azurite makes every
+   * queue request of the account dearer. A plan run by another instance is seen at the listing.
+   */
+  confirmedHere(jobId: string): boolean {
+    this.#confirmedHere.set(jobId, this.now().getTime());
+    const listed = this.#underWayListed.delete(jobId);
+    return this.#startedSince.delete(jobId) || listed;
   }
 
   /**
@@ -158,13 +177,17 @@ export class StartRepair {
     });
     const present = new Set(listed.map((m) => m.jobId));
     for (const jobId of this.#begunLate.keys()) if (!present.has(jobId)) this.#begunLate.delete(jobId);
-    this.#underWayAtListing = marked.filter(
-      (m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#waitingHere.has(m.jobId),
-    ).length;
+    const fresh = marked.filter(
+      (m) =>
+        this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#waitingHere.has(m.jobId) && !this.#confirmedHere.has(m.jobId),
+    );
+    this.#underWayListed = new Set(fresh.map((m) => m.jobId));
+    // Confirmed before this listing began: its mark was gone by then.
+    for (const [jobId, confirmedAt] of this.#confirmedHere) if (confirmedAt < at) this.#confirmedHere.delete(jobId);
     this.#marksListed = new Set(marked.map((m) => m.jobId));
     // Marks made before this listing began are in it (or already gone: their plans began); later ones are kept.
     for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
-    this.#startedSinceListing = 0;
+    this.#startedSince.clear();
     return marked;
   }
 

@@ -234,7 +234,7 @@ export class Submissions {
     message: ReceivedSubmission,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-    admit: () => boolean = () => true,
+    admit: (jobId: string) => boolean = () => true,
   ): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
@@ -355,7 +355,7 @@ export class Submissions {
       }
       reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
-      if (ctx.epoch === this.#accepted.epoch && !admit()) {
+      if (ctx.epoch === this.#accepted.epoch && !admit(job.jobId)) {
         await this.deleteMessage(message, ctx);
         // From here its start is this process's to make (JobIntake begins it when there is room); the
         // start checks leave it alone until then (StartRepair.settled), or until the term ends (beginTerm).

@@ -82,6 +82,11 @@ export interface JobPipelineDeps {
   readonly planWaitMs?: number;
   /** Where outcomes are delivered (absent: the deliver activity does nothing). */
   readonly delivery?: OutcomeDelivery;
+  /**
+   * Told when a plan of this process removed its start's mark: this process's intake counts the start
+   * no longer under way (JobIntake.startConfirmed).
+   */
+  readonly startConfirmed?: (jobId: string) => void;
 }
 
 export type PlanOutcome =
@@ -270,6 +275,7 @@ export class JobActivities {
     if (run.startId === undefined) return;
     try {
       await this.deps.store.confirmStart(run);
+      this.deps.startConfirmed?.(run.jobId);
     } catch (err) {
       this.deps.logger.warn('job.start_confirm_failed', { jobId: run.jobId, startId: run.startId, error: err });
     }

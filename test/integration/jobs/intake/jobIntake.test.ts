@@ -572,6 +572,31 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('a start a plan of this process confirmed frees its room at once, without waiting for the next listing of the marks', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('confirmed-here');
+    const ids = [`confirmed-here-${randomUUID()}`, `confirmed-here-${randomUUID()}`];
+    for (const jobId of ids) await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
+    const underWay = await fillAdmissionBound('confirmed-here');
+    // The clock stands still: the marks stay fresh and no second listing comes due.
+    const t0 = Date.now();
+    const now = (): Date => new Date(t0);
+    const pass = intake({ jobsQueue, now });
+    const first = await pass.runPass(ctx(), orchestrations);
+    assert.deepEqual([first.accepted, first.started], [2, 0], 'the bound is full');
+    // A plan here removed one start's mark and said so.
+    await c.store.clearUnconfirmed(underWay[0] ?? '');
+    pass.startConfirmed(underWay[0] ?? '');
+    assert.equal((await pass.runPass(ctx(), orchestrations)).started, 1, 'room for one, at once');
+    // Told again (a plan run again), or of a start it never counted: no more room.
+    pass.startConfirmed(underWay[0] ?? '');
+    pass.startConfirmed('never-under-way');
+    assert.equal((await pass.runPass(ctx(), orchestrations)).started, 0);
+    await clearMarks();
+    await jobsQueue.delete();
+  });
+
   it('an accepted start not begun when its term ends is taken over by the start checks of the next term and made by its intake, once', async () => {
     const c = appRoot().jobs;
     await clearMarks();

@@ -56,7 +56,9 @@ describe('job activities (Azurite)', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store });
+    // The starts the plans told this process's intake they confirmed.
+    const told: string[] = [];
+    const activities = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store, startConfirmed: (jobId) => told.push(jobId) });
     const items = { kind: 'inline' as const, items: [4, 5, 6] };
     const run: JobRun = { ...jobRun('fenced', 'sum', items), startId: 'start-a' };
     const record = (startId: string, epoch: number): StartRecord => {
@@ -81,6 +83,7 @@ describe('job activities (Azurite)', () => {
     assert.equal(finalReads, 1, 'only the run its start record did not name read the final summary');
     assert.equal(await superseded(run), 'planned');
     assert.equal(finalReads, 1, 'the first call of the plan of the job\'s first start read the final summary');
+    assert.deepEqual(told, ['fenced'], 'only the plan past its fence told the intake, once it removed the mark');
     const [sent] = await p.drainMessages();
     // The plan's instance dies after staging, the lease moves on with it, the plan is retried: the
     // start got past its fence and staged, so it goes on, sending again only what has no result yet
