@@ -212,6 +212,72 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('a POST sends its submission beside its index row, not after it; a send that fails takes its record back, and the row once written', async () => {
+    const c = appRoot().jobs;
+    const index = c.store.index ?? assert.fail('the app\'s store has an index');
+    const jobsQueue = await freshQueue('post-beside');
+    const events: string[] = [];
+    let sendStarted = (): void => undefined;
+    let sending = new Promise<void>((resolve) => (sendStarted = resolve));
+    let failSend = false;
+    const queue = new Proxy(jobsQueue, {
+      get(target, key) {
+        if (key === 'sendMessage') {
+          return async (text: string) => {
+            events.push('send');
+            sendStarted();
+            if (failSend) throw new Error('injected: the jobs queue is unreachable');
+            return target.sendMessage(text);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    // The index row's write is held until the submission's send has begun (5 s at most).
+    const note = index.note.bind(index);
+    // (Only this test's jobs: runs of earlier tests may still write rows in this process.)
+    const ours = new Set<string>();
+    index.note = async (entry, op) => {
+      if (!ours.has(entry.jobId)) return note(entry, op);
+      await Promise.race([sending, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+      events.push('row');
+      return note(entry, op);
+    };
+    try {
+      const service = new JobService({
+        jobsQueue: queue,
+        store: c.store,
+        registry: workTypes,
+        inputContainers: new InputContainers([], [c.store.containerName]),
+        logger: memoryLogger('api'),
+        statusPath: (jobId) => `/api/jobs/${jobId}`,
+      });
+      const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
+      const first = `post-beside-${randomUUID()}`;
+      ours.add(first);
+      const submitted = await service.submit(bytes({ jobId: first, workType: 'noop', items: [1] }), orchestrations);
+      assert.equal(submitted.enqueued, true);
+      assert.deepEqual(events, ['send', 'row'], 'the send waited for the index row');
+      const rowOf = async (jobId: string): Promise<string | undefined> => (await index.allKeys()).find((r) => r.jobId === jobId)?.status;
+      assert.equal(await rowOf(submitted.jobId), 'pending', 'the row is written before the POST answers');
+      failSend = true;
+      events.length = 0;
+      sending = new Promise<void>((resolve) => (sendStarted = resolve));
+      const failing = `post-beside-${randomUUID()}`;
+      ours.add(failing);
+      await assert.rejects(service.submit(bytes({ jobId: failing, workType: 'noop', items: [1] }), orchestrations), {
+        code: 'SERVICE_UNAVAILABLE',
+      });
+      assert.deepEqual(events, ['send', 'row']);
+      assert.equal(await c.store.readRecord(failing), undefined, 'its record is taken back');
+      assert.equal(await rowOf(failing), undefined, 'and its index row, written after the send failed');
+    } finally {
+      delete (index as { note?: unknown }).note;
+      await jobsQueue.delete();
+    }
+  });
+
   it('a POST with its own job id reads no instance in a store made with start records; in an older store finds a job started before them', async () => {
     const c = appRoot().jobs;
     const jobsQueue = await freshQueue('post');
