@@ -112,9 +112,7 @@ export class JobService {
       workType: job.workType,
       ...(job.reply === undefined ? {} : { reply: job.reply }),
     };
-    // The index row goes beside the send (one round trip a POST fewer): it never fails the POST.
-    const { outcome, indexed } = await store.createRecordBeside(record);
-    const created = outcome === 'written';
+    const created = (await store.createRecord(record)) === 'written';
     if (!created) {
       const current = await store.readRecord(job.jobId);
       if (current?.status !== 'pending' || current.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
@@ -123,10 +121,10 @@ export class JobService {
       // the leader's intake starts a job once however many identical messages arrive.
     }
     try {
-      await Promise.all([indexed, this.ensureQueue().then(() => this.deps.jobsQueue.sendMessage(encoded))]);
+      await this.ensureQueue();
+      await this.deps.jobsQueue.sendMessage(encoded);
     } catch (err) {
-      // Only our own new record goes (and its index row, once written); an earlier identical submission's record stays pending.
-      await indexed;
+      // Only our own new record goes (and its index row); an earlier identical submission's record stays pending.
       if (created) {
         await store.deleteRecord(job.jobId).catch(() => undefined);
         await store.index?.forget(job.jobId, record.createdAt, 'submit_undone');

@@ -212,20 +212,10 @@ export class JobStore {
 
   /** Creates the record unless one exists; answers which. */
   async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
-    const { outcome, indexed } = await this.createRecordBeside(record, signal);
-    await indexed;
-    return outcome;
-  }
-
-  /**
-   * Like `createRecord`, without waiting for the index row: `indexed` settles once it is written
-   * (never rejects: a failed index write is logged), for a caller with other work to do meanwhile.
-   */
-  async createRecordBeside(record: JobRecord, signal?: AbortSignal): Promise<{ outcome: 'written' | 'exists'; indexed: Promise<void> }> {
     const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
     const outcome = await this.docs.put(JobStore.recordBlob(record.jobId), record, options);
-    const indexed = outcome === 'written' ? (this.index?.note(recordEntry(record), 'record') ?? Promise.resolve()) : Promise.resolve();
-    return { outcome, indexed };
+    if (outcome === 'written') await this.index?.note(recordEntry(record), 'record');
+    return outcome;
   }
 
   /** Like `createRecord`, answering the new record's etag. */
