@@ -45,6 +45,10 @@ export interface StartRepairDeps {
 /** The marks of one listing: the job id and when its start was marked. */
 export type Marks = ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }>;
 
+/** Confirmations of this process's plans remembered for a listing under way: at most this many, this long. */
+const CONFIRMED_KEPT = 1_000;
+const CONFIRMED_KEPT_MS = 10_000;
+
 export class StartRepair {
   /** When the marked starts were last listed (`INTAKE.checkEveryMs`). */
   #checkedAt = Number.NEGATIVE_INFINITY;
@@ -129,7 +133,16 @@ export class StartRepair {
    * queue request of the account dearer. A plan run by another instance is seen at the listing.
    */
   confirmedHere(jobId: string): boolean {
-    this.#confirmedHere.set(jobId, this.now().getTime());
+    const at = this.now().getTime();
+    this.#confirmedHere.set(jobId, at);
+    // Needed only by a listing under way (seconds); a process that does not lead lists nothing, so
+    // the oldest go here too (insertion order is time order).
+    if (this.#confirmedHere.size > CONFIRMED_KEPT) {
+      for (const [id, confirmedAt] of this.#confirmedHere) {
+        if (at - confirmedAt <= CONFIRMED_KEPT_MS && this.#confirmedHere.size <= CONFIRMED_KEPT) break;
+        this.#confirmedHere.delete(id);
+      }
+    }
     const listed = this.#underWayListed.delete(jobId);
     return this.#startedSince.delete(jobId) || listed;
   }
@@ -141,6 +154,16 @@ export class StartRepair {
   waitingForRoom(jobId: string): void {
     this.#inFlight.add(jobId);
     this.#waitingHere.add(jobId);
+  }
+
+  /** Confirmations remembered (`confirmedHere`): bounded however many plans this process runs. */
+  get confirmationsKept(): number {
+    return this.#confirmedHere.size;
+  }
+
+  /** Whether this process holds the job's start now (making it, waiting for room, or repairing it): its claim is not another's to end. */
+  holds(jobId: string): boolean {
+    return this.#inFlight.has(jobId);
   }
 
   /**

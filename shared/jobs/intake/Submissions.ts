@@ -340,8 +340,11 @@ export class Submissions {
       };
       // The record and its mark at once: a mark without a record is retired by the next check, and a
       // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
+      // A start of this id this process holds already (accepted and waiting, or being repaired) is
+      // found by the create below; this submission must not end that claim when it settles.
+      const heldHere = this.repair.holds(job.jobId);
       this.repair.marking(job.jobId);
-      startingHere = true;
+      startingHere = !heldHere;
       const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
       if (created === 'exists') {
         // The id holds a start already (not read up front, above): judged against it now, as it would

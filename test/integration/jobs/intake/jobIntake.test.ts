@@ -597,6 +597,39 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('the same submission again while its accepted start waits for room leaves that start to this term: no take-over, started once', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobsQueue = await freshQueue('held-again');
+    const jobId = `held-again-${randomUUID()}`;
+    const message = encodeQueueMessage({ jobId, workType: 'noop', items: [1] });
+    await jobsQueue.sendMessage(message);
+    const underWay = await fillAdmissionBound('held-again');
+    let offset = 0;
+    const now = (): Date => new Date(Date.now() + offset);
+    const logger = memoryLogger('intake', 'info');
+    const pass = intake({ jobsQueue, now, logger });
+    assert.equal((await pass.runPass(ctx(), orchestrations)).accepted, 1);
+    // Sent again (a client's retry): found at the create, seen through, the accepted start kept.
+    await jobsQueue.sendMessage(message);
+    offset += INTAKE.checkEveryMs;
+    assert.equal((await pass.runPass(ctx(), orchestrations)).alreadyStarted, 1);
+    // Its mark comes due for a check (the checks also retire the bound's marks, which have no start
+    // records: room opens, and this term's intake begins the accepted start).
+    const startedLines = (): unknown[] => logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId);
+    for (let i = 0; i < 4 && startedLines().length === 0; i++) {
+      offset += INTAKE.checkEveryMs + INTAKE.checkAfterMs;
+      await pass.runPass(ctx(), orchestrations);
+    }
+    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId), [], 'taken over within its term');
+    assert.equal(startedLines().length, 1, 'made once, by the intake');
+    assert.equal((await c.store.readStart(jobId))?.value.generation, 1);
+    assert.notEqual(await orchestrations.getStatus(instanceIdFor(jobId)), undefined);
+    await Promise.all(underWay.map((id) => c.store.clearUnconfirmed(id)));
+    await clearMarks();
+    await jobsQueue.delete();
+  });
+
   it('an accepted start not begun when its term ends is taken over by the start checks of the next term and made by its intake, once', async () => {
     const c = appRoot().jobs;
     await clearMarks();
