@@ -196,8 +196,9 @@ export function packMessages(messages: readonly SizedMessage[], perMessage: numb
 
 /**
  * A plan or step that starts this long after the orchestration asked for it (its input's `at`) is a
- * late call: the redelivery of one whose instance died (the work-item queue's visibility, 20 s), a
- * retry, or the repeat a `resume` asked for. It runs one pass and answers instead of long-polling:
+ * late call: the redelivery of one whose instance died (the work-item queue's visibility, 10 s in
+ * host.json), a retry after a long enough back-off (the first comes 2 s after a failure: not late), or
+ * the repeat a `resume` asked for. It runs one pass and answers instead of long-polling:
  * a stale copy whose answer the orchestration will ignore (it already re-called the activity) would
  * otherwise keep refilling the window for seconds from its outdated ledger, sending chunks the
  * current step sends too (a kill during a plan cost 320 duplicate deliveries of 1,000 chunks in the

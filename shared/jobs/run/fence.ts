@@ -25,11 +25,13 @@ export interface FenceDeps {
  * start got past it and staged, a retry of that plan (its instance died, the lease moved with it)
  * is the same start's work going on, as its steps are.
  *
- * `fresh`: the run's first call of its plan (not a repeat after a resume, not late: a redelivery
+ * `fresh`: a call of the run's plan that is not a repeat after a resume and not late (a redelivery
  * comes back only after the activity queue's visibility timeout, `LATE_CALL_MS`). Such a call of the
- * job's first start (generation 1, named by its start record) cannot find the job finished: only
- * this run could have finished it, and only from this plan's answer or later. So the final summary
- * is read only when the start record says otherwise: one read a job fewer under a burst.
+ * job's first start (generation 1, named by its start record) cannot find the job finished, with one
+ * exception: a retry (2 s after an attempt that failed) whose failed attempt had recorded the summary.
+ * That retry finds its input staged and every result landed, aggregates again from them and answers
+ * the recorded summary (the summary is created once): it sends nothing. So the final summary is read
+ * only when the start record says otherwise: one read a job fewer under a burst.
  */
 export async function fence(
   deps: FenceDeps,
