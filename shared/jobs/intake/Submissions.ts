@@ -40,8 +40,8 @@ import { instanceIdFor, isValidJobId } from '../jobIds';
 import { type JobRun } from '../JobRun';
 import { decodeQueueMessage } from '../messageCodec';
 import { type StagedCounts } from '../run/JobActivities';
-import { fingerprintOf, type OrchestrationClient } from '../run/OrchestrationClient';
-import { type StartRecord } from '../store/JobStore';
+import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot } from '../run/OrchestrationClient';
+import { type JobRecord, type StartRecord, type Versioned } from '../store/JobStore';
 import { type ReceivedSubmission } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
@@ -402,9 +402,9 @@ export class Submissions {
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     held: {
-      readonly known: Awaited<ReturnType<IntakeDeps['store']['readStart']>>;
-      readonly legacy: Awaited<ReturnType<OrchestrationClient['getStatus']>> | undefined;
-      readonly record: Awaited<ReturnType<IntakeDeps['store']['readRecord']>>;
+      readonly known: Versioned<StartRecord> | undefined;
+      readonly legacy: OrchestrationSnapshot | undefined;
+      readonly record: JobRecord | undefined;
     },
   ): Promise<IntakeOutcome | undefined> {
     const { known, legacy, record } = held;

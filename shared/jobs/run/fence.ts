@@ -40,15 +40,17 @@ export async function fence(
   readEpoch = true,
   fresh = false,
 ): Promise<JobSummary | undefined> {
+  // A fresh call of a run with a start id reads the final summary only after its start record says it must.
+  const finalAfterStart = fresh && run.startId !== undefined;
   const [early, startRead, leaseEpoch, resumed] = await Promise.all([
-    fresh && run.startId !== undefined ? undefined : deps.store.readFinal(run.jobId),
+    finalAfterStart ? undefined : deps.store.readFinal(run.jobId),
     run.startId === undefined ? undefined : deps.store.readStart(run.jobId),
     readEpoch ? deps.leaseEpoch?.() : undefined,
     resumedRead,
   ]);
   const start = startRead?.value;
   const firstStart = start !== undefined && start.startId === run.startId && start.state === 'active' && start.generation === 1;
-  const final = early ?? (fresh && run.startId !== undefined && !firstStart ? await deps.store.readFinal(run.jobId) : undefined);
+  const final = early ?? (finalAfterStart && !firstStart ? await deps.store.readFinal(run.jobId) : undefined);
   if (final !== undefined) return final;
   // Runs started before start records existed carry no start id; nothing to compare with.
   if (run.startId === undefined) return undefined;
