@@ -26,7 +26,8 @@ describe('a leader paused between its check and its act, resumed after the job f
     const done = await p.s.finished(p.next, jobId, 150_000);
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.deepEqual(done.result, sumOf(items));
-    const stored = await p.s.resultsBlob(`jobs/${jobId}/result.json`);
+    // The outcome recorded (its result inline: a small result without errors stores no result blob).
+    const stored = await p.s.resultsBlob(`jobs/${jobId}/final.json`);
     assert.ok(stored !== undefined);
     // The job shows its recorded outcome at once; its run (the newer leader's start, the next
     // instance id) finishes in Durable a hop later.
@@ -63,6 +64,7 @@ describe('a leader paused between its check and its act, resumed after the job f
     assert.equal(after.epoch, p.newEpoch);
     const plans = p.s.events('job.planned', jobId);
     assert.equal(plans.length, 1, `the finished job was planned again: ${JSON.stringify(plans)}`);
-    assert.equal((await p.s.resultsBlob(`jobs/${jobId}/result.json`))?.etag, stored.etag, 'the stored result was written again');
+    assert.equal((await p.s.resultsBlob(`jobs/${jobId}/final.json`))?.etag, stored.etag, 'the recorded outcome was written again');
+    assert.equal(p.s.events('job.aggregated', jobId).length, 1, 'the finished job was aggregated again');
   });
 });

@@ -43,7 +43,7 @@ describe('a start message that storage refuses', () => {
     assert.deepEqual(done.result, sumOf(items));
     const planned = s.events('job.planned', jobId);
     assert.equal(new Set(planned.map((e) => e.startId)).size, 1, JSON.stringify(planned));
-    assert.ok((await s.resultsBlob(`jobs/${jobId}/result.json`)) !== undefined, 'the job stored its result');
+    assert.ok((await s.resultsBlob(`jobs/${jobId}/final.json`)) !== undefined, 'the job recorded its outcome');
     // The job shows its recorded outcome as soon as it is written; its run finishes a Durable hop later.
     const started = s.events('intake.start_repaired', jobId).map((e) => e.instanceId);
     assert.ok(started.length >= 1, 'the start was repaired');

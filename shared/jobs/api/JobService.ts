@@ -24,6 +24,7 @@ import { assertJobId, instanceIdFor } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
+import { resultDocumentOf } from '../run/aggregation';
 import { fingerprintOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore } from '../store/JobStore';
 import { type SubmissionQueue } from '../SubmissionQueue';
@@ -221,8 +222,12 @@ export class JobService {
   async resultText(jobId: string): Promise<string> {
     assertJobId(jobId);
     const text = await this.deps.store.readJobResultText(jobId);
-    if (text === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
-    return text;
+    if (text !== undefined) return text;
+    // A small result without errors is kept in the final summary alone (aggregation.ts).
+    const summary = await this.deps.store.readFinal(jobId);
+    const document = summary === undefined ? undefined : resultDocumentOf(summary);
+    if (document === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
+    return JSON.stringify(document);
   }
 }
 

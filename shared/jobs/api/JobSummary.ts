@@ -18,7 +18,10 @@ export interface JobProgress {
   readonly items: Counts;
 }
 
-/** The orchestration's output: small on purpose; the full result is in `resultBlob`. */
+/**
+ * The orchestration's output: small on purpose; the full result is in `resultBlob`, or, where that is
+ * absent, in the summary itself (a result of at most `INLINE_RESULT_BYTES` without errors).
+ */
 export interface JobSummary {
   readonly jobId: string;
   readonly workType: string;
@@ -28,7 +31,7 @@ export interface JobSummary {
   readonly result?: Json;
   readonly resultBlob?: string;
   readonly error?: JobErrorInfo;
-  /** The first few chunk and item errors; all of them are in the result blob. */
+  /** The first few chunk and item errors; all of them are in the result blob (a summary with errors has one). */
   readonly errors?: readonly JobErrorInfo[];
   readonly epoch: number;
   readonly finishedAt: string;

@@ -16,7 +16,8 @@
  *                                     deadline runs from its latest claim, not from its enqueue
  *   jobs/<jobId>/input/...            the job's staged items (segments and their manifest, see
  *                                     input/InputStore.ts), written once by the plan step
- *   jobs/<jobId>/result.json          the job's full result
+ *   jobs/<jobId>/result.json          the job's full result (none for a small result without errors:
+ *                                     the final summary holds all of it, aggregation.ts)
  *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
  *                                     may run the job; created once, then changed only with If-Match
  *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished

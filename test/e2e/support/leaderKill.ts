@@ -37,6 +37,6 @@ export async function assertRanOnce(s: Scenario, jobId: string): Promise<void> {
   // One run planned the job (a repeat would plan it again, under its own start id).
   const planned = s.events('job.planned', jobId);
   assert.equal(new Set(planned.map((e) => e.startId)).size, 1, JSON.stringify(planned));
-  const final = await s.resultsBlob(`jobs/${jobId}/result.json`);
-  assert.ok(final !== undefined, 'the job stored its result');
+  const final = await s.resultsBlob(`jobs/${jobId}/final.json`);
+  assert.ok(final !== undefined, 'the job recorded its outcome');
 }

@@ -57,7 +57,22 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
 
     const full = await h.request('GET', `/api/jobs/${httpJobId}/result`);
     assert.equal(full.status, 200);
-    assert.deepEqual((full.json as { result: unknown }).result, expectedSum(httpItems));
+    // A small result without errors is kept in the final summary alone; the document is built from it.
+    const results = blobs().getContainerClient(h.env.JOB_RESULTS_CONTAINER ?? '');
+    assert.equal(await results.getBlobClient(`jobs/${httpJobId}/result.json`).exists(), false, 'a result blob was stored for a small result');
+    assert.ok(await results.getBlobClient(`jobs/${httpJobId}/final.json`).exists());
+    const { finishedAt, ...document } = full.json as { finishedAt: string };
+    assert.ok(Date.parse(finishedAt) <= Date.parse(viaHttp.updatedAt ?? ''), `${finishedAt} after ${viaHttp.updatedAt}`);
+    assert.deepEqual(document, {
+      jobId: httpJobId,
+      workType: 'sum',
+      status: 'completed',
+      progress: viaHttp.progress,
+      result: expectedSum(httpItems),
+      chunkErrors: [],
+      itemErrors: [],
+      epoch: epoch(),
+    });
   });
 
   it('completes a job whose 10,000 items (beyond the safe integer range) travel in a blob', async () => {
@@ -148,6 +163,8 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     const full = await h.request('GET', new URL(view.resultUrl ?? '').pathname);
     assert.equal(full.status, 200);
     assert.equal((full.json as { result: { n: number; padding: string } }).result.n, 6);
+    const results = blobs().getContainerClient(h.env.JOB_RESULTS_CONTAINER ?? '');
+    assert.equal(full.text, (await results.getBlobClient('jobs/big-result/result.json').downloadToBuffer()).toString('utf8'), 'served from its blob');
   });
 
   it('re-dispatches a chunk stuck past its deadline and counts it once when the stuck copy finishes too', async () => {

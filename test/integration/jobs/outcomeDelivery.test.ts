@@ -180,6 +180,13 @@ describe('outcomes delivered: reply queues, the outcome stream, signed callbacks
     assert.equal(errors.status, 'completed_with_errors');
     assert.equal(errors.correlationId, 'c-2');
     assert.equal(errors.errors?.[0]?.code, 'BLOB_NOT_FOUND', JSON.stringify(errors));
+    // A result with errors keeps its blob: every item error is there, the summary has the first few.
+    const document = await h.request('GET', '/api/jobs/rq-errors/result');
+    assert.equal(document.status, 200, document.text);
+    assert.deepEqual(
+      (document.json as { itemErrors: Array<{ index: number; code: string }> }).itemErrors.map((e) => [e.index, e.code]),
+      [[1, 'BLOB_NOT_FOUND']],
+    );
     const failed = await replies.outcomeOf('rq-failed');
     assert.equal(failed.status, 'failed');
     assert.equal(failed.error?.code, 'ITEMS_BLOB_INVALID');

@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
-import { aggregateJob } from '../../../../shared/jobs/run/aggregation';
-import { type ChunkResultEntry } from '../../../../shared/jobs/store/jobDocuments';
+import { aggregateJob, resultDocumentOf } from '../../../../shared/jobs/run/aggregation';
+import { type ChunkResultEntry, type ItemError } from '../../../../shared/jobs/store/jobDocuments';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
@@ -16,12 +16,14 @@ import { MemoryDocuments } from '../support/MemoryDocuments';
 
 const AT = '2026-03-01T12:00:00.000Z';
 
-async function setup(jobId: string) {
+async function setup(jobId: string, itemErrors: readonly ItemError[] = []) {
   const docs = new MemoryDocuments(() => Date.parse(AT));
   const store = new JobStore(docs, 'job-results', () => Promise.resolve(undefined));
   for (const [chunk, partial] of [[0, { count: 2, sum: '3', min: 1, max: 2 }], [1, { count: 1, sum: '4', min: 4, max: 4 }]] as const) {
+    // The item errors, when given, are chunk 1's.
+    const errors = chunk === 1 ? itemErrors : [];
     await store.chunks.writeChunkResult({
-      jobId, chunk, status: 'ok', itemCount: partial.count, itemsFailed: 0, partial, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
+      jobId, chunk, status: 'ok', itemCount: partial.count, itemsFailed: errors.length, partial, itemErrors: errors, attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
     });
   }
   const deps = { store, registry: workTypes, logger: memoryLogger('aggregation'), now: () => new Date(AT) };
@@ -31,7 +33,7 @@ async function setup(jobId: string) {
     const summary = await aggregateJob(deps, { run, chunkCount: 2, itemCount: 3, cancelled: false }, landed);
     return { summary, lists: docs.calls.get('list') ?? 0 };
   };
-  return { store, aggregate };
+  return { store, docs, aggregate };
 }
 
 describe('aggregation from the results a pass saw', () => {
@@ -53,5 +55,33 @@ describe('aggregation from the results a pass saw', () => {
     const partly = await t.aggregate(landed);
     assert.equal(partly.lists, 1);
     assert.deepEqual(partly.summary.result, { count: 3, sum: 7, min: 1, max: 4 }, 'both chunks folded');
+  });
+
+  it('keeps a small result without errors in the summary alone (no result blob); one with an item error keeps its blob', async () => {
+    const clean = await setup('agg-clean');
+    const { summary } = await clean.aggregate();
+    assert.equal(summary.resultBlob, undefined);
+    assert.equal(await clean.docs.exists('jobs/agg-clean/result.json'), false, 'a result blob was written');
+    assert.deepEqual(resultDocumentOf(summary), {
+      jobId: 'agg-clean',
+      workType: 'sum',
+      status: 'completed',
+      progress: summary.progress,
+      result: { count: 3, sum: 7, min: 1, max: 4 },
+      chunkErrors: [],
+      itemErrors: [],
+      epoch: 3,
+      finishedAt: AT,
+    });
+
+    const failedItem = { index: 2, code: 'ITEM_INVALID', message: 'not a number' };
+    const errors = await setup('agg-errors', [failedItem]);
+    const withErrors = (await errors.aggregate()).summary;
+    assert.equal(withErrors.status, 'completed_with_errors');
+    assert.equal(withErrors.resultBlob, 'jobs/agg-errors/result.json');
+    const stored = JSON.parse((await errors.docs.getText('jobs/agg-errors/result.json')) ?? 'null') as { itemErrors: unknown };
+    assert.deepEqual(stored.itemErrors, [failedItem], 'every item error in the blob');
+    assert.equal(resultDocumentOf(withErrors), undefined, 'the summary does not stand for a stored result');
+    assert.equal(resultDocumentOf({ ...summary, superseded: { reason: 'newer start' } }), undefined, 'a stood-down run stands for nothing');
   });
 });
