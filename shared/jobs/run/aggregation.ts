@@ -1,17 +1,17 @@
 /**
  * A job's aggregation: every chunk's partial folded once, in chunk order (one listing; a read only
- * for a partial too big for metadata or a chunk's errors, the first 100), the full result stored,
- * the final summary recorded once (a run that finished first wins, and its summary is answered).
- * A small result without errors (the summary holds all of it: `resultDocumentOf`) is stored in the
- * summary alone: one blob write and one stored blob a job fewer, which on Azurite is what a burst of
- * small jobs is bound by. Safe to run again: it reads the same results and rewrites the same result blob. A 10,000-chunk
- * fold yields to the event loop every 50 chunks, so it does not hold the leader's renewals.
+ * for a partial too big for metadata or a chunk's errors, the first 100), the full result document
+ * stored (`result.json`), the final summary recorded once (a run that finished first wins, and its
+ * summary is answered). A result of at most 4 KiB without errors is kept in the summary alone (it
+ * holds all the document would: `resultDocumentOf`): one blob write and one stored blob a job fewer,
+ * which on Azurite is what a burst of small jobs is bound by. Safe to run again: it reads the same
+ * results and writes the same document. A 10,000-chunk fold yields to the event loop every 50
+ * chunks, so it does not hold the leader's renewals.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 7.
  */
 import { type Logger } from '../../observability/log';
-import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { type FinalStatus, INLINE_RESULT_BYTES, isSuperseded, type JobProgress, type JobSummary } from '../api/JobSummary';
+import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummary, resultDocument } from '../api/JobSummary';
 import { type DispatchJob } from '../dispatch/ChunkDispatcher';
 import { JobError, type JobErrorInfo } from '../JobError';
 import { mapLimit } from '../pool';
@@ -99,7 +99,7 @@ export async function aggregateJob(
         : 'completed';
   const finishedAt = deps.now().toISOString();
   const { jobId, workType, epoch } = run;
-  const document: JobResultDocument = { jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt };
+  const document = resultDocument({ jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt });
   const inline = Buffer.byteLength(JSON.stringify(result), 'utf8') <= INLINE_RESULT_BYTES;
   // The summary says everything the document would: no result blob (GET .../result builds it from the summary).
   const whole = inline && chunkErrors.length === 0 && itemErrors.length === 0;
@@ -131,29 +131,6 @@ export async function aggregateJob(
   };
   // The creation time the run carries keys the job's index row (no read of the start record).
   return deps.store.writeFinal(summary, undefined, run.submittedAt);
-}
-
-/**
- * A job's full result, what `GET /api/jobs/{jobId}/result` serves: stored as `jobs/<jobId>/result.json`,
- * or, for a job whose summary holds its result inline and no errors, built from that summary.
- */
-export interface JobResultDocument {
-  readonly jobId: string;
-  readonly workType: string;
-  readonly status: FinalStatus;
-  readonly progress: JobProgress;
-  readonly result: Json;
-  readonly chunkErrors: readonly (JobErrorInfo & { readonly chunk: number })[];
-  readonly itemErrors: readonly ItemError[];
-  readonly epoch: number;
-  readonly finishedAt: string;
-}
-
-/** The result document a summary stands for when no result blob was stored (undefined when one was, or the summary has none). */
-export function resultDocumentOf(summary: JobSummary): JobResultDocument | undefined {
-  if (summary.resultBlob !== undefined || summary.result === undefined || isSuperseded(summary)) return undefined;
-  const { jobId, workType, status, progress, result, epoch, finishedAt } = summary;
-  return { jobId, workType, status, progress, result, chunkErrors: [], itemErrors: [], epoch, finishedAt };
 }
 
 export function countProgress(entries: readonly ChunkResultEntry[], chunkCount: number, itemCount: number): JobProgress {

@@ -18,10 +18,10 @@
  * message is held by whichever instance received it, and comes back only a minute after that
  * instance dies (the control queue's visibility), where a step's activity message comes back in
  * `workItemQueueVisibilityTimeout` (10 s, host.json). The custom status carries phase, progress and the
- * leader's epoch. The output is a small `JobSummary`; the full result is in a blob. The summary is
- * recorded once (`final.json`): by the activity that aggregates the job, or, for a job that fails
- * before it aggregates (its plan refused it, an activity kept failing), by the finish activity; each
- * answers the recorded one. A plan step that stands down
+ * leader's epoch. The output is a small `JobSummary`; the full result is in a blob (or, when small and
+ * without errors, in the summary). The summary is recorded once (`final.json`): by the activity
+ * that aggregates the job, or, for a job that fails before it aggregates (its plan refused it, an
+ * activity kept failing), by the finish activity; each answers the recorded one. A plan step that stands down
  * (the job already finished, or this run is not the job's current start: see intake/startSteps.ts) ends the run
  * at once with the recorded summary, or a superseded marker, having done nothing.
  *

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
-import { aggregateJob, resultDocumentOf } from '../../../../shared/jobs/run/aggregation';
+import { type JobSummary, resultDocumentOf } from '../../../../shared/jobs/api/JobSummary';
+import { aggregateJob } from '../../../../shared/jobs/run/aggregation';
 import { type ChunkResultEntry, type ItemError } from '../../../../shared/jobs/store/jobDocuments';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
@@ -62,25 +62,34 @@ describe('aggregation from the results a pass saw', () => {
     const { summary } = await clean.aggregate();
     assert.equal(summary.resultBlob, undefined);
     assert.equal(await clean.docs.exists('jobs/agg-clean/result.json'), false, 'a result blob was written');
-    assert.deepEqual(resultDocumentOf(summary), {
-      jobId: 'agg-clean',
-      workType: 'sum',
-      status: 'completed',
-      progress: summary.progress,
-      result: { count: 3, sum: 7, min: 1, max: 4 },
-      chunkErrors: [],
-      itemErrors: [],
-      epoch: 3,
-      finishedAt: AT,
-    });
+    // The same bytes as the blob would have held (compared as text: the order of the fields too).
+    assert.equal(
+      JSON.stringify(resultDocumentOf(summary)),
+      JSON.stringify({
+        jobId: 'agg-clean',
+        workType: 'sum',
+        status: 'completed',
+        progress: summary.progress,
+        result: { count: 3, sum: 7, min: 1, max: 4 },
+        chunkErrors: [],
+        itemErrors: [],
+        epoch: 3,
+        finishedAt: AT,
+      }),
+    );
 
     const failedItem = { index: 2, code: 'ITEM_INVALID', message: 'not a number' };
     const errors = await setup('agg-errors', [failedItem]);
     const withErrors = (await errors.aggregate()).summary;
     assert.equal(withErrors.status, 'completed_with_errors');
     assert.equal(withErrors.resultBlob, 'jobs/agg-errors/result.json');
-    const stored = JSON.parse((await errors.docs.getText('jobs/agg-errors/result.json')) ?? 'null') as { itemErrors: unknown };
+    const text = (await errors.docs.getText('jobs/agg-errors/result.json')) ?? 'null';
+    const stored = JSON.parse(text) as { itemErrors: unknown };
     assert.deepEqual(stored.itemErrors, [failedItem], 'every item error in the blob');
+    // One order of fields for both: the stored document, with its errors emptied, is what a summary would build.
+    const emptied = JSON.stringify({ ...(JSON.parse(text) as object), chunkErrors: [], itemErrors: [] });
+    const { resultBlob: _blob, errors: _errors, ...errorsDropped } = withErrors;
+    assert.equal(JSON.stringify(resultDocumentOf(errorsDropped)), emptied);
     assert.equal(resultDocumentOf(withErrors), undefined, 'the summary does not stand for a stored result');
     assert.equal(resultDocumentOf({ ...summary, superseded: { reason: 'newer start' } }), undefined, 'a stood-down run stands for nothing');
   });
