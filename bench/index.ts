@@ -4,6 +4,7 @@
  * exporting a `Bench` and append it to `benches`.
  */
 import { azuriteSizeBench } from './azuriteSize';
+import { burstFailoverBench } from './burstFailover';
 import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
 import { idleCostBench } from './idleCost';
@@ -47,6 +48,7 @@ export const benches: Bench[] = [
   concurrentJobsBench,
   tooManyItemsBench,
   jobsScaleBench,
+  burstFailoverBench,
   livePageBench,
   idleCostBench,
   azuriteSizeBench,

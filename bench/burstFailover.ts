@@ -1,0 +1,178 @@
+/**
+ * Benchmark: the leader killed in the middle of a burst. Two instances of the real app (development
+ * host processes, shipped host.json and settings) on an Azurite of their own, N small `sum` jobs (20
+ * items) sent at once as queue messages (16 in flight), and the leader SIGKILLed `--kill-after`
+ * seconds after the first submission: it dies holding accepted starts it has not made yet (past the
+ * admission bound, JobIntake), starts whose plans have not run, and Durable messages it had taken.
+ * The other instance takes the lease once it expires, its start checks take the dead leader's
+ * marked starts over a few at a time, and Durable's messages come back after their visibility
+ * timeouts. Figures: the time from the first submission to the last job's recorded completion, the
+ * kill -> next leader time (GET /api/leader), and what the dead leader had done by then (from its log).
+ * Every job must complete exact, once (one `job.planned` start id a job).
+ *
+ * Baseline, same run, same settings, its own empty Azurite: the same burst on two instances with no kill.
+ *
+ * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8]`.
+ */
+import { QueueServiceClient } from '@azure/storage-queue';
+import { startAzurite } from 'devhost/testing';
+
+import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type Bench } from './index';
+
+const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
+const SUM = ITEMS.reduce((a, b) => a + b, 0);
+const IN_FLIGHT = 16;
+
+interface Run {
+  readonly label: string;
+  readonly wallMs: number;
+  readonly p50Ms: number;
+  readonly wrong: number;
+  /** Jobs whose `job.planned` lines name more than one start id (planned by two starts). */
+  readonly plannedTwice: number;
+  readonly kill?: {
+    readonly atMs: number;
+    readonly nextLeaderMs: number;
+    readonly lastCompletedMs: number;
+    /** What the dead leader's log shows by its kill. */
+    readonly accepted: number;
+    readonly started: number;
+    readonly completed: number;
+    /** Starts the next leader's checks made again (intake.start_repaired). */
+    readonly repaired: number;
+  };
+}
+
+function countEvents(lines: readonly string[], event: string): number {
+  const needle = `"event":"${event}"`;
+  return lines.filter((line) => line.includes(needle)).length;
+}
+
+/** Jobs planned under more than one start id, from every instance's log (the dead one's kept). */
+function plannedTwice(logs: readonly (readonly string[])[]): number {
+  const starts = new Map<string, Set<string>>();
+  for (const line of logs.flat()) {
+    if (!line.includes('"event":"job.planned"')) continue;
+    const jobId = /"jobId":"([^"]+)"/.exec(line)?.[1];
+    const startId = /"startId":"([^"]+)"/.exec(line)?.[1];
+    if (jobId === undefined || startId === undefined) continue;
+    starts.set(jobId, (starts.get(jobId) ?? new Set()).add(startId));
+  }
+  return [...starts.values()].filter((s) => s.size > 1).length;
+}
+
+async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void): Promise<Run> {
+  const azurite = await startAzurite();
+  let cluster: AppCluster | undefined;
+  try {
+    cluster = await startAppCluster(azurite.connectionString, { instances: 2, label: 'failover' });
+    const c = cluster;
+    const leader = await c.leader();
+    await sleep(3_000);
+    const jobsQueue = QueueServiceClient.fromConnectionString(azurite.connectionString).getQueueClient(c.names.jobsQueue);
+    const ids = Array.from({ length: n }, (_, i) => `f${killAfterMs === undefined ? 'b' : 'k'}-${i}`);
+    const posted = new Map<string, number>();
+    const wall0 = Date.now();
+    let next = 0;
+    const sending = Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        while (next < ids.length) {
+          const jobId = ids[next++] as string;
+          posted.set(jobId, Date.now());
+          await jobsQueue.sendMessage(Buffer.from(JSON.stringify({ jobId, workType: 'sum', items: ITEMS })).toString('base64'));
+        }
+      }),
+    );
+    let kill: Run['kill'] | undefined;
+    let deadLog: string[] = [];
+    if (killAfterMs !== undefined) {
+      await sleep(Math.max(0, wall0 + killAfterMs - Date.now()));
+      const host = c.instances.get(leader);
+      deadLog = host?.lines() ?? [];
+      const killedAt = Date.now();
+      await c.kill(leader);
+      note(`burst-failover: ${leader} (the leader) killed ${secs(killedAt - wall0)} s after the first submission`);
+      const nextLeader = await c.leader(180_000);
+      const nextLeaderMs = Date.now() - killedAt;
+      note(`burst-failover: ${nextLeader} leads ${secs(nextLeaderMs)} s after the kill`);
+      kill = {
+        atMs: killedAt - wall0,
+        nextLeaderMs,
+        lastCompletedMs: NaN,
+        accepted: countEvents(deadLog, 'intake.accepted'),
+        started: countEvents(deadLog, 'intake.started'),
+        completed: countEvents(deadLog, 'job.aggregated'),
+        repaired: 0,
+      };
+    }
+    await sending;
+    const finals = new Map<string, { finishedAt: number; ok: boolean }>();
+    const deadline = Date.now() + Math.max(900_000, n * 500);
+    let open = [...ids];
+    while (open.length > 0) {
+      if (Date.now() > deadline) throw new Error(`${open.length} of ${n} jobs not finished (first: ${open[0]})`);
+      const head = open.slice(0, 32);
+      await Promise.all(
+        head.map(async (jobId) => {
+          const body = await c.results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
+          if (body === undefined) return;
+          const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
+          finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });
+        }),
+      );
+      const before = open.length;
+      open = open.filter((id) => !finals.has(id));
+      if (open.length === before) await sleep(500);
+    }
+    const lastFinished = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN));
+    const survivors = [...c.instances.values()].map((h) => h.lines());
+    const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
+    return {
+      label: killAfterMs === undefined ? 'no kill (baseline)' : `leader killed at ${secs(killAfterMs)} s`,
+      wallMs: lastFinished - wall0,
+      p50Ms: percentile(latencies, 50),
+      wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
+      plannedTwice: plannedTwice([deadLog, ...survivors]),
+      ...(kill === undefined
+        ? {}
+        : { kill: { ...kill, lastCompletedMs: lastFinished - wall0 - kill.atMs, repaired: survivors.reduce((a, l) => a + countEvents(l, 'intake.start_repaired'), 0) } }),
+    };
+  } finally {
+    await cluster?.stop();
+    await azurite.stop();
+  }
+}
+
+export const burstFailoverBench: Bench = {
+  name: 'burst-failover',
+  description: 'the leader killed in the middle of a burst of small jobs by queue on two instances, against the same burst without the kill',
+  async run(ctx) {
+    const n = Number(ctx.options.get('jobs') ?? '1000');
+    const killAfterMs = Number(ctx.options.get('kill-after') ?? '8') * 1000;
+    if (!Number.isInteger(n) || n < 1 || !Number.isFinite(killAfterMs) || killAfterMs < 0) throw new Error('--jobs must be a positive integer, --kill-after seconds');
+    const baseline = await burst(n, undefined, ctx.note);
+    ctx.note(`burst-failover: ${n} jobs without a kill: ${secs(baseline.wallMs)} s`);
+    const killed = await burst(n, killAfterMs, ctx.note);
+    ctx.note(`burst-failover: ${n} jobs with the leader killed: ${secs(killed.wallMs)} s`);
+    const lines: string[] = [
+      `${n} small sum jobs (${ITEMS.length} items) sent at once as queue messages (${IN_FLIGHT} in flight), two instances, shipped settings.`,
+      '',
+      '| burst | first submission -> last completed | POST -> completed p50 | kill -> next leader | kill -> last completed | the dead leader had: accepted / started / completed | starts repaired | planned by two starts | not exact |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ];
+    for (const r of [baseline, killed]) {
+      const k = r.kill;
+      lines.push(
+        `| ${r.label} | ${secs(r.wallMs)} s (${(r.wallMs / baseline.wallMs).toFixed(2)}x) | ${secs(r.p50Ms)} s | ${k === undefined ? '-' : `${secs(k.nextLeaderMs)} s`} | ` +
+          `${k === undefined ? '-' : `${secs(k.lastCompletedMs)} s`} | ${k === undefined ? '-' : `${k.accepted} / ${k.started} / ${k.completed}`} | ` +
+          `${k === undefined ? '-' : k.repaired} | ${r.plannedTwice} | ${r.wrong} |`,
+      );
+    }
+    const wrong = baseline.wrong + killed.wrong;
+    lines.push('');
+    lines.push(wrong === 0 ? 'Every job completed with its exact sum.' : `${wrong} jobs did not complete exact.`);
+    if (wrong > 0) throw new Error(lines.join('\n'));
+    return { title: 'Burst failover: the leader killed in the middle of a burst', lines };
+  },
+};
