@@ -44,15 +44,7 @@ const DEFAULT_CONNECTION_NAME = 'Storage';
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 /** The extension's LocalHttpListener base path (the client binding's rpcBaseUrl). */
 export const RPC_PATH = '/durabletask';
-/**
- * A listing without `top` lists the instances 1,000 at a time (the most a page of `top` may hold):
- * here an instance is a blob, and every page is one listing request, which Azurite answers in time
- * that grows with the blobs it holds. In pages of 100 the leader's check of Running runs (every 5 s)
- * listed a 10,000-job burst's instances in 100 requests each time, 0.32 listing requests a job; the
- * extension's Table query scans up to 1,000 entities a request. Clients that follow the continuation
- * token (the durable-functions client does) see the same instances either way.
- */
-const DEFAULT_PAGE_SIZE = 1000;
+const DEFAULT_PAGE_SIZE = 100;
 /** OverridableStatesExtensions.ToDedupeStatuses(NonRunningStates). */
 const NON_RUNNING_DEDUPE: readonly RuntimeStatus[] = ['Running', 'ContinuedAsNew', 'Pending', 'Suspended'];
 

@@ -12,7 +12,6 @@ import { after, before, describe, it } from 'node:test';
 import * as df from 'durable-functions';
 
 import { type HttpResponseData } from '../../../src/contracts';
-import { newInstanceState } from '../../../src/durable/InstanceStore';
 import { type DurableTestHost, eventNames, startDurableTestHost, waitForFinish } from '../../support/durableTestHost';
 
 async function waitForStatus(host: DurableTestHost, id: string, check: (status: df.DurableOrchestrationStatus) => boolean): Promise<void> {
@@ -201,44 +200,5 @@ describe('Durable instance queries and purge through the durable-functions clien
     assert.equal(none.instancesDeleted, 0);
     const missingFrom = await fetch(`${host.baseUrl}/runtime/webhooks/durabletask/instances/`, { method: 'DELETE' });
     assert.equal(missingFrom.status, 400);
-  });
-});
-
-describe('Durable instance listing pages', () => {
-  let host: DurableTestHost;
-
-  before(async () => {
-    // Not started: the instances stay Pending, as written.
-    host = await startDurableTestHost({ start: false });
-    const now = new Date();
-    const ids = Array.from({ length: 150 }, (_, i) => `pending-${String(i).padStart(3, '0')}`);
-    for (let i = 0; i < ids.length; i += 25) {
-      await Promise.all(
-        ids.slice(i, i + 25).map((instanceId) => host.store.create(newInstanceState({ instanceId, name: 'HelloSequence', executionId: `e-${instanceId}`, input: null, parent: null, now }))),
-      );
-    }
-  });
-
-  after(async () => {
-    await host?.stop();
-  });
-
-  const page = async (query: string, token?: string): Promise<{ ids: string[]; token: string | null }> => {
-    const response = await fetch(`${host.baseUrl}/runtime/webhooks/durabletask/instances/?${query}`, { headers: token === undefined ? {} : { 'x-ms-continuation-token': token } });
-    assert.equal(response.status, 200);
-    return { ids: ((await response.json()) as Array<{ instanceId: string }>).map((s) => s.instanceId), token: response.headers.get('x-ms-continuation-token') };
-  };
-
-  it('lists up to 1,000 instances a page without top (one listing request per 1,000 blobs), and top pages as asked', async () => {
-    const whole = await page('runtimeStatus=Pending&showInput=false');
-    assert.equal(whole.ids.length, 150, 'one page');
-    assert.equal(whole.token, null);
-    const first = await page('runtimeStatus=Pending&top=100');
-    assert.equal(first.ids.length, 100);
-    assert.ok(first.token !== null);
-    const second = await page('runtimeStatus=Pending&top=100', first.token);
-    assert.equal(second.ids.length, 50);
-    assert.equal(second.token, null);
-    assert.deepEqual([...first.ids, ...second.ids].sort(), [...whole.ids].sort());
   });
 });
