@@ -19,10 +19,7 @@ import { startAzurite } from 'devhost/testing';
 
 import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
-
-const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
-const SUM = ITEMS.reduce((a, b) => a + b, 0);
-const IN_FLIGHT = 16;
+import { IN_FLIGHT, inFlight, ITEMS, SUM, waitAll } from './jobsScale';
 
 interface Run {
   readonly label: string;
@@ -74,16 +71,10 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     const ids = Array.from({ length: n }, (_, i) => `f${killAfterMs === undefined ? 'b' : 'k'}-${i}`);
     const posted = new Map<string, number>();
     const wall0 = Date.now();
-    let next = 0;
-    const sending = Promise.all(
-      Array.from({ length: IN_FLIGHT }, async () => {
-        while (next < ids.length) {
-          const jobId = ids[next++] as string;
-          posted.set(jobId, Date.now());
-          await jobsQueue.sendMessage(Buffer.from(JSON.stringify({ jobId, workType: 'sum', items: ITEMS })).toString('base64'));
-        }
-      }),
-    );
+    const sending = inFlight(ids, IN_FLIGHT, async (jobId) => {
+      posted.set(jobId, Date.now());
+      await jobsQueue.sendMessage(Buffer.from(JSON.stringify({ jobId, workType: 'sum', items: ITEMS })).toString('base64'));
+    });
     let kill: Run['kill'] | undefined;
     let deadLog: string[] = [];
     if (killAfterMs !== undefined) {
@@ -108,23 +99,13 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     }
     await sending;
     const finals = new Map<string, { finishedAt: number; ok: boolean }>();
-    const deadline = Date.now() + Math.max(900_000, n * 500);
-    let open = [...ids];
-    while (open.length > 0) {
-      if (Date.now() > deadline) throw new Error(`${open.length} of ${n} jobs not finished (first: ${open[0]})`);
-      const head = open.slice(0, 32);
-      await Promise.all(
-        head.map(async (jobId) => {
-          const body = await c.results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
-          if (body === undefined) return;
-          const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
-          finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });
-        }),
-      );
-      const before = open.length;
-      open = open.filter((id) => !finals.has(id));
-      if (open.length === before) await sleep(500);
-    }
+    await waitAll(ids, async (jobId) => {
+      const body = await c.results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
+      if (body === undefined) return false;
+      const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
+      finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });
+      return true;
+    }, Math.max(900_000, n * 500));
     const lastFinished = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN));
     const survivors = [...c.instances.values()].map((h) => h.lines());
     const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));

@@ -32,9 +32,10 @@ import { type Bench } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
 import { processCpuMs } from './processCpu';
 
-const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
-const SUM = ITEMS.reduce((a, b) => a + b, 0);
-const IN_FLIGHT = 16;
+/** A small job of the bursts (jobs-scale, burst-failover): a `sum` of 20 items, submitted 16 at a time. */
+export const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
+export const SUM = ITEMS.reduce((a, b) => a + b, 0);
+export const IN_FLIGHT = 16;
 
 interface BurstFigures {
   readonly label: string;
@@ -57,7 +58,7 @@ interface CpuPerJob {
   readonly benchMs: number | undefined;
 }
 
-async function inFlight<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+export async function inFlight<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(limit, items.length) }, async () => {
@@ -67,7 +68,7 @@ async function inFlight<T>(items: readonly T[], limit: number, work: (item: T) =
 }
 
 /** Waits until `done(id)` holds for every id, probing in submission order (jobs end roughly in order). */
-async function waitAll(ids: readonly string[], done: (id: string) => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitAll(ids: readonly string[], done: (id: string) => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   const open = [...ids];
   while (open.length > 0) {
