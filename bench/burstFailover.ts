@@ -2,13 +2,15 @@
  * Benchmark: the leader killed in the middle of a burst. Two instances of the real app (development
  * host processes, shipped host.json and settings) on an Azurite of their own, N small `sum` jobs (20
  * items) sent at once as queue messages (16 in flight), and the leader SIGKILLed `--kill-after`
- * seconds after the first submission: it dies holding accepted starts it has not made yet (past the
- * admission bound, JobIntake), starts whose plans have not run, and Durable messages it had taken.
+ * seconds after the first submission: it dies holding starts whose plans have not run, Durable
+ * messages it had taken and, once the burst is past the admission bound, accepted starts it has not
+ * made yet (JobIntake).
  * The other instance takes the lease once it expires, its start checks take the dead leader's
  * marked starts over a few at a time, and Durable's messages come back after their visibility
  * timeouts. Figures: the time from the first submission to the last job's recorded completion, the
  * kill -> next leader time (GET /api/leader), and what the dead leader had done by then (from its log).
- * Every job must complete exact, once (one `job.planned` start id a job).
+ * Every job must complete exact, and be planned by one start (one `job.planned` start id a job):
+ * either failing fails the bench.
  *
  * Baseline, same run, same settings, its own empty Azurite: the same burst on two instances with no kill.
  *
@@ -151,9 +153,11 @@ export const burstFailoverBench: Bench = {
       );
     }
     const wrong = baseline.wrong + killed.wrong;
+    const twice = baseline.plannedTwice + killed.plannedTwice;
     lines.push('');
     lines.push(wrong === 0 ? 'Every job completed with its exact sum.' : `${wrong} jobs did not complete exact.`);
-    if (wrong > 0) throw new Error(lines.join('\n'));
+    if (twice > 0) lines.push(`${twice} jobs were planned by two starts (the fence must make that impossible).`);
+    if (wrong > 0 || twice > 0) throw new Error(lines.join('\n'));
     return { title: 'Burst failover: the leader killed in the middle of a burst', lines };
   },
 };
