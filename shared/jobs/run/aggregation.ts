@@ -99,11 +99,15 @@ export async function aggregateJob(
         : 'completed';
   const finishedAt = deps.now().toISOString();
   const { jobId, workType, epoch } = run;
-  const document = resultDocument({ jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt });
   const inline = Buffer.byteLength(JSON.stringify(result), 'utf8') <= INLINE_RESULT_BYTES;
   // The summary says everything the document would: no result blob (GET .../result builds it from the summary).
   const whole = inline && chunkErrors.length === 0 && itemErrors.length === 0;
-  const stored = whole ? undefined : await deps.store.writeJobResult(jobId, document);
+  const stored = whole
+    ? undefined
+    : await deps.store.writeJobResult(
+        jobId,
+        resultDocument({ jobId, workType, status, progress, result, chunkErrors, itemErrors, epoch, finishedAt }),
+      );
   const errors: JobErrorInfo[] = [
     ...chunkErrors.map((e) => ({ code: e.code, message: `chunk ${e.chunk}: ${e.message}` })),
     ...itemErrors.map((e) => ({ code: e.code, message: `item ${e.index}: ${e.message}` })),
