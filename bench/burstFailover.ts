@@ -17,7 +17,7 @@
  * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8]`.
  */
 import { QueueServiceClient } from '@azure/storage-queue';
-import { startAzurite } from 'devhost/testing';
+import { type HostProcess, startAzurite } from 'devhost/testing';
 
 import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
@@ -43,20 +43,12 @@ interface Run {
   };
 }
 
-function countEvents(lines: readonly string[], event: string): number {
-  const needle = `"event":"${event}"`;
-  return lines.filter((line) => line.includes(needle)).length;
-}
-
 /** Jobs planned under more than one start id, from every instance's log (the dead one's kept). */
-function plannedTwice(logs: readonly (readonly string[])[]): number {
-  const starts = new Map<string, Set<string>>();
-  for (const line of logs.flat()) {
-    if (!line.includes('"event":"job.planned"')) continue;
-    const jobId = /"jobId":"([^"]+)"/.exec(line)?.[1];
-    const startId = /"startId":"([^"]+)"/.exec(line)?.[1];
-    if (jobId === undefined || startId === undefined) continue;
-    starts.set(jobId, (starts.get(jobId) ?? new Set()).add(startId));
+function plannedTwice(hosts: readonly HostProcess[]): number {
+  const starts = new Map<string, Set<unknown>>();
+  for (const planned of hosts.flatMap((h) => h.events('job.planned'))) {
+    const jobId = String(planned.jobId);
+    starts.set(jobId, (starts.get(jobId) ?? new Set()).add(planned.startId));
   }
   return [...starts.values()].filter((s) => s.size > 1).length;
 }
@@ -78,11 +70,10 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
       await jobsQueue.sendMessage(Buffer.from(JSON.stringify({ jobId, workType: 'sum', items: ITEMS })).toString('base64'));
     });
     let kill: Run['kill'] | undefined;
-    let deadLog: string[] = [];
+    // The killed leader's process keeps what it printed: its log stays readable after the kill.
+    const dead = killAfterMs === undefined ? undefined : c.instances.get(leader);
     if (killAfterMs !== undefined) {
       await sleep(Math.max(0, wall0 + killAfterMs - Date.now()));
-      const host = c.instances.get(leader);
-      deadLog = host?.lines() ?? [];
       const killedAt = Date.now();
       await c.kill(leader);
       note(`burst-failover: ${leader} (the leader) killed ${secs(killedAt - wall0)} s after the first submission`);
@@ -93,9 +84,9 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
         atMs: killedAt - wall0,
         nextLeaderMs,
         lastCompletedMs: NaN,
-        accepted: countEvents(deadLog, 'intake.accepted'),
-        started: countEvents(deadLog, 'intake.started'),
-        completed: countEvents(deadLog, 'job.aggregated'),
+        accepted: dead?.events('intake.accepted').length ?? 0,
+        started: dead?.events('intake.started').length ?? 0,
+        completed: dead?.events('job.aggregated').length ?? 0,
         repaired: 0,
       };
     }
@@ -109,17 +100,17 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
       return true;
     }, Math.max(900_000, n * 500));
     const lastFinished = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN));
-    const survivors = [...c.instances.values()].map((h) => h.lines());
+    const survivors = [...c.instances.values()];
     const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
     return {
       label: killAfterMs === undefined ? 'no kill (baseline)' : `leader killed at ${secs(killAfterMs)} s`,
       wallMs: lastFinished - wall0,
       p50Ms: percentile(latencies, 50),
       wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
-      plannedTwice: plannedTwice([deadLog, ...survivors]),
+      plannedTwice: plannedTwice([...(dead === undefined ? [] : [dead]), ...survivors]),
       ...(kill === undefined
         ? {}
-        : { kill: { ...kill, lastCompletedMs: lastFinished - wall0 - kill.atMs, repaired: survivors.reduce((a, l) => a + countEvents(l, 'intake.start_repaired'), 0) } }),
+        : { kill: { ...kill, lastCompletedMs: lastFinished - wall0 - kill.atMs, repaired: survivors.reduce((a, h) => a + h.events('intake.start_repaired').length, 0) } }),
     };
   } finally {
     await cluster?.stop();
