@@ -59,14 +59,20 @@ export function fingerprintOf(snapshot: OrchestrationSnapshot | undefined): stri
 }
 
 export interface OrchestrationClient {
-  getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
+  /** One instance's status; `input: false` leaves its input out (the stall check reads only the status). */
+  getStatus(instanceId: string, options?: { readonly input?: boolean }): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
   /** Asks a run to call its current activity again (StalledJobs). */
   raiseResume(instanceId: string, request: ResumeRequest): Promise<void>;
   list(): Promise<OrchestrationSnapshot[]>;
-  /** The Running instances (with their inputs: the client has no way to leave them out; a run's inline items are under 48 KiB). */
-  listRunning(): Promise<OrchestrationSnapshot[]>;
+  /**
+   * The instances not finished: Pending, Running and ContinuedAsNew (with their inputs: the client has
+   * no way to leave them out; a run's inline items are under 48 KiB). A scan of the task hub's
+   * instances, finished ones included, on every backend: the stall check lists at a new leader's
+   * first pass and then seldom (StalledJobs).
+   */
+  listActive(): Promise<OrchestrationSnapshot[]>;
   /** Deletes a finished instance's history and state; false when there was none. */
   purge(instanceId: string): Promise<boolean>;
 }
@@ -86,9 +92,9 @@ function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
 export function durableOrchestrationClient(client: DurableClient, options: { readonly timeoutMs?: number } = {}): OrchestrationClient {
   const ms = options.timeoutMs ?? DURABLE_CALL_TIMEOUT_MS;
   return {
-    async getStatus(instanceId) {
+    async getStatus(instanceId, options) {
       try {
-        return snapshot(await withTimeout('getStatus', client.getStatus(instanceId, { showInput: true }), ms));
+        return snapshot(await withTimeout('getStatus', client.getStatus(instanceId, { showInput: options?.input ?? true }), ms));
       } catch (err) {
         // The client reports a missing instance only as an Error whose text names the 404.
         if (err instanceof Error && /HTTP 404/.test(err.message)) return undefined;
@@ -107,8 +113,10 @@ export function durableOrchestrationClient(client: DurableClient, options: { rea
     async list() {
       return (await withTimeout('getStatusAll', client.getStatusAll(), 2 * ms)).map(snapshot);
     },
-    async listRunning() {
-      const filter: OrchestrationFilter = { runtimeStatus: [OrchestrationRuntimeStatus.Running] };
+    async listActive() {
+      const filter: OrchestrationFilter = {
+        runtimeStatus: [OrchestrationRuntimeStatus.Pending, OrchestrationRuntimeStatus.Running, OrchestrationRuntimeStatus.ContinuedAsNew],
+      };
       return (await withTimeout('getStatusBy', client.getStatusBy(filter), 2 * ms)).map(snapshot);
     },
     async purge(instanceId) {

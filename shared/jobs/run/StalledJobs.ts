@@ -1,6 +1,6 @@
 /**
- * Wakes job runs that stopped moving: the leader's pass, every `STALL_CHECK.intervalMs`, lists the
- * Running orchestrations and raises a `resume` event on each job run whose last update is more than
+ * Wakes job runs that stopped moving: the leader's pass, every `STALL_CHECK.intervalMs`, looks at the
+ * job runs it follows and raises a `resume` event on each whose last update is more than
  * `STALL_CHECK.stalledAfterMs` old; the run calls the activity it waits on again (jobOrchestration.ts
  * `call`).
  *
@@ -12,6 +12,18 @@
  * within 5 s), so 15 s of silence means its message is held (or an activity is retrying), unless
  * Durable's queues run behind (a burst): then twice the start -> plan lag the intake sees
  * (`startLagMs`), when that is longer.
+ *
+ * Which runs it follows: every run not finished that its leadership's first check listed (Pending,
+ * Running, ContinuedAsNew), and every run the leader starts after that (`started`: only the leader's
+ * intake starts runs). A followed run is read (its status alone, one instance) only once it could be
+ * silent past its wait: not before its last update seen (or its start, or the last resume raised)
+ * plus that wait, and not twice within the interval; a read that finds it finished (or gone) stops
+ * following it. So a burst's runs are read about once each, after they end, and an idle leader makes
+ * no request. Listing every instance instead, each check, cost a scan of the task hub that grows
+ * with the jobs stored (finished ones too): 6-7 s of Azurite's CPU for one listing with 10,000
+ * instances stored, the most of a 10,000-job burst's. The listing is made again at most every
+ * `STALL_CHECK.listEveryMs`, and never for more than 1/`listShare` of the time (a backstop: a run
+ * started by a deposed leader after this one listed is fenced at its plan and stands down).
  *
  * A plan not begun is not lost either: a run whose first plan call waits while its start is still
  * marked unconfirmed (the plan removes the mark before anything else) is queued behind other
@@ -31,10 +43,13 @@
  * Guarantees: a resume is harmless whenever it comes: every job activity is safe to run twice
  * (`ChunkDispatcher`, `JobActivities`: a spare step sends a window's chunks twice, workers keep one
  * result each), the repeated call waits for any live call of the job before it runs (CallClaims), and
- * the answer of the call that was repeated is ignored when it lands later. Costs one listing of
- * Running instances per check (the leader only), and one read of the lease per run found idle.
- * Bounded per pass: the silent runs are examined the longest silent first, `STALL_CHECK.concurrency`
- * at a time, and none is begun past `STALL_CHECK.budgetMs`; those left are the next pass's.
+ * the answer of the call that was repeated is ignored when it lands later. A run the leader follows
+ * is asked within one check of its wait (while the check keeps within its budget); one it does not
+ * follow (started by no leader it knows of) within the next listing. Costs (the leader only): a
+ * listing of the unfinished instances per leadership and per `listEveryMs`, one status read per run
+ * found due, and one read of the lease per run found idle. Bounded per pass: the due runs are
+ * examined the longest silent first, `STALL_CHECK.concurrency` at a time, and none is begun past
+ * `STALL_CHECK.budgetMs`; those left are the next pass's.
  * Not covered here: a run whose very first message (its start) is held has no status to resume; it
  * stays Pending, and the intake starts the job again once it is stuck (`INTAKE.stuckPendingSeconds`).
  */
@@ -43,7 +58,7 @@ import { type JobCustomStatus } from '../api/JobSummary';
 import { parseInstanceId } from '../jobIds';
 import { mapWhile } from '../pool';
 import { type ResumeRequest } from './jobOrchestration';
-import { type OrchestrationClient } from './OrchestrationClient';
+import { isFinished, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
 
 export const STALL_CHECK = {
   /** A Running job run not updated for this long is asked to resume. */
@@ -52,7 +67,7 @@ export const STALL_CHECK = {
   intervalMs: 5_000,
   /** The longest wait before the same call is asked again (the back-off doubles up to this). */
   maxBackoffMs: 240_000,
-  /** Silent runs examined at once (each: a read of the job's call lease, then the raise). */
+  /** Due runs examined at once (each: a read of its status, of the job's call lease, then the raise). */
   concurrency: 8,
   /**
    * A check begins no further run once it has run this long (its listing included; its first
@@ -67,6 +82,10 @@ export const STALL_CHECK = {
    * resume would only add a call.
    */
   maxLagBoundMs: 60_000,
+  /** A leader lists the unfinished instances again after this long (its first check always lists). */
+  listEveryMs: 300_000,
+  /** ...and not sooner than this many times the last listing's duration (a listing takes at most 1/20 of the time). */
+  listShare: 20,
 } as const;
 
 export interface StallCheckDeps {
@@ -95,7 +114,24 @@ export interface StallCheckDeps {
   readonly budgetMs?: number;
 }
 
-/** A job run the listing showed silent past its wait, and not left alone for a known reason. */
+/** A job run the check follows: what it knows of it, and when it is worth a look. */
+interface Followed {
+  readonly jobId: string;
+  /** When it began to be followed (a listing stops following the older ones it does not show: they finished). */
+  readonly since: number;
+  /**
+   * The run cannot have been silent since before this: its last update seen, or its start, or the
+   * last resume raised on it (a run that takes one updates; one that does not is not asked again
+   * within the same wait). Only ever moves forward.
+   */
+  quietSince: number;
+  /** How many times its current call was made again (the status's `repeat`, 0 when none). */
+  repeat: number;
+  /** Not looked at again before this: read, or its call found alive, within the interval. */
+  nextLook: number;
+}
+
+/** A job run found silent past its wait, and not left alone for a known reason. */
 interface SilentRun {
   readonly instanceId: string;
   readonly jobId: string;
@@ -117,100 +153,184 @@ export interface ResumeRequested extends ResumeRequest {
 export class StalledJobs {
   readonly #deps: StallCheckDeps;
   #lastCheck = Number.NEGATIVE_INFINITY;
-  /** The last resume raised per run: which call, when, and how many times that call was asked. */
+  /** The last resume raised per run: which call, and when. */
   readonly #raised = new Map<string, { readonly call: string; readonly at: number }>();
-  /**
-   * When each run was last found alive (its call holds the lease): not read again within the
-   * interval, so a check carried on at the next pass reaches the runs it did not, instead of the
-   * longest silent ones again.
-   */
-  readonly #aliveAt = new Map<string, number>();
-
-  #running = 0;
-  /** The last check's listing was empty. */
-  #noneRunning = false;
-  /** The last check stopped at its budget with silent runs not examined: the next one comes at once. */
+  /** The runs followed, by instance id. */
+  readonly #followed = new Map<string, Followed>();
+  /** The last listing: under which epoch, when it began, how long it took. */
+  #listing: { readonly epoch: number; readonly at: number; readonly ms: number } | undefined;
+  /** The last check stopped at its budget with due runs not examined: the next one comes at once. */
   #carried = false;
 
   constructor(deps: StallCheckDeps) {
     this.#deps = deps;
   }
 
-  /** Job runs the last check found Running (the leader keeps passing at its busy interval while there are some). */
+  /**
+   * Job runs followed: not finished as far as the check knows (the leader keeps passing at its busy
+   * interval while there are some). A run that ended is counted until its next read, at most its
+   * wait later.
+   */
   get running(): number {
-    return this.#running;
+    return this.#followed.size;
   }
 
   /**
-   * Checks when the interval has passed since the last check, or, after a check that found no run
-   * Running, once `stalledAfterMs` has: a run that starts later cannot be stalled sooner, so an idle
-   * leader lists the runs half as often, and a stall is still asked about within one pass of
-   * its `stalledAfterMs`. Answers the resumes it raised.
+   * The leader's intake made (or tried) this run's start: it is followed from now. Told once the start
+   * call ended, so a listing that began before sees the instance, and one that began after keeps it.
+   */
+  started(instanceId: string): void {
+    const job = parseInstanceId(instanceId);
+    if (job === undefined) return;
+    const now = this.#now();
+    // A new entry even for an id followed already (a start over a finished instance):
+    // a read of the old run in flight drops only the old one.
+    const quietSince = Math.max(this.#followed.get(instanceId)?.quietSince ?? now, now);
+    this.#followed.set(instanceId, { jobId: job.jobId, since: now, quietSince, repeat: 0, nextLook: 0 });
+  }
+
+  /**
+   * Checks when the interval has passed since the last check (at once when the last stopped at its
+   * budget): lists the unfinished instances when this leadership has not yet (or the listing is due
+   * again), then examines each followed run that could be silent past its wait by now. Answers the
+   * resumes it raised.
    */
   async check(orchestrations: OrchestrationClient, epoch: number, signal?: AbortSignal): Promise<ResumeRequested[]> {
     const now = this.#now();
     const behind = Math.min(2 * (this.#deps.startLagMs?.() ?? 0), STALL_CHECK.maxLagBoundMs);
     const stalledAfter = Math.max(this.#deps.stalledAfterMs ?? STALL_CHECK.stalledAfterMs, behind);
     const interval = this.#deps.intervalMs ?? STALL_CHECK.intervalMs;
-    if (!this.#carried && now - this.#lastCheck < (this.#noneRunning ? Math.max(interval, stalledAfter) : interval)) return [];
+    if (!this.#carried && now - this.#lastCheck < interval) return [];
     this.#lastCheck = now;
     this.#carried = false;
-    const running = await orchestrations.listRunning();
-    this.#noneRunning = running.length === 0;
-    const seen = new Set<string>();
-    const silent: SilentRun[] = [];
-    for (const instance of running) {
-      const job = parseInstanceId(instance.instanceId);
-      const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
-      if (job === undefined || typeof status?.generation !== 'number' || typeof status.wait !== 'number') continue;
-      seen.add(instance.instanceId);
-      const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
-      // A repeat of a call (after earlier resumes) is given twice as long as the call before it.
-      const repeat = typeof status.repeat === 'number' ? status.repeat : 0;
-      if (status.phase === 'done' || idleMs < backoffMs(stalledAfter, repeat + 1)) continue;
-      const call = `${status.generation}/${status.wait}`;
-      const last = this.#raised.get(instance.instanceId);
-      // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
-      if (last?.call === call && this.#now() - last.at < backoffMs(stalledAfter, repeat + 1)) continue;
-      const aliveAt = this.#aliveAt.get(instance.instanceId);
-      if (aliveAt !== undefined && this.#now() - aliveAt < interval) continue;
-      // A first plan call not begun yet: queued behind other activities (a burst), not lost.
-      const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
-      if (firstPlanCall && this.#deps.startUnconfirmed?.(job.jobId) === true) continue;
-      const { generation, wait } = status;
-      silent.push({ instanceId: instance.instanceId, jobId: job.jobId, idleMs, call, phase: status.phase ?? 'unknown', generation, wait });
-    }
-    for (const id of this.#raised.keys()) if (!seen.has(id)) this.#raised.delete(id);
-    for (const id of this.#aliveAt.keys()) if (!seen.has(id)) this.#aliveAt.delete(id);
-    this.#running = seen.size;
+    const listed = this.#listingDue(epoch, now) ? await this.#list(orchestrations, epoch) : undefined;
 
+    // A followed run is due once it could be silent past its wait; the listing's show their status, the others are read.
+    const dueAt = this.#now();
+    const due: Array<{ readonly instanceId: string; readonly followed: Followed; readonly quietMs: number }> = [];
+    for (const [instanceId, followed] of this.#followed) {
+      const quietMs = dueAt - followed.quietSince;
+      if (followed.nextLook > dueAt || quietMs < backoffMs(stalledAfter, followed.repeat + 1)) continue;
+      due.push({ instanceId, followed, quietMs });
+    }
     // The longest silent first, a few at a time, within the budget: a burst's silent runs do not hold the pass.
-    silent.sort((a, b) => b.idleMs - a.idleMs);
-    const outcomes = new Map<SilentRun, ResumeRequested>();
+    due.sort((a, b) => b.quietMs - a.quietMs);
+    const outcomes = new Map<string, ResumeRequested>();
     const budget = this.#deps.budgetMs ?? STALL_CHECK.budgetMs;
     // The first round always begins (a slow listing must not starve the checks), the rest within the budget.
     let begun = 0;
     const canStart = (): boolean => signal?.aborted !== true && (begun++ < STALL_CHECK.concurrency || this.#now() - now < budget);
-    const examined = await mapWhile(silent, STALL_CHECK.concurrency, canStart, async (run) => {
-      const resumed = await this.#ask(orchestrations, run, epoch, stalledAfter);
-      if (resumed !== undefined) outcomes.set(run, resumed);
+    const examined = await mapWhile(due, STALL_CHECK.concurrency, canStart, async ({ instanceId, followed }) => {
+      const instance = listed?.get(instanceId) ?? (await this.#read(orchestrations, instanceId, followed, epoch));
+      if (instance === undefined) return;
+      followed.nextLook = this.#now() + interval;
+      const silent = this.#silent(instance, followed, stalledAfter);
+      if (silent === undefined) return;
+      const resumed = await this.#ask(orchestrations, silent, followed, epoch, stalledAfter, interval);
+      if (resumed !== undefined) outcomes.set(instanceId, resumed);
     });
-    this.#carried = examined < silent.length && signal?.aborted !== true;
-    return silent.flatMap((run) => outcomes.get(run) ?? []);
+    for (const id of this.#raised.keys()) if (!this.#followed.has(id)) this.#raised.delete(id);
+    this.#carried = examined < due.length && signal?.aborted !== true;
+    return due.flatMap(({ instanceId }) => outcomes.get(instanceId) ?? []);
+  }
+
+  /** A new leadership lists at once; otherwise every `listEveryMs`, and not for more than 1/`listShare` of the time. */
+  #listingDue(epoch: number, now: number): boolean {
+    const last = this.#listing;
+    if (last === undefined || last.epoch !== epoch) return true;
+    return now - last.at >= Math.max(STALL_CHECK.listEveryMs, STALL_CHECK.listShare * last.ms);
+  }
+
+  /**
+   * Lists the unfinished instances and follows every job run among them; a run followed since before
+   * the listing began that it does not show has finished. Answers the listed job runs by instance id.
+   */
+  async #list(orchestrations: OrchestrationClient, epoch: number): Promise<Map<string, OrchestrationSnapshot>> {
+    const began = this.#now();
+    const instances = await orchestrations.listActive();
+    const shown = new Map<string, OrchestrationSnapshot>();
+    for (const instance of instances) {
+      const job = parseInstanceId(instance.instanceId);
+      if (job === undefined) continue;
+      shown.set(instance.instanceId, instance);
+      const followed = this.#followed.get(instance.instanceId);
+      if (followed === undefined) {
+        const quietSince = instance.lastUpdatedTime.getTime();
+        this.#followed.set(instance.instanceId, { jobId: job.jobId, since: began, quietSince, repeat: 0, nextLook: 0 });
+      }
+      this.#learn(this.#followed.get(instance.instanceId), instance);
+    }
+    for (const [id, followed] of this.#followed) if (!shown.has(id) && followed.since < began) this.#followed.delete(id);
+    this.#listing = { epoch, at: began, ms: this.#now() - began };
+    return shown;
+  }
+
+  /** The run's status alone; undefined when it finished or is gone (no longer followed) or the read failed (looked at next check). */
+  async #read(
+    orchestrations: OrchestrationClient,
+    instanceId: string,
+    followed: Followed,
+    epoch: number,
+  ): Promise<OrchestrationSnapshot | undefined> {
+    let instance: OrchestrationSnapshot | undefined;
+    try {
+      instance = await orchestrations.getStatus(instanceId, { input: false });
+    } catch (err) {
+      this.#deps.logger.warn('job.stall_check_failed', { instanceId, epoch, error: err });
+      return undefined;
+    }
+    if (instance === undefined || isFinished(instance.runtimeStatus)) {
+      // Not one followed since the read began (a start of the same instance id meanwhile).
+      if (this.#followed.get(instanceId) === followed) this.#followed.delete(instanceId);
+      return undefined;
+    }
+    this.#learn(followed, instance);
+    return instance;
+  }
+
+  /** What a listing or a read shows of a followed run: its last update and its call's repeat count. */
+  #learn(followed: Followed | undefined, instance: OrchestrationSnapshot): void {
+    if (followed === undefined) return;
+    const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+    followed.quietSince = Math.max(followed.quietSince, instance.lastUpdatedTime.getTime());
+    followed.repeat = typeof status?.repeat === 'number' ? status.repeat : 0;
+  }
+
+  /** The run as a silent one to ask, or undefined when it moved within its wait or is left alone for a known reason. */
+  #silent(instance: OrchestrationSnapshot, followed: Followed, stalledAfter: number): SilentRun | undefined {
+    const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+    // Pending (its start message not taken yet: the intake's), or a run of an older version without a call count.
+    if (typeof status?.generation !== 'number' || typeof status.wait !== 'number' || status.phase === 'done') return undefined;
+    const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
+    // A repeat of a call (after earlier resumes) is given twice as long as the call before it.
+    const wait = backoffMs(stalledAfter, followed.repeat + 1);
+    if (idleMs < wait) return undefined;
+    const call = `${status.generation}/${status.wait}`;
+    const last = this.#raised.get(instance.instanceId);
+    // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
+    if (last?.call === call && this.#now() - last.at < wait) return undefined;
+    // A first plan call not begun yet: queued behind other activities (a burst), not lost.
+    const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
+    if (firstPlanCall && this.#deps.startUnconfirmed?.(followed.jobId) === true) return undefined;
+    const { generation } = status;
+    const phase = status.phase ?? 'unknown';
+    return { instanceId: instance.instanceId, jobId: followed.jobId, idleMs, call, phase, generation, wait: status.wait };
   }
 
   /** Asks one silent run to resume its current call, unless a live call holds the job's lease. */
   async #ask(
     orchestrations: OrchestrationClient,
     run: SilentRun,
+    followed: Followed,
     epoch: number,
     stalledAfterMs: number,
+    interval: number,
   ): Promise<ResumeRequested | undefined> {
     if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) {
-      this.#aliveAt.set(run.instanceId, this.#now());
+      // Slow, not lost: looked at again after the interval.
+      followed.nextLook = this.#now() + interval;
       return undefined;
     }
-    this.#aliveAt.delete(run.instanceId);
     const request: ResumeRequest = { generation: run.generation, wait: run.wait };
     try {
       await orchestrations.raiseResume(run.instanceId, request);
@@ -219,7 +339,10 @@ export class StalledJobs {
       this.#deps.logger.warn('job.stall_check_failed', { instanceId: run.instanceId, epoch, error: err });
       return undefined;
     }
-    this.#raised.set(run.instanceId, { call: run.call, at: this.#now() });
+    const at = this.#now();
+    this.#raised.set(run.instanceId, { call: run.call, at });
+    // Taken, the run updates; not taken, it is not asked again within the same wait: either way, quiet from now.
+    followed.quietSince = Math.max(followed.quietSince, at);
     const resumed: ResumeRequested = { ...request, instanceId: run.instanceId, jobId: run.jobId, idleMs: run.idleMs, phase: run.phase };
     const hint = 'the run had not moved; it calls its current activity again';
     this.#deps.logger.warn('job.resume_requested', { ...resumed, stalledAfterMs, epoch, hint });

@@ -94,6 +94,17 @@ export function jobCoordinationPass(
       return undefined;
     }
     const orchestrations = durableOrchestrationClient(client);
+    // Every run the intake starts is followed by the stall check from then on (it lists the instances seldom).
+    const starting: OrchestrationClient = {
+      ...orchestrations,
+      start: async (instanceId, input) => {
+        try {
+          await orchestrations.start(instanceId, input);
+        } finally {
+          stalls.started(instanceId);
+        }
+      },
+    };
     const began = performance.now();
     const ms: Record<string, number> = {};
     // The stall check beside the intake, not behind it: a burst's intake takes its whole budget.
@@ -106,14 +117,14 @@ export function jobCoordinationPass(
       }
     };
     const [report] = await Promise.all([
-      apart('intake', () => components.intake.runPass(ctx, orchestrations)),
+      apart('intake', () => components.intake.runPass(ctx, starting)),
       apart('stallCheck', async () => {
         if (ctx.signal.aborted) return;
         // At most `waitBesideMs`: the listing of a burst's runs takes seconds, and the check goes on beside the next passes.
         await stallChecks.run(async () => {
           try {
             // Its listing timed apart (`ms.stallListing`, when it ends within this pass): the part its budget cannot cut.
-            const listing = { ...orchestrations, listRunning: () => apart('stallListing', () => orchestrations.listRunning()) };
+            const listing = { ...orchestrations, listActive: () => apart('stallListing', () => orchestrations.listActive()) };
             await stalls.check(listing, ctx.epoch, ctx.signal);
           } catch (err) {
             components.logger.warn('job.stall_check_failed', { epoch: ctx.epoch, error: err });

@@ -49,7 +49,7 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
     const custom = async (): Promise<{ wait?: number } | null> => (await h.client.getStatus(instanceId)).customStatus as { wait?: number } | null;
 
     const orchestrations = durableOrchestrationClient(h.client);
-    const listed = (await orchestrations.listRunning()).find((s) => s.instanceId === instanceId);
+    const listed = (await orchestrations.listActive()).find((s) => s.instanceId === instanceId);
     assert.equal(listed?.runtimeStatus, 'Running');
     assert.equal((listed?.customStatus as { wait?: unknown } | undefined)?.wait, (await custom())?.wait, 'the listing shows the call it waits on');
     const logger = memoryLogger();

@@ -21,7 +21,7 @@ describe('durableOrchestrationClient', () => {
     ['startNew', (o: ReturnType<typeof durableOrchestrationClient>) => o.start('job-x', {} as never)],
     ['raiseEvent', (o: ReturnType<typeof durableOrchestrationClient>) => o.raiseCancel('job-x', 'test')],
     ['getStatusAll', (o: ReturnType<typeof durableOrchestrationClient>) => o.list()],
-    ['getStatusBy', (o: ReturnType<typeof durableOrchestrationClient>) => o.listRunning()],
+    ['getStatusBy', (o: ReturnType<typeof durableOrchestrationClient>) => o.listActive()],
     ['raiseEvent', (o: ReturnType<typeof durableOrchestrationClient>) => o.raiseResume('job-x', { generation: 1, wait: 1 }), 'raiseEvent (resume)'],
   ] as const) {
     it(`gives up on a ${what} that never answers with SERVICE_UNAVAILABLE`, async () => {

@@ -25,6 +25,8 @@ class ScriptedClient {
   /** Instances whose raise fails (finished since the listing: Durable answers 410). */
   readonly refuse = new Set<string>();
   listings = 0;
+  /** Status reads of one instance. */
+  reads = 0;
 
   set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
     const snapshot: OrchestrationSnapshot = {
@@ -42,12 +44,15 @@ class ScriptedClient {
   client(): OrchestrationClient {
     const unused = (): Promise<never> => Promise.reject(new Error('not used by the stall check'));
     return {
-      getStatus: unused,
+      getStatus: (instanceId) => {
+        this.reads += 1;
+        return Promise.resolve(this.instances.find((i) => i.instanceId === instanceId));
+      },
       start: unused,
       raiseCancel: unused,
       list: unused,
       purge: unused,
-      listRunning: () => {
+      listActive: () => {
         this.listings += 1;
         return Promise.resolve([...this.instances]);
       },
@@ -103,34 +108,112 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual(logger.lines.filter((l) => l.event === 'job.stall_check_failed').map((l) => l.instanceId), ['job-finished-meanwhile']);
   });
 
-  it('looks at most once per interval while runs are Running', async () => {
-    const { clock, scripted, stalls } = setup();
-    scripted.set('job-a', status(1, 1), T0);
+  it('lists the unfinished runs at a leadership\'s first check, then reads a followed run at most once per interval', async () => {
+    const { clock, scripted, logger } = setup();
+    // Silent, but its first plan call has not begun: looked at, never asked.
+    const stalls = new StalledJobs({ logger, now: () => clock.now, startUnconfirmed: () => true });
+    scripted.set('job-a', status(1, 1, 'planning'), T0 - 60_000);
     await stalls.check(scripted.client(), 1);
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 0], 'the first check lists');
+    assert.equal(stalls.running, 1);
     clock.now += STALL_CHECK.intervalMs - 1;
     await stalls.check(scripted.client(), 1);
-    assert.equal(scripted.listings, 1);
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 0], 'nothing within the interval');
     clock.now += 1;
     await stalls.check(scripted.client(), 1);
-    assert.equal(scripted.listings, 2);
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 1], 'then its status alone, not another listing');
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(scripted.client(), 1);
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 2]);
+    assert.deepEqual(scripted.raised, []);
   });
 
-  it('after a listing with no run Running, looks again only once a run started since could have stalled (15 s)', async () => {
+  it('follows the runs the intake starts without listing: reads one only once it could be silent past its wait, and stops once it finished', async () => {
     const { clock, scripted, stalls } = setup();
     await stalls.check(scripted.client(), 1);
     assert.equal(scripted.listings, 1);
-    // A run starts just after the empty listing: it cannot be 15 s idle before T0 + 15 s.
+    // Started just after the (empty) listing: it cannot be 15 s silent before T0 + 15 s.
+    clock.now = T0 + 1;
     scripted.set('job-new', status(1, 1), T0 + 1);
-    clock.now = T0 + STALL_CHECK.stalledAfterMs - 1;
-    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
-    assert.equal(scripted.listings, 1, 'an idle leader lists the runs less often');
-    clock.now = T0 + STALL_CHECK.stalledAfterMs + 1;
+    scripted.set('job-done', status(1, 3), T0 + 1);
+    stalls.started('job-new');
+    stalls.started('job-done');
+    // Not a job run (another orchestration's id): not followed.
+    stalls.started('report-builder');
+    assert.equal(stalls.running, 2);
+    for (clock.now = T0 + STALL_CHECK.intervalMs; clock.now <= T0 + 1 + STALL_CHECK.stalledAfterMs - STALL_CHECK.intervalMs; clock.now += STALL_CHECK.intervalMs) {
+      assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    }
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 0], 'an idle check makes no request');
+    // One of them ended meanwhile.
+    scripted.instances = scripted.instances.map((i) => (i.instanceId === 'job-done' ? { ...i, runtimeStatus: 'Completed' } : i));
+    clock.now = T0 + 1 + STALL_CHECK.stalledAfterMs;
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), ['job-new']);
-    assert.equal(stalls.running, 1);
-    // Runs Running again: back to one look per interval.
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 2]);
+    assert.equal(stalls.running, 1, 'the finished run is no longer followed');
+    // Asked: not read again within the same wait; the finished one never again.
+    for (let n = 0; n < 2; n++) {
+      clock.now += STALL_CHECK.intervalMs;
+      await stalls.check(scripted.client(), 1);
+    }
+    assert.deepEqual([scripted.listings, scripted.reads], [1, 2]);
+  });
+
+  it('lists again under a new epoch (a new leadership), every listEveryMs, and for at most 1/listShare of the time', async () => {
+    const { clock, scripted, logger } = setup();
+    let listingMs = 0;
+    const client = scripted.client();
+    const timed: OrchestrationClient = {
+      ...client,
+      listActive: async () => {
+        clock.now += listingMs;
+        return client.listActive();
+      },
+    };
+    const stalls = new StalledJobs({ logger, now: () => clock.now });
+    await stalls.check(timed, 1);
     clock.now += STALL_CHECK.intervalMs;
-    await stalls.check(scripted.client(), 1);
+    await stalls.check(timed, 2);
+    assert.equal(scripted.listings, 2, 'a new epoch lists at once');
+    clock.now += STALL_CHECK.listEveryMs - STALL_CHECK.intervalMs;
+    await stalls.check(timed, 2);
+    assert.equal(scripted.listings, 2);
+    clock.now += STALL_CHECK.intervalMs;
+    // This listing takes a minute: the next one waits listShare minutes, not listEveryMs.
+    listingMs = 60_000;
+    await stalls.check(timed, 2);
     assert.equal(scripted.listings, 3);
+    const listedAt = clock.now - listingMs;
+    clock.now = listedAt + STALL_CHECK.listShare * listingMs - STALL_CHECK.intervalMs;
+    await stalls.check(timed, 2);
+    assert.equal(scripted.listings, 3);
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(timed, 2);
+    assert.equal(scripted.listings, 4);
+  });
+
+  it('a listing does not stop following a run started while it ran, and stops following the earlier ones it does not show', async () => {
+    const { clock, scripted, logger } = setup();
+    const client = scripted.client();
+    const stalls = new StalledJobs({ logger, now: () => clock.now });
+    stalls.started('job-ended-unseen');
+    assert.equal(stalls.running, 1);
+    const starting: OrchestrationClient = {
+      ...client,
+      listActive: async () => {
+        const listed = await client.listActive();
+        // The intake starts a run while the listing is under way (the listing did not see it).
+        clock.now += 100;
+        scripted.set('job-meanwhile', status(1, 1), clock.now);
+        stalls.started('job-meanwhile');
+        return listed;
+      },
+    };
+    clock.now += 1;
+    await stalls.check(starting, 1);
+    assert.equal(stalls.running, 1, 'the run started meanwhile is followed; the one not shown is not');
+    clock.now += STALL_CHECK.stalledAfterMs;
+    assert.deepEqual((await stalls.check(client, 1)).map((r) => r.instanceId), ['job-meanwhile']);
   });
 
   it('nudges the same call again only after another 15 s, and a new call as soon as it stalls', async () => {
@@ -146,8 +229,12 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     clock.now = T0 + STALL_CHECK.stalledAfterMs;
     await stalls.check(scripted.client(), 1);
     assert.equal(scripted.raised.length, 2);
-    // The run moved on to its next call and stalled there: nudged at the next check.
-    scripted.set('job-a', status(1, 6), clock.now - STALL_CHECK.stalledAfterMs);
+    // The run moved on to its next call a second later and stalled there: nudged once that call is 15 s silent.
+    const movedAt = clock.now + 1_000;
+    scripted.set('job-a', status(1, 6), movedAt);
+    clock.now = movedAt + STALL_CHECK.stalledAfterMs - 1;
+    await stalls.check(scripted.client(), 1);
+    assert.equal(scripted.raised.length, 2);
     clock.now += STALL_CHECK.intervalMs;
     await stalls.check(scripted.client(), 1);
     assert.deepEqual(scripted.raised.at(-1), { instanceId: 'job-a', request: { generation: 1, wait: 6 } });
@@ -258,35 +345,46 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['queued-answer'], 'silent past twice the lag');
     // Quiet again (a lag under half of stalledAfterMs): 15 s as always.
     lagMs = 3_000;
-    clock.now += STALL_CHECK.intervalMs;
-    scripted.set('job-quiet', status(1, 4), clock.now - STALL_CHECK.stalledAfterMs);
+    // It took the resume and finished.
+    scripted.instances = scripted.instances.map((i) => (i.instanceId === 'job-queued-answer' ? { ...i, runtimeStatus: 'Completed' } : i));
+    scripted.set('job-quiet', status(1, 4), clock.now);
+    stalls.started('job-quiet');
+    clock.now += STALL_CHECK.stalledAfterMs;
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['quiet']);
     const line = logger.lines.find((l) => l.event === 'job.resume_requested' && l.jobId === 'queued-answer');
     assert.equal(line?.stalledAfterMs, 2 * 20_000, 'the log line says how long it waited');
     // A lag of minutes raises the bound only to the control queue's visibility: a held message comes back by then.
     lagMs = 120_000;
+    scripted.instances = scripted.instances.filter((i) => i.instanceId !== 'job-quiet');
+    scripted.set('job-long-behind', status(1, 5), clock.now);
+    stalls.started('job-long-behind');
+    clock.now += STALL_CHECK.maxLagBoundMs - 1;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
     clock.now += STALL_CHECK.intervalMs;
-    scripted.set('job-long-behind', status(1, 5), clock.now - STALL_CHECK.maxLagBoundMs - 1);
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.jobId), ['long-behind']);
   });
 
   it('gives each repeat of a call twice as long as the one before (the run\'s status carries the count), up to the cap', async () => {
-    const { clock, scripted, stalls } = setup();
+    const { clock, scripted, logger } = setup();
+    const stalls = new StalledJobs({ logger, now: () => clock.now, intervalMs: 0 });
     clock.now = T0 + 3_600_000;
-    // Each check comes an interval after the last; the run shows `repeat` and was last updated `idleMs` ago.
-    const check = async (repeat: number, idleMs: number): Promise<boolean> => {
-      clock.now += STALL_CHECK.intervalMs;
-      scripted.set('job-r', status(1, 10 + repeat, 'planning', repeat === 0 ? undefined : repeat), clock.now - idleMs);
+    await stalls.check(scripted.client(), 1);
+    stalls.started('job-r');
+    // The run makes its call again (`repeat`) at `at`; is it asked `silentMs` later?
+    const askedAfter = async (repeat: number, silentMs: number): Promise<boolean> => {
+      const at = clock.now + 1_000;
+      scripted.set('job-r', status(1, 10 + repeat, 'planning', repeat === 0 ? undefined : repeat), at);
+      clock.now = at + silentMs - 1;
+      if ((await stalls.check(scripted.client(), 1)).length > 0) return false;
+      clock.now = at + silentMs;
       return (await stalls.check(scripted.client(), 1)).length > 0;
     };
-    assert.equal(await check(0, 14_999), false);
-    assert.equal(await check(0, 15_000), true);
-    assert.equal(await check(1, 29_999), false, 'the first repeat is not asked again at 15 s');
-    assert.equal(await check(1, 30_000), true);
-    assert.equal(await check(2, 59_999), false);
-    assert.equal(await check(2, 60_000), true);
-    assert.equal(await check(9, 239_999), false);
-    assert.equal(await check(9, 240_000), true, 'capped at maxBackoffMs');
+    assert.equal(await askedAfter(0, 15_000), true, 'the first call: 15 s, not sooner');
+    assert.equal(await askedAfter(1, 30_000), true, 'the first repeat: 30 s');
+    assert.equal(await askedAfter(2, 60_000), true);
+    assert.equal(await askedAfter(3, 120_000), true);
+    assert.equal(await askedAfter(4, 240_000), true);
+    assert.equal(await askedAfter(9, 240_000), true, 'capped at maxBackoffMs');
     assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8].map((n) => backoffMs(15_000, n)), [15_000, 30_000, 60_000, 120_000, 240_000, 240_000, 240_000, 240_000]);
   });
 });

@@ -45,8 +45,8 @@ export class MemoryOrchestrations implements OrchestrationClient {
     return Promise.resolve([...this.instances.values()]);
   }
 
-  listRunning(): Promise<OrchestrationSnapshot[]> {
-    return Promise.resolve([...this.instances.values()].filter((s) => s.runtimeStatus === 'Running'));
+  listActive(): Promise<OrchestrationSnapshot[]> {
+    return Promise.resolve([...this.instances.values()].filter((s) => ['Pending', 'Running', 'ContinuedAsNew'].includes(s.runtimeStatus)));
   }
 
   purge(instanceId: string): Promise<boolean> {
