@@ -44,18 +44,31 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
   });
 
   it('resumes a run the leader finds stalled: the run takes the resume on the real backend and still completes exactly', async () => {
+    const orchestrations = durableOrchestrationClient(h.client);
+    let listings = 0;
+    const reads: string[] = [];
+    const counted = {
+      ...orchestrations,
+      listActive: () => ((listings += 1), orchestrations.listActive()),
+      getStatus: (id: string, options?: { readonly input?: boolean }) => (reads.push(id), orchestrations.getStatus(id, options)),
+    };
+    // The leader's check listed before this run started (its first check), and follows the run from its start on.
+    const logger = memoryLogger();
+    const stalls = new StalledJobs({ logger, stalledAfterMs: 0, intervalMs: 0 });
+    await stalls.check(counted, 98);
     // Items wait until the test lets them go: the run is mid-step when the resume arrives.
     const { run, instanceId, release } = await startHeldRun('e2e-resume', { jobId: 'resumed', epoch: 98, items: [1, 2, 3, 4, 5, 6, 7, 8], chunkSize: 2 });
+    stalls.started(instanceId);
     const custom = async (): Promise<{ wait?: number } | null> => (await h.client.getStatus(instanceId)).customStatus as { wait?: number } | null;
 
-    const orchestrations = durableOrchestrationClient(h.client);
     const listed = (await orchestrations.listActive()).find((s) => s.instanceId === instanceId);
     assert.equal(listed?.runtimeStatus, 'Running');
     assert.equal((listed?.customStatus as { wait?: unknown } | undefined)?.wait, (await custom())?.wait, 'the listing shows the call it waits on');
-    const logger = memoryLogger();
-    const raised = (await new StalledJobs({ logger, stalledAfterMs: 0, intervalMs: 0 }).check(orchestrations, 98)).filter((r) => r.jobId === run.jobId);
+    // Found by a read of its status alone (without its input), not by another listing.
+    const raised = (await stalls.check(counted, 98)).filter((r) => r.jobId === run.jobId);
     assert.equal(raised.length, 1);
     assert.equal(raised[0]?.generation, 1);
+    assert.deepEqual({ listings, reads: reads.filter((id) => id === instanceId).length }, { listings: 1, reads: 1 });
     await eventually(
       async () => {
         // The status API's history (the durable-functions client drops it from its answer).
