@@ -59,8 +59,7 @@ export function fingerprintOf(snapshot: OrchestrationSnapshot | undefined): stri
 }
 
 export interface OrchestrationClient {
-  /** One instance's status; `input: false` leaves its input out (the stall check reads only the status). */
-  getStatus(instanceId: string, options?: { readonly input?: boolean }): Promise<OrchestrationSnapshot | undefined>;
+  getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
   /** Asks a run to call its current activity again (StalledJobs). */
@@ -92,9 +91,9 @@ function snapshot(status: DurableOrchestrationStatus): OrchestrationSnapshot {
 export function durableOrchestrationClient(client: DurableClient, options: { readonly timeoutMs?: number } = {}): OrchestrationClient {
   const ms = options.timeoutMs ?? DURABLE_CALL_TIMEOUT_MS;
   return {
-    async getStatus(instanceId, options) {
+    async getStatus(instanceId) {
       try {
-        return snapshot(await withTimeout('getStatus', client.getStatus(instanceId, { showInput: options?.input ?? true }), ms));
+        return snapshot(await withTimeout('getStatus', client.getStatus(instanceId, { showInput: true }), ms));
       } catch (err) {
         // The client reports a missing instance only as an Error whose text names the 404.
         if (err instanceof Error && /HTTP 404/.test(err.message)) return undefined;

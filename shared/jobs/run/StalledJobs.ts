@@ -15,15 +15,17 @@
  *
  * Which runs it follows: every run not finished that its leadership's first check listed (Pending,
  * Running, ContinuedAsNew), and every run the leader starts after that (`started`: only the leader's
- * intake starts runs). A followed run is read (its status alone, one instance) only once it could be
- * silent past its wait: not before its last update seen (or its start, or the last resume raised)
- * plus that wait, and not twice within the interval; a read that finds it finished (or gone) stops
- * following it. So a burst's runs are read about once each, after they end, and an idle leader makes
- * no request. Listing every instance instead, each check, cost a scan of the task hub that grows
- * with the jobs stored (finished ones too): 6-7 s of Azurite's CPU for one listing with 10,000
- * instances stored, the most of a 10,000-job burst's. The listing is made again at most every
- * `STALL_CHECK.listEveryMs`, and never for more than 1/`listShare` of the time (a backstop: a run
- * started by a deposed leader after this one listed is fenced at its plan and stands down).
+ * intake starts runs). A followed run is read (that one instance's status) only once it could be
+ * silent past `stalledAfterMs`: not before its last update seen (or its start, or the last resume
+ * raised) plus that, and not twice within the interval; a read that finds it finished (or gone), or
+ * Pending past `pendingFollowMs` (the intake's to start again), stops following it. So a burst's runs
+ * are read about once each, after they end, and between listings an idle leader's check makes no
+ * request. Listing every instance instead, each check, cost a scan of the task hub that grows with
+ * the jobs stored (finished ones too): 6.8 s of Azurite's CPU for one listing with 10,000 instances
+ * stored, and an idle leader listed every 15 s. The listing is made again every
+ * `STALL_CHECK.listEveryMs`, and never for more than 1/`listShare` of the time: a backstop for a run
+ * no leader it knows of started (one a deposed leader started after this one listed is fenced at its
+ * plan and stands down). A listing only adds runs; a run it does not show is dropped by its read.
  *
  * A plan not begun is not lost either: a run whose first plan call waits while its start is still
  * marked unconfirmed (the plan removes the mark before anything else) is queued behind other
@@ -44,10 +46,11 @@
  * (`ChunkDispatcher`, `JobActivities`: a spare step sends a window's chunks twice, workers keep one
  * result each), the repeated call waits for any live call of the job before it runs (CallClaims), and
  * the answer of the call that was repeated is ignored when it lands later. A run the leader follows
- * is asked within one check of its wait (while the check keeps within its budget); one it does not
- * follow (started by no leader it knows of) within the next listing. Costs (the leader only): a
- * listing of the unfinished instances per leadership and per `listEveryMs`, one status read per run
- * found due, and one read of the lease per run found idle. Bounded per pass: the due runs are
+ * is asked within one check of its wait (while the check keeps within its budget, and its status
+ * reads answer); one it does not follow (started by no leader it knows of) within the next listing.
+ * Costs (the leader only): a listing of the unfinished instances per leadership and per
+ * `listEveryMs`, one status read per run found due (with its input: the durable-functions client
+ * cannot leave it out), and one read of the lease per run found idle. Bounded per pass: the due runs are
  * examined the longest silent first, `STALL_CHECK.concurrency` at a time, and none is begun past
  * `STALL_CHECK.budgetMs`; those left are the next pass's.
  * Not covered here: a run whose very first message (its start) is held has no status to resume; it
@@ -86,6 +89,13 @@ export const STALL_CHECK = {
   listEveryMs: 300_000,
   /** ...and not sooner than this many times the last listing's duration (a listing takes at most 1/20 of the time). */
   listShare: 20,
+  /**
+   * A run still Pending this long after its creation is no longer followed: it has no call to
+   * resume, and a start that never began is the intake's (it starts the job again under a new
+   * instance id once the start is stuck, INTAKE.stuckPendingSeconds, twice the start lag at most 4
+   * minutes). Followed, an orphan would be read every interval and keep the leader busy for good.
+   */
+  pendingFollowMs: 300_000,
 } as const;
 
 export interface StallCheckDeps {
@@ -117,8 +127,6 @@ export interface StallCheckDeps {
 /** A job run the check follows: what it knows of it, and when it is worth a look. */
 interface Followed {
   readonly jobId: string;
-  /** When it began to be followed (a listing stops following the older ones it does not show: they finished). */
-  readonly since: number;
   /**
    * The run cannot have been silent since before this: its last update seen, or its start, or the
    * last resume raised on it (a run that takes one updates; one that does not is not asked again
@@ -168,25 +176,22 @@ export class StalledJobs {
 
   /**
    * Job runs followed: not finished as far as the check knows (the leader keeps passing at its busy
-   * interval while there are some). A run that ended is counted until its next read, at most its
-   * wait later.
+   * interval while there are some). A run that ended is counted until its next read, `stalledAfterMs`
+   * (up to twice the start lag) after its last update seen, later while its reads fail.
    */
   get running(): number {
     return this.#followed.size;
   }
 
   /**
-   * The leader's intake made (or tried) this run's start: it is followed from now. Told once the start
-   * call ended, so a listing that began before sees the instance, and one that began after keeps it.
+   * The leader's intake made (or tried) this run's start: it is followed from now (a run followed
+   * already, whose start was made again, keeps what the check knows of it).
    */
   started(instanceId: string): void {
     const job = parseInstanceId(instanceId);
-    if (job === undefined) return;
+    if (job === undefined || this.#followed.has(instanceId)) return;
     const now = this.#now();
-    // A new entry even for an id followed already (a start over a finished instance):
-    // a read of the old run in flight drops only the old one.
-    const quietSince = Math.max(this.#followed.get(instanceId)?.quietSince ?? now, now);
-    this.#followed.set(instanceId, { jobId: job.jobId, since: now, quietSince, repeat: 0, nextLook: 0 });
+    this.#followed.set(instanceId, { jobId: job.jobId, quietSince: now, repeat: 0, nextLook: 0 });
   }
 
   /**
@@ -205,12 +210,14 @@ export class StalledJobs {
     this.#carried = false;
     const listed = this.#listingDue(epoch, now) ? await this.#list(orchestrations, epoch) : undefined;
 
-    // A followed run is due once it could be silent past its wait; the listing's show their status, the others are read.
+    // A followed run is due once it could be silent past `stalledAfter`; the listing's show their
+    // status, the others are read. (Not past its call's back-off: the repeat count last seen may be a
+    // call the run has since left; the fresh status decides, `#silent`.)
     const dueAt = this.#now();
     const due: Array<{ readonly instanceId: string; readonly followed: Followed; readonly quietMs: number }> = [];
     for (const [instanceId, followed] of this.#followed) {
       const quietMs = dueAt - followed.quietSince;
-      if (followed.nextLook > dueAt || quietMs < backoffMs(stalledAfter, followed.repeat + 1)) continue;
+      if (followed.nextLook > dueAt || quietMs < stalledAfter) continue;
       due.push({ instanceId, followed, quietMs });
     }
     // The longest silent first, a few at a time, within the budget: a burst's silent runs do not hold the pass.
@@ -242,12 +249,20 @@ export class StalledJobs {
   }
 
   /**
-   * Lists the unfinished instances and follows every job run among them; a run followed since before
-   * the listing began that it does not show has finished. Answers the listed job runs by instance id.
+   * Lists the unfinished instances and follows every job run among them. A followed run it does not
+   * show stays followed until a read says it finished (a start that landed after the listing passed
+   * its name shows nowhere else). Answers the listed job runs by instance id; undefined when the
+   * listing failed (logged; the next check lists again, and the followed runs are looked at meanwhile).
    */
-  async #list(orchestrations: OrchestrationClient, epoch: number): Promise<Map<string, OrchestrationSnapshot>> {
+  async #list(orchestrations: OrchestrationClient, epoch: number): Promise<Map<string, OrchestrationSnapshot> | undefined> {
     const began = this.#now();
-    const instances = await orchestrations.listActive();
+    let instances: OrchestrationSnapshot[];
+    try {
+      instances = await orchestrations.listActive();
+    } catch (err) {
+      this.#deps.logger.warn('job.stall_check_failed', { epoch, listing: true, error: err });
+      return undefined;
+    }
     const shown = new Map<string, OrchestrationSnapshot>();
     for (const instance of instances) {
       const job = parseInstanceId(instance.instanceId);
@@ -256,11 +271,10 @@ export class StalledJobs {
       const followed = this.#followed.get(instance.instanceId);
       if (followed === undefined) {
         const quietSince = instance.lastUpdatedTime.getTime();
-        this.#followed.set(instance.instanceId, { jobId: job.jobId, since: began, quietSince, repeat: 0, nextLook: 0 });
+        this.#followed.set(instance.instanceId, { jobId: job.jobId, quietSince, repeat: 0, nextLook: 0 });
       }
       this.#learn(this.#followed.get(instance.instanceId), instance);
     }
-    for (const [id, followed] of this.#followed) if (!shown.has(id) && followed.since < began) this.#followed.delete(id);
     this.#listing = { epoch, at: began, ms: this.#now() - began };
     return shown;
   }
@@ -274,13 +288,14 @@ export class StalledJobs {
   ): Promise<OrchestrationSnapshot | undefined> {
     let instance: OrchestrationSnapshot | undefined;
     try {
-      instance = await orchestrations.getStatus(instanceId, { input: false });
+      instance = await orchestrations.getStatus(instanceId);
     } catch (err) {
       this.#deps.logger.warn('job.stall_check_failed', { instanceId, epoch, error: err });
       return undefined;
     }
-    if (instance === undefined || isFinished(instance.runtimeStatus)) {
-      // Not one followed since the read began (a start of the same instance id meanwhile).
+    // Ended, gone, or a start that never began (the intake's): no longer followed.
+    const abandoned = instance?.runtimeStatus === 'Pending' && this.#now() - instance.createdTime.getTime() >= STALL_CHECK.pendingFollowMs;
+    if (instance === undefined || isFinished(instance.runtimeStatus) || abandoned) {
       if (this.#followed.get(instanceId) === followed) this.#followed.delete(instanceId);
       return undefined;
     }

@@ -1,8 +1,9 @@
 /**
  * Work a leader pass starts and waits for only so long: what is still running then goes on beside
  * the next passes, which do not start it again until it has ended (one at a time). The stall check's
- * listing of Running runs and the index upkeep's status reads take seconds under a burst (6-18 s for
- * the listing of 1,000 HTTP jobs' runs on Azurite), and a pass that waited for them held the intake's
+ * listing of the unfinished runs (a new leadership's first) and the index upkeep's status reads take
+ * seconds under a burst (6-18 s for a listing of 1,000 HTTP jobs' runs on Azurite, when the check
+ * listed every 5 s), and a pass that waited for them held the intake's
  * next batch and the watchdog's view of progress behind them. Route: docs/architecture.md, "A
  * submission from POST to result blob", step 3.
  */

@@ -26,8 +26,8 @@
  * on beside the next passes, which start no second one meanwhile (beside.ts). With the intake's own
  * bound (INTAKE.passBudgetMs + settleGraceMs), a pass lasts about 4 s at most under any burst.
  *
- * A pass that took submissions (or has some to retry) or saw job runs Running tells the runtime it
- * was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
+ * A pass that took submissions (or has some to retry), or whose stall check follows job runs not
+ * seen finished, tells the runtime it was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
  * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs.
  */
 import { type DurableClient } from 'durable-functions';
@@ -120,7 +120,8 @@ export function jobCoordinationPass(
       apart('intake', () => components.intake.runPass(ctx, starting)),
       apart('stallCheck', async () => {
         if (ctx.signal.aborted) return;
-        // At most `waitBesideMs`: the listing of a burst's runs takes seconds, and the check goes on beside the next passes.
+        // At most `waitBesideMs`: a listing (a new leadership's first) takes seconds with many runs
+        // stored, and the check goes on beside the next passes.
         await stallChecks.run(async () => {
           try {
             // Its listing timed apart (`ms.stallListing`, when it ends within this pass): the part its budget cannot cut.
@@ -134,7 +135,7 @@ export function jobCoordinationPass(
       }),
     ]);
     // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
-    // retry, accepted starts wait for room, or job runs are Running. Otherwise the leader's passes back off to
+    // retry, accepted starts wait for room, or the stall check follows job runs. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
     const startsWait = (report?.waitingToStart ?? 0) > 0;
     if ((report !== undefined && (report.received > 0 || report.retryLater > 0 || startsWait)) || stalls.running > 0) ctx.busy?.();

@@ -50,7 +50,7 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
     const counted = {
       ...orchestrations,
       listActive: () => ((listings += 1), orchestrations.listActive()),
-      getStatus: (id: string, options?: { readonly input?: boolean }) => (reads.push(id), orchestrations.getStatus(id, options)),
+      getStatus: (id: string) => (reads.push(id), orchestrations.getStatus(id)),
     };
     // The leader's check listed before this run started (its first check), and follows the run from its start on.
     const logger = memoryLogger();
@@ -64,7 +64,7 @@ describe('job lifecycle end to end (development host, Durable backend, Azurite)'
     const listed = (await orchestrations.listActive()).find((s) => s.instanceId === instanceId);
     assert.equal(listed?.runtimeStatus, 'Running');
     assert.equal((listed?.customStatus as { wait?: unknown } | undefined)?.wait, (await custom())?.wait, 'the listing shows the call it waits on');
-    // Found by a read of its status alone (without its input), not by another listing.
+    // Found by a read of its status (that instance alone), not by another listing.
     const raised = (await stalls.check(counted, 98)).filter((r) => r.jobId === run.jobId);
     assert.equal(raised.length, 1);
     assert.equal(raised[0]?.generation, 1);

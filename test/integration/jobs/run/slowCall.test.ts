@@ -67,7 +67,7 @@ describe('a slow live call is not called again (call lease, stall check; develop
 
     // The leader's stall check on a clock held ahead: the run is minutes silent at every check.
     const clock = { now: Date.now() };
-    const logger = memoryLogger('stall-check');
+    const logger = memoryLogger('stall-check', 'debug');
     const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld: (jobId) => calls.held(jobId) });
     const orchestrations = durableOrchestrationClient(h.client);
     const leaseHeldFrom = Date.now();
@@ -79,6 +79,9 @@ describe('a slow live call is not called again (call lease, stall check; develop
       await sleep(5_500);
     }
     assert.ok(Date.now() - leaseHeldFrom > 20_000, 'the hold outlasted the 15 s lease');
+    // Each check examined the run and found its call alive (not merely left it out).
+    const alive = logger.lines.filter((l) => l.event === 'job.call_alive' && l.jobId === run.jobId).length;
+    assert.equal(alive, 4, `${alive} of 4 checks found the call alive`);
     assert.equal(await calls.held(run.jobId), true, 'still held: renewed while the plan runs');
     const silent = await h.client.getStatus(instanceId);
     assert.equal((silent.customStatus as { phase?: string } | null)?.phase, 'planning');

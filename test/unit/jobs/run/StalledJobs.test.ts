@@ -19,6 +19,10 @@ function status(generation: number, wait: number, phase: JobCustomStatus['phase'
   return { phase, generation, wait, epoch: 3, ...(repeat === undefined ? {} : { repeat }) };
 }
 
+function snapshotOf(instanceId: string, customStatus: unknown, lastUpdated: number): OrchestrationSnapshot {
+  return { instanceId, runtimeStatus: 'Running', input: null, output: null, customStatus, createdTime: new Date(T0), lastUpdatedTime: new Date(lastUpdated) };
+}
+
 class ScriptedClient {
   instances: OrchestrationSnapshot[] = [];
   readonly raised: Array<{ instanceId: string; request: ResumeRequest }> = [];
@@ -29,15 +33,7 @@ class ScriptedClient {
   reads = 0;
 
   set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
-    const snapshot: OrchestrationSnapshot = {
-      instanceId,
-      runtimeStatus: 'Running',
-      input: null,
-      output: null,
-      customStatus,
-      createdTime: new Date(T0),
-      lastUpdatedTime: new Date(lastUpdated),
-    };
+    const snapshot = snapshotOf(instanceId, customStatus, lastUpdated);
     this.instances = [...this.instances.filter((i) => i.instanceId !== instanceId), snapshot];
   }
 
@@ -192,12 +188,11 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.equal(scripted.listings, 4);
   });
 
-  it('a listing does not stop following a run started while it ran, and stops following the earlier ones it does not show', async () => {
+  it('a listing only adds runs: one it does not show (started while it ran, or ended) is dropped only by a read that finds it gone', async () => {
     const { clock, scripted, logger } = setup();
     const client = scripted.client();
     const stalls = new StalledJobs({ logger, now: () => clock.now });
     stalls.started('job-ended-unseen');
-    assert.equal(stalls.running, 1);
     const starting: OrchestrationClient = {
       ...client,
       listActive: async () => {
@@ -211,9 +206,58 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     };
     clock.now += 1;
     await stalls.check(starting, 1);
-    assert.equal(stalls.running, 1, 'the run started meanwhile is followed; the one not shown is not');
+    assert.equal(stalls.running, 2, 'neither is dropped by the listing');
     clock.now += STALL_CHECK.stalledAfterMs;
     assert.deepEqual((await stalls.check(client, 1)).map((r) => r.instanceId), ['job-meanwhile']);
+    assert.equal(stalls.running, 1, 'the read found the other gone');
+  });
+
+  it('stops following a run still Pending after pendingFollowMs (the intake starts it again), and looks at the rest when a listing or a read fails', async () => {
+    const { clock, scripted, logger } = setup();
+    const client = scripted.client();
+    let listingFails = true;
+    const failing: OrchestrationClient = {
+      ...client,
+      listActive: () => (listingFails ? Promise.reject(new Error('HTTP 503')) : client.listActive()),
+      getStatus: (id) => (id === 'job-unreadable' ? Promise.reject(new Error('HTTP 503')) : client.getStatus(id)),
+    };
+    const stalls = new StalledJobs({ logger, now: () => clock.now });
+    scripted.instances = [{ ...snapshotOf('job-orphan', null, T0), runtimeStatus: 'Pending' }];
+    stalls.started('job-orphan');
+    stalls.started('job-unreadable');
+    stalls.started('job-stuck');
+    scripted.set('job-stuck', status(1, 2), T0);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs;
+    // The listing fails: the followed runs are looked at all the same.
+    assert.deepEqual((await stalls.check(failing, 1)).map((r) => r.jobId), ['stuck']);
+    assert.ok(logger.lines.some((l) => l.event === 'job.stall_check_failed' && l.listing === true));
+    assert.equal(stalls.running, 3, 'a Pending run is followed while young, an unreadable one kept');
+    // Listed at the next check (the last one failed).
+    listingFails = false;
+    const listings = scripted.listings;
+    clock.now += STALL_CHECK.intervalMs;
+    await stalls.check(failing, 1);
+    assert.equal(scripted.listings, listings + 1);
+    clock.now = T0 + STALL_CHECK.pendingFollowMs;
+    await stalls.check(failing, 1);
+    assert.equal(stalls.running, 2, 'the orphan is no longer followed');
+  });
+
+  it('a run whose last call was a repeat is asked 15 s after its next call stalls, not after the repeat\'s back-off', async () => {
+    const { clock, scripted, logger } = setup();
+    const stalls = new StalledJobs({ logger, now: () => clock.now });
+    clock.now = T0 + 3_600_000;
+    await stalls.check(scripted.client(), 1);
+    stalls.started('job-r');
+    // Its call, made again a fourth time, is silent past its back-off: asked.
+    scripted.set('job-r', status(1, 20, 'running', 4), clock.now);
+    clock.now += backoffMs(STALL_CHECK.stalledAfterMs, 5);
+    assert.equal((await stalls.check(scripted.client(), 1)).length, 1);
+    // It takes the resume, that call answers, and its next call (no repeat) stalls at once.
+    const movedAt = clock.now + 3_000;
+    scripted.set('job-r', status(1, 22), movedAt);
+    clock.now = movedAt + STALL_CHECK.stalledAfterMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.wait), [22]);
   });
 
   it('nudges the same call again only after another 15 s, and a new call as soon as it stalls', async () => {
