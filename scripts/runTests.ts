@@ -150,10 +150,16 @@ class AzuriteSpares {
     this.#spare = next;
     // One more try when the spare failed: a port it chose can be taken by another process before its
     // bind (a run that lost its whole suite to one spare that never listened).
-    const taken = await mine.catch((err: unknown) => {
+    let taken = await mine.catch((err: unknown) => {
       console.log(`An Azurite failed to start (${err instanceof Error ? err.message : String(err)}); starting another`);
       return startAzurite();
     });
+    // A spare that has exited since it started (nothing watches it while it waits) is not handed out.
+    if (taken.pid === undefined) {
+      console.log('A spare Azurite had exited; starting another');
+      await taken.stop();
+      taken = await startAzurite();
+    }
     this.#running.add(taken);
     return {
       ...taken,

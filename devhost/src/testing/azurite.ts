@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { get } from 'node:http';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,6 +94,23 @@ async function waitForPort(port: number, deadline: number, exited: () => boolean
   throw new Error(`Azurite did not listen on port ${port} in time`);
 }
 
+/**
+ * Whether the server on `port` is Azurite (its `Server` header, `Azurite-Blob/...` and the like): a
+ * port another process took between freePort and Azurite's bind accepts connections too, while the
+ * Azurite that could not bind it exits (a suite file once got such an Azurite, dead by the time it
+ * was used: ECONNREFUSED on every request).
+ */
+export function answersAsAzurite(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = get({ host: '127.0.0.1', port, path: '/', timeout: 5_000 }, (res) => {
+      res.resume();
+      resolve(String(res.headers.server ?? '').startsWith('Azurite'));
+    });
+    req.once('timeout', () => req.destroy());
+    req.once('error', () => resolve(false));
+  });
+}
+
 export async function startAzurite(options: AzuriteOptions = {}): Promise<AzuriteInstance> {
   const temporary = options.location === undefined;
   const location = options.location ?? mkdtempSync(join(tmpdir(), 'azurite-'));
@@ -137,6 +155,9 @@ export async function startAzurite(options: AzuriteOptions = {}): Promise<Azurit
       for (const port of [blobPort, queuePort, tablePort]) {
         await waitForPort(port, deadline, () => exited);
         if (exited) throw new Error('Azurite exited during start');
+      }
+      for (const port of [blobPort, queuePort, tablePort]) {
+        if (!(await answersAsAzurite(port)) || exited) throw new Error(`Port ${port} answers, but not as this Azurite (another process took it)`);
       }
     } catch (err) {
       // Not left running (or hung) behind a start that failed.
