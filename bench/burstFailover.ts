@@ -14,14 +14,18 @@
  *
  * Baseline, same run, same settings, its own empty Azurite: the same burst on two instances with no kill.
  *
- * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8]`.
+ * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8] [--breakdown 1] [--no-kill 1]`. --breakdown puts the
+ * counting proxy in front of Azurite and prints each burst's storage transactions per job by kind of
+ * request and the Azurite CPU a job; --no-kill runs the baseline only.
  */
 import { QueueServiceClient } from '@azure/storage-queue';
-import { type HostProcess, startAzurite } from 'devhost/testing';
+import { connectionStringFor, type HostProcess, startAzurite } from 'devhost/testing';
 
 import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { IN_FLIGHT, inFlight, ITEMS, SUM, waitAll } from './jobsScale';
+import { countingProxy, endpointPorts } from './jobsThroughput';
+import { processCpuMs } from './processCpu';
 
 interface Run {
   readonly label: string;
@@ -53,14 +57,21 @@ function plannedTwice(hosts: readonly HostProcess[]): number {
   return [...starts.values()].filter((s) => s.size > 1).length;
 }
 
-async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void): Promise<Run> {
+async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void, breakdown: boolean): Promise<Run> {
   const azurite = await startAzurite();
+  let hub = '';
+  // With --breakdown the instances talk to Azurite through the counting proxy (the bench's own reads do not).
+  const proxy = breakdown ? await countingProxy(endpointPorts(azurite.connectionString), () => hub) : undefined;
   let cluster: AppCluster | undefined;
   try {
-    cluster = await startAppCluster(azurite.connectionString, { instances: 2, label: 'failover' });
+    const through = proxy === undefined ? azurite.connectionString : connectionStringFor('127.0.0.1', proxy.ports.blob, proxy.ports.queue, proxy.ports.table);
+    cluster = await startAppCluster(through, { instances: 2, label: 'failover' });
     const c = cluster;
+    hub = c.names.taskHub;
     const leader = await c.leader();
     await sleep(3_000);
+    proxy?.reset();
+    const azuriteCpu0 = processCpuMs(azurite.pid);
     const jobsQueue = QueueServiceClient.fromConnectionString(azurite.connectionString).getQueueClient(c.names.jobsQueue);
     const ids = Array.from({ length: n }, (_, i) => `f${killAfterMs === undefined ? 'b' : 'k'}-${i}`);
     const posted = new Map<string, number>();
@@ -100,6 +111,15 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
       return true;
     }, Math.max(900_000, n * 500));
     const lastFinished = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN));
+    if (proxy !== undefined) {
+      const cpu = processCpuMs(azurite.pid);
+      const top = [...proxy.counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 60);
+      note(
+        `burst-failover ${killAfterMs === undefined ? 'no kill' : 'kill'}: ${(proxy.counter.total / n).toFixed(1)} transactions a job, ` +
+          `Azurite CPU ${cpu === undefined || azuriteCpu0 === undefined ? '-' : ((cpu - azuriteCpu0) / n).toFixed(1)} ms a job; by kind:\n` +
+          top.map(([k, count]) => `  ${(count / n).toFixed(2).padStart(7)}  ${k}`).join('\n'),
+      );
+    }
     const survivors = [...c.instances.values()];
     const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
     return {
@@ -114,6 +134,7 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     };
   } finally {
     await cluster?.stop();
+    await proxy?.close();
     await azurite.stop();
   }
 }
@@ -125,9 +146,13 @@ export const burstFailoverBench: Bench = {
     const n = Number(ctx.options.get('jobs') ?? '1000');
     const killAfterMs = Number(ctx.options.get('kill-after') ?? '8') * 1000;
     if (!Number.isInteger(n) || n < 1 || !Number.isFinite(killAfterMs) || killAfterMs < 0) throw new Error('--jobs must be a positive integer, --kill-after seconds');
-    const baseline = await burst(n, undefined, ctx.note);
+    const breakdown = ctx.options.has('breakdown');
+    const baseline = await burst(n, undefined, ctx.note, breakdown);
     ctx.note(`burst-failover: ${n} jobs without a kill: ${secs(baseline.wallMs)} s`);
-    const killed = await burst(n, killAfterMs, ctx.note);
+    if (ctx.options.has('no-kill')) {
+      return { title: 'Burst failover: the baseline only (--no-kill)', lines: [`${n} jobs on two instances without a kill: ${secs(baseline.wallMs)} s, p50 ${secs(baseline.p50Ms)} s, ${baseline.wrong} not exact.`] };
+    }
+    const killed = await burst(n, killAfterMs, ctx.note, breakdown);
     ctx.note(`burst-failover: ${n} jobs with the leader killed: ${secs(killed.wallMs)} s`);
     const lines: string[] = [
       `${n} small sum jobs (${ITEMS.length} items) sent at once as queue messages (${IN_FLIGHT} in flight), two instances, shipped settings.`,
