@@ -15,9 +15,10 @@
  * Baseline, same run, same settings, its own empty Azurite: the same burst on two instances with no kill.
  *
  * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8] [--breakdown 1] [--no-kill 1]`. --breakdown puts the
- * counting proxy in front of Azurite and prints each burst's storage transactions per job by kind of
- * request and the Azurite CPU a job; --no-kill runs the baseline only.
+ * counting proxy in front of the instances' storage and prints each burst's storage transactions per
+ * job by kind of request (the bench's own reads are not counted) and the Azurite CPU a job; --no-kill runs the baseline only.
  */
+import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, type HostProcess, startAzurite } from 'devhost/testing';
 
@@ -103,8 +104,10 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     }
     await sending;
     const finals = new Map<string, { finishedAt: number; ok: boolean }>();
+    // Read straight from Azurite: the bench's own polls are not the app's transactions.
+    const results = BlobServiceClient.fromConnectionString(azurite.connectionString).getContainerClient(c.names.resultsContainer);
     await waitAll(ids, async (jobId) => {
-      const body = await c.results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
+      const body = await results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
       if (body === undefined) return false;
       const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
       finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });

@@ -233,7 +233,7 @@ export class StalledJobs {
       followed.nextLook = this.#now() + interval;
       const silent = this.#silent(instance, followed, stalledAfter);
       if (silent === undefined) return;
-      const resumed = await this.#ask(orchestrations, silent, followed, epoch, stalledAfter, interval);
+      const resumed = await this.#ask(orchestrations, silent, followed, epoch, stalledAfter);
       if (resumed !== undefined) outcomes.set(instanceId, resumed);
     });
     for (const id of this.#raised.keys()) if (!this.#followed.has(id)) this.#raised.delete(id);
@@ -339,13 +339,9 @@ export class StalledJobs {
     followed: Followed,
     epoch: number,
     stalledAfterMs: number,
-    interval: number,
   ): Promise<ResumeRequested | undefined> {
-    if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) {
-      // Slow, not lost: looked at again after the interval.
-      followed.nextLook = this.#now() + interval;
-      return undefined;
-    }
+    // Slow, not lost: looked at again after the interval (`nextLook`, set when it was examined).
+    if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) return undefined;
     const request: ResumeRequest = { generation: run.generation, wait: run.wait };
     try {
       await orchestrations.raiseResume(run.instanceId, request);
