@@ -14,10 +14,14 @@
  *
  * Baseline, same run, same settings, its own empty Azurite: the same burst on two instances with no kill.
  *
- * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8] [--breakdown 1] [--no-kill 1]`. --breakdown puts the
+ * Run: `npm run bench -- burst-failover [--jobs 1000] [--kill-after 8] [--breakdown 1] [--no-kill 1 | --no-baseline 1] [--log-file F]`. --breakdown puts the
  * counting proxy in front of the instances' storage and prints each burst's storage transactions per
- * job by kind of request (the bench's own reads are not counted) and the Azurite CPU a job; --no-kill runs the baseline only.
+ * job by kind of request (the bench's own reads are not counted) and the Azurite CPU a job; --no-kill
+ * runs the baseline only, --no-baseline the killed burst only; --log-file F keeps every instance's log
+ * lines (the killed one's too) in F.baseline and F.kill.
  */
+import { writeFileSync } from 'node:fs';
+
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, type HostProcess, startAzurite } from 'devhost/testing';
@@ -58,7 +62,7 @@ function plannedTwice(hosts: readonly HostProcess[]): number {
   return [...starts.values()].filter((s) => s.size > 1).length;
 }
 
-async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void, breakdown: boolean): Promise<Run> {
+async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void, breakdown: boolean, logFile?: string): Promise<Run> {
   const azurite = await startAzurite();
   let hub = '';
   // With --breakdown the instances talk to Azurite through the counting proxy (the bench's own reads do not).
@@ -90,8 +94,11 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
       await c.kill(leader);
       note(`burst-failover: ${leader} (the leader) killed ${secs(killedAt - wall0)} s after the first submission`);
       const nextLeader = await c.leader(180_000);
-      const nextLeaderMs = Date.now() - killedAt;
-      note(`burst-failover: ${nextLeader} leads ${secs(nextLeaderMs)} s after the kill`);
+      const answeredMs = Date.now() - killedAt;
+      // When it took the lease, from its own log (GET /api/leader on a loaded instance can answer late).
+      const acquired = (c.instances.get(nextLeader)?.events('leader.acquired') ?? []).map((e) => Date.parse(String(e.ts))).filter((t) => t >= killedAt);
+      const nextLeaderMs = acquired.length > 0 ? Math.min(...acquired) - killedAt : answeredMs;
+      note(`burst-failover: ${nextLeader} took the lease ${secs(nextLeaderMs)} s after the kill (GET /api/leader named it after ${secs(answeredMs)} s)`);
       kill = {
         atMs: killedAt - wall0,
         nextLeaderMs,
@@ -124,6 +131,11 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
       );
     }
     const survivors = [...c.instances.values()];
+    if (logFile !== undefined && logFile !== '') {
+      const file = `${logFile}.${killAfterMs === undefined ? 'baseline' : 'kill'}`;
+      writeFileSync(file, [...(dead === undefined ? [] : [dead]), ...survivors].flatMap((h) => h.lines()).join('\n'));
+      note(`burst-failover: the instances' log lines: ${file}`);
+    }
     const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
     return {
       label: killAfterMs === undefined ? 'no kill (baseline)' : `leader killed at ${secs(killAfterMs)} s`,
@@ -150,12 +162,15 @@ export const burstFailoverBench: Bench = {
     const killAfterMs = Number(ctx.options.get('kill-after') ?? '8') * 1000;
     if (!Number.isInteger(n) || n < 1 || !Number.isFinite(killAfterMs) || killAfterMs < 0) throw new Error('--jobs must be a positive integer, --kill-after seconds');
     const breakdown = ctx.options.has('breakdown');
-    const baseline = await burst(n, undefined, ctx.note, breakdown);
-    ctx.note(`burst-failover: ${n} jobs without a kill: ${secs(baseline.wallMs)} s`);
+    const logFile = ctx.options.get('log-file');
+    const baseline = ctx.options.has('no-baseline') ? undefined : await burst(n, undefined, ctx.note, breakdown, logFile);
+    if (baseline !== undefined) ctx.note(`burst-failover: ${n} jobs without a kill: ${secs(baseline.wallMs)} s`);
     if (ctx.options.has('no-kill')) {
-      return { title: 'Burst failover: the baseline only (--no-kill)', lines: [`${n} jobs on two instances without a kill: ${secs(baseline.wallMs)} s, p50 ${secs(baseline.p50Ms)} s, ${baseline.wrong} not exact.`] };
+      const only = baseline === undefined ? 'nothing ran (--no-baseline too)' : `${secs(baseline.wallMs)} s, p50 ${secs(baseline.p50Ms)} s, ${baseline.wrong} not exact`;
+      if (baseline === undefined || baseline.wrong > 0 || baseline.plannedTwice > 0) throw new Error(`${n} jobs without a kill: ${only}, ${baseline?.plannedTwice ?? 0} planned twice`);
+      return { title: 'Burst failover: the baseline only (--no-kill)', lines: [`${n} jobs on two instances without a kill: ${only}.`] };
     }
-    const killed = await burst(n, killAfterMs, ctx.note, breakdown);
+    const killed = await burst(n, killAfterMs, ctx.note, breakdown, logFile);
     ctx.note(`burst-failover: ${n} jobs with the leader killed: ${secs(killed.wallMs)} s`);
     const lines: string[] = [
       `${n} small sum jobs (${ITEMS.length} items) sent at once as queue messages (${IN_FLIGHT} in flight), two instances, shipped settings.`,
@@ -163,16 +178,17 @@ export const burstFailoverBench: Bench = {
       '| burst | first submission -> last completed | POST -> completed p50 | kill -> next leader | kill -> last completed | the dead leader had: accepted / started / completed | starts repaired | planned by two starts | not exact |',
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     ];
-    for (const r of [baseline, killed]) {
+    for (const r of baseline === undefined ? [killed] : [baseline, killed]) {
       const k = r.kill;
+      const ratio = baseline === undefined ? '' : ` (${(r.wallMs / baseline.wallMs).toFixed(2)}x)`;
       lines.push(
-        `| ${r.label} | ${secs(r.wallMs)} s (${(r.wallMs / baseline.wallMs).toFixed(2)}x) | ${secs(r.p50Ms)} s | ${k === undefined ? '-' : `${secs(k.nextLeaderMs)} s`} | ` +
+        `| ${r.label} | ${secs(r.wallMs)} s${ratio} | ${secs(r.p50Ms)} s | ${k === undefined ? '-' : `${secs(k.nextLeaderMs)} s`} | ` +
           `${k === undefined ? '-' : `${secs(k.lastCompletedMs)} s`} | ${k === undefined ? '-' : `${k.accepted} / ${k.started} / ${k.completed}`} | ` +
           `${k === undefined ? '-' : k.repaired} | ${r.plannedTwice} | ${r.wrong} |`,
       );
     }
-    const wrong = baseline.wrong + killed.wrong;
-    const twice = baseline.plannedTwice + killed.plannedTwice;
+    const wrong = (baseline?.wrong ?? 0) + killed.wrong;
+    const twice = (baseline?.plannedTwice ?? 0) + killed.plannedTwice;
     lines.push('');
     lines.push(wrong === 0 ? 'Every job completed with its exact sum.' : `${wrong} jobs did not complete exact.`);
     if (twice > 0) lines.push(`${twice} jobs were planned by two starts (the fence must make that impossible).`);
