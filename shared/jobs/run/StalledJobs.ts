@@ -135,7 +135,7 @@ interface Followed {
   quietSince: number;
   /** How many times its current call was made again (the status's `repeat`, 0 when none). */
   repeat: number;
-  /** Not looked at again before this: read, or its call found alive, within the interval. */
+  /** Not looked at again before this: examined (read, or shown by a listing) within the interval. */
   nextLook: number;
 }
 
