@@ -32,7 +32,7 @@ import { connectionStringFor, type HostProcess, startAzurite } from 'devhost/tes
 import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { IN_FLIGHT, inFlight, ITEMS, SUM, waitAll } from './jobsScale';
-import { countingProxy, endpointPorts } from './jobsThroughput';
+import { byKindPerJob, countingProxy, endpointPorts } from './jobsThroughput';
 import { processCpuMs } from './processCpu';
 
 interface Run {
@@ -143,11 +143,10 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     const lastFinished = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN));
     if (proxy !== undefined) {
       const cpu = processCpuMs(azurite.pid);
-      const top = [...proxy.counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 60);
       note(
         `burst-failover ${killAfterMs === undefined ? 'no kill' : 'kill'}: ${(proxy.counter.total / n).toFixed(1)} transactions a job, ` +
           `Azurite CPU ${cpu === undefined || azuriteCpu0 === undefined ? '-' : ((cpu - azuriteCpu0) / n).toFixed(1)} ms a job; by kind:\n` +
-          top.map(([k, count]) => `  ${(count / n).toFixed(2).padStart(7)}  ${k}`).join('\n'),
+          byKindPerJob(proxy.counter, n, 60),
       );
     }
     const survivors = [...c.instances.values()];

@@ -29,7 +29,7 @@ import { connectionStringFor, startAzurite } from 'devhost/testing';
 
 import { type AppCluster, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
-import { countingProxy, endpointPorts } from './jobsThroughput';
+import { byKindPerJob, countingProxy, endpointPorts } from './jobsThroughput';
 import { processCpuMs } from './processCpu';
 
 /** A small job of the bursts (jobs-scale, burst-failover): a `sum` of 20 items, submitted 16 at a time. */
@@ -257,8 +257,7 @@ export const jobsScaleBench: Bench = {
               writeFileSync(file, [...cluster.instances.values()].flatMap((h) => h.lines()).join('\n'));
               ctx.note(`the instance's log lines: ${file}`);
             }
-            const top = [...proxy.counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, 40);
-            ctx.note(`${n} by ${via}, transactions per job by kind:\n${top.map(([k, c]) => `  ${(c / n).toFixed(2).padStart(7)}  ${k}`).join('\n')}`);
+            ctx.note(`${n} by ${via}, transactions per job by kind:\n${byKindPerJob(proxy.counter, n, 40)}`);
           }
         });
       }

@@ -68,6 +68,12 @@ function foldName(part: string): string {
   return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?([thq][0-9]+|f[bk])-[0-9]+/i.test(part) ? '*' : part;
 }
 
+/** The `limit` most frequent kinds of request, a line each: count per job (of `n`), then the kind (`--breakdown`). */
+export function byKindPerJob(counter: Counter, n: number, limit: number): string {
+  const top = [...counter.byKind].sort((a, b) => b[1] - a[1]).slice(0, limit);
+  return top.map(([kind, count]) => `  ${(count / n).toFixed(2).padStart(7)}  ${kind}`).join('\n');
+}
+
 /** A counting HTTP proxy per storage service. */
 export async function countingProxy(target: { blob: number; queue: number; table: number }, taskHub: () => string): Promise<{ ports: { blob: number; queue: number; table: number }; counter: Counter; reset(): void; close(): Promise<void> }> {
   const counter: Counter = { total: 0, byService: {}, durable: 0, activityMessages: 0, byKind: new Map() };
