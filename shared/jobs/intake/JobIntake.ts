@@ -295,10 +295,12 @@ export class JobIntake {
     let drained = false;
     let full = false;
     let failure: { readonly error: unknown } | undefined;
-    let receiving: Promise<void> | undefined;
+    /** The receives out now: one, or up to `INTAKE.receivesInFlight` once a batch came back full (a burst waits on the queue). */
+    const receiving = new Set<Promise<void>>();
     /** This call has answered: a receive that lands now reports to whichever pass takes its batch. */
     let over = false;
-    const receive = async (): Promise<void> => {
+    /** `settled` is called before the pass is woken, so it sees this receive gone. */
+    const receive = async (settled: () => void): Promise<void> => {
       try {
         const received = await this.deps.jobsQueue.receiveMessages({
           numberOfMessages: INTAKE.batchSize,
@@ -329,9 +331,14 @@ export class JobIntake {
         if (!over) failure = { error };
         else if (!isAbort(error)) this.deps.logger.warn('intake.receive_failed', { error, epoch: ctx.epoch });
       } finally {
-        receiving = undefined;
+        settled();
         this.notify();
       }
+    };
+    const startReceive = (): void => {
+      // The receive awaits before it can settle: `out` is assigned by then.
+      const out: Promise<void> = receive(() => receiving.delete(out));
+      receiving.add(out);
     };
     const begin = (key: string, work: Promise<void>): void => {
       const handling = work
@@ -362,14 +369,25 @@ export class JobIntake {
       // Submissions are taken while they can be started or accepted to wait for room (Submissions.acceptRoom).
       const taking = this.admits() || this.submissions.acceptRoom();
       // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
-      if (!drained && receiving === undefined && waiting.length < INTAKE.messageConcurrency && taking) receiving = receive();
+      // Behind a full batch several are out at once: while a burst is parked on the queue every queue
+      // request in the account costs in proportion to the messages held, so it is taken off quickly.
+      const receives = full ? INTAKE.receivesInFlight : 1;
+      while (
+        !drained &&
+        receiving.size < receives &&
+        batches + receiving.size < INTAKE.maxBatchesPerPass &&
+        waiting.length < INTAKE.messageConcurrency &&
+        taking
+      ) {
+        startReceive();
+      }
       while (this.#taking.size < INTAKE.messageConcurrency && taking) {
         const next = waiting.findIndex((g) => !this.#taking.has(g.key));
         if (next < 0) break;
         const group = waiting.splice(next, 1)[0] as Group;
         begin(group.key, this.takeGroup(group.messages, ctx, orchestrations));
       }
-      if (this.#taking.size === 0 && receiving === undefined && waiting.length === 0) break;
+      if (this.#taking.size === 0 && receiving.size === 0 && waiting.length === 0) break;
       // Room, a batch, or the budget's end, whichever comes first.
       const changed = this.#changed;
       let timer: NodeJS.Timeout | undefined;
@@ -378,7 +396,7 @@ export class JobIntake {
       clearTimeout(timer);
     }
     // A batch that lands as the budget runs out waits for the next pass too (see above for one that lands later still).
-    const late = receiving !== undefined && !(await waitUntil(receiving, settleBy));
+    const late = receiving.size > 0 && !(await waitUntil(Promise.all(receiving), settleBy));
     over = true;
     if (failure !== undefined) throw failure.error;
     // Groups not begun, a full last batch (the queue may hold more), or a batch still on its way.
