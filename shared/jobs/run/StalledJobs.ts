@@ -18,11 +18,13 @@
  * intake starts runs). A followed run is read (that one instance's status) only once it could be
  * silent past `stalledAfterMs`: not before its last update seen (or its start, or the last resume
  * raised) plus that, and not twice within the interval; a read that finds it finished (or gone), or
- * Pending past `pendingFollowMs` (the intake's to start again), stops following it. So a burst's runs
- * are read about once each, after they end, and between listings an idle leader's check makes no
- * request. Listing every instance instead, each check, cost a scan of the task hub that grows with
- * the jobs stored (finished ones too): 6.8 s of Azurite's CPU for one listing with 10,000 instances
- * stored, and an idle leader listed every 15 s. The listing is made again every
+ * Pending past `pendingFollowMs` (the intake's to start again), stops following it; so does a run
+ * that delivers nothing once the leader's own process recorded its job's outcome (`finalRecordedAt`:
+ * on one instance, every job of a burst), without a read. So a burst's runs are read at most about
+ * once each, after they end, and between listings an idle leader's check makes no request.
+ * Listing every instance instead, each check, cost a scan of the task hub that grows with the jobs
+ * stored (finished ones too): 6.8 s of Azurite's CPU for one listing with 10,000 instances stored,
+ * and an idle leader listed every 15 s. The listing is made again every
  * `STALL_CHECK.listEveryMs`, and never for more than 1/`listShare` of the time: a backstop for a run
  * no leader it knows of started (one a deposed leader started after this one listed is fenced at its
  * plan and stands down). A listing only adds runs; a run it does not show is dropped by its read.
@@ -61,7 +63,7 @@ import { type JobCustomStatus } from '../api/JobSummary';
 import { parseInstanceId } from '../jobIds';
 import { mapWhile } from '../pool';
 import { type ResumeRequest } from './jobOrchestration';
-import { isFinished, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
+import { isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 
 export const STALL_CHECK = {
   /** A Running job run not updated for this long is asked to resume. */
@@ -117,6 +119,13 @@ export interface StallCheckDeps {
    * (INTAKE.stuckPendingSeconds), at most `STALL_CHECK.maxLagBoundMs`. Absent: no lag.
    */
   readonly startLagMs?: () => number;
+  /**
+   * When this process saw the job's final summary recorded (JobStore.finalRecordedAt, on the same
+   * clock as `now`), undefined when it has not. A run that delivers nothing is not followed past
+   * that: its outcome is recorded and shows (JobStatusReader.settled), and all that is left of the
+   * run is Durable marking it finished, which a resume would not hasten. Absent: never.
+   */
+  readonly finalRecordedAt?: (jobId: string) => number | undefined;
   readonly now?: () => number;
   readonly stalledAfterMs?: number;
   readonly intervalMs?: number;
@@ -127,6 +136,10 @@ export interface StallCheckDeps {
 /** A job run the check follows: what it knows of it, and when it is worth a look. */
 interface Followed {
   readonly jobId: string;
+  /** When the check began to follow it (a final recorded before then is an earlier job's under the same id). */
+  readonly since: number;
+  /** Whether its run delivers its outcome after recording it (a step still to come); undefined: not known. */
+  readonly delivers?: boolean;
   /**
    * The run cannot have been silent since before this: its last update seen, or its start, or the
    * last resume raised on it (a run that takes one updates; one that does not is not asked again
@@ -185,13 +198,15 @@ export class StalledJobs {
 
   /**
    * The leader's intake made (or tried) this run's start: it is followed from now (a run followed
-   * already, whose start was made again, keeps what the check knows of it).
+   * already, whose start was made again, keeps what the check knows of it). `delivers`: its run
+   * input's `deliver` (see `finalRecordedAt`).
    */
-  started(instanceId: string): void {
+  started(instanceId: string, delivers?: boolean): void {
     const job = parseInstanceId(instanceId);
     if (job === undefined || this.#followed.has(instanceId)) return;
     const now = this.#now();
-    this.#followed.set(instanceId, { jobId: job.jobId, quietSince: now, repeat: 0, nextLook: 0 });
+    const known = delivers === undefined ? {} : { delivers };
+    this.#followed.set(instanceId, { jobId: job.jobId, since: now, ...known, quietSince: now, repeat: 0, nextLook: 0 });
   }
 
   /**
@@ -216,6 +231,10 @@ export class StalledJobs {
     const dueAt = this.#now();
     const due: Array<{ readonly instanceId: string; readonly followed: Followed; readonly quietMs: number }> = [];
     for (const [instanceId, followed] of this.#followed) {
+      if (this.#recordedHere(followed)) {
+        this.#followed.delete(instanceId);
+        continue;
+      }
       const quietMs = dueAt - followed.quietSince;
       if (followed.nextLook > dueAt || quietMs < stalledAfter) continue;
       due.push({ instanceId, followed, quietMs });
@@ -271,7 +290,8 @@ export class StalledJobs {
       const followed = this.#followed.get(instance.instanceId);
       if (followed === undefined) {
         const quietSince = instance.lastUpdatedTime.getTime();
-        this.#followed.set(instance.instanceId, { jobId: job.jobId, quietSince, repeat: 0, nextLook: 0 });
+        const delivers = runOf(instance)?.deliver === true;
+        this.#followed.set(instance.instanceId, { jobId: job.jobId, since: began, delivers, quietSince, repeat: 0, nextLook: 0 });
       }
       this.#learn(this.#followed.get(instance.instanceId), instance);
     }
@@ -301,6 +321,13 @@ export class StalledJobs {
     }
     this.#learn(followed, instance);
     return instance;
+  }
+
+  /** A run that delivers nothing whose job's outcome this process saw recorded since it began to follow it. */
+  #recordedHere(followed: Followed): boolean {
+    if (followed.delivers !== false) return false;
+    const at = this.#deps.finalRecordedAt?.(followed.jobId);
+    return at !== undefined && at >= followed.since;
   }
 
   /** What a listing or a read shows of a followed run: its last update and its call's repeat count. */

@@ -62,7 +62,7 @@ export const PASS_WAIT_MS = 4_000;
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
 export function jobCoordinationPass(
-  components: Pick<JobComponents, 'intake' | 'indexUpkeep' | 'retention' | 'logger' | 'settings' | 'calls'> &
+  components: Pick<JobComponents, 'intake' | 'indexUpkeep' | 'retention' | 'logger' | 'settings' | 'calls' | 'store'> &
     Partial<Pick<JobComponents, 'delivery'>>,
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
@@ -83,6 +83,7 @@ export function jobCoordinationPass(
     callHeld: (jobId) => components.calls.held(jobId),
     startUnconfirmed: (jobId) => components.intake.startUnconfirmed(jobId),
     startLagMs: () => components.intake.startLagMs(),
+    finalRecordedAt: (jobId) => components.store.finalRecordedAt(jobId),
   });
   return async (ctx) => {
     const client = durableClient();
@@ -101,7 +102,7 @@ export function jobCoordinationPass(
         try {
           await orchestrations.start(instanceId, input);
         } finally {
-          stalls.started(instanceId);
+          stalls.started(instanceId, input.run.deliver === true);
         }
       },
     };

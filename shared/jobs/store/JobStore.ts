@@ -81,11 +81,16 @@ const STAMP_READ_TIMEOUT_MS = 5_000;
 /** The size of a blob elsewhere in the account, undefined when it does not exist. */
 export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
 
+/** Jobs `finalRecordedAt` remembers (a few bursts' worth; an entry is a job id and a number). */
+const FINALS_REMEMBERED = 20_000;
+
 export class JobStore {
   /** Blobs elsewhere in the account (a job's itemsBlob), checked at submission: their size, or undefined when missing. */
   readonly #externalSize: ExternalSize;
   /** The cancel markers as this process last read them (at most 5 s old: CancelMarkers). */
   readonly #cancels: CancelMarkers;
+  /** The jobs whose final summary this process saw recorded, and when (oldest first: `finalRecordedAt`). */
+  readonly #finals = new Map<string, number>();
   /** The job's chunks, their results and claims (the dispatcher's and the workers' store). */
   readonly chunks: ChunkBlobs;
   /** Where each job's outcome went, and the deliveries the leader's pass retries. */
@@ -360,10 +365,33 @@ export class JobStore {
   /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
   async writeFinal(summary: JobSummary, signal?: AbortSignal, createdAt?: string): Promise<JobSummary> {
     if ((await this.docs.put(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') {
-      if (!isSuperseded(summary)) await this.indexFinal(summary, createdAt);
+      if (!isSuperseded(summary)) {
+        this.#noteFinal(summary.jobId);
+        await this.indexFinal(summary, createdAt);
+      }
       return summary;
     }
-    return (await this.readFinal(summary.jobId, signal)) ?? summary;
+    const stored = await this.readFinal(summary.jobId, signal);
+    if (stored !== undefined && !isSuperseded(stored)) this.#noteFinal(stored.jobId);
+    return stored ?? summary;
+  }
+
+  /**
+   * When this process last saw the job's final summary recorded (written here, or found written by
+   * `writeFinal`), as Date.now(); undefined when it has not (or forgot: the newest `FINALS_REMEMBERED`
+   * are kept). The leader's stall check stops following such a job's runs without reading them.
+   */
+  finalRecordedAt(jobId: string): number | undefined {
+    return this.#finals.get(jobId);
+  }
+
+  #noteFinal(jobId: string): void {
+    this.#finals.delete(jobId);
+    this.#finals.set(jobId, Date.now());
+    if (this.#finals.size > FINALS_REMEMBERED) {
+      const oldest = this.#finals.keys().next();
+      if (oldest.done !== true) this.#finals.delete(oldest.value);
+    }
   }
 
   // --- the job index (best effort: JobIndex.note logs its own failures; so do these reads) ---

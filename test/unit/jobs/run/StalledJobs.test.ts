@@ -155,6 +155,30 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.deepEqual([scripted.listings, scripted.reads], [1, 2]);
   });
 
+  it('stops following, unread, a run that delivers nothing once this process saw its job\'s final recorded since it began to follow it', async () => {
+    const clock = { now: T0 };
+    const scripted = new ScriptedClient();
+    const finals = new Map<string, number>();
+    const stalls = new StalledJobs({ logger: memoryLogger(), now: () => clock.now, finalRecordedAt: (jobId) => finals.get(jobId) });
+    await stalls.check(scripted.client(), 1);
+    // An earlier job under the same id finished before the run began to be followed: says nothing of this run.
+    finals.set('again', T0);
+    clock.now = T0 + 1;
+    for (const id of ['plain', 'delivering', 'unknown', 'again']) scripted.set(`job-${id}`, status(1, 1, 'planning'), clock.now);
+    stalls.started('job-plain', false);
+    stalls.started('job-delivering', true);
+    stalls.started('job-unknown');
+    stalls.started('job-again', false);
+    // Each job's outcome is recorded here a moment later; the runs stay silent (their answers held).
+    clock.now = T0 + 2;
+    for (const id of ['plain', 'delivering', 'unknown']) finals.set(id, clock.now);
+    clock.now = T0 + 1 + STALL_CHECK.stalledAfterMs;
+    const raised = await stalls.check(scripted.client(), 1);
+    assert.deepEqual(raised.map((r) => r.instanceId).sort(), ['job-again', 'job-delivering', 'job-unknown']);
+    assert.equal(scripted.reads, 3, 'the run whose outcome is recorded here is not read');
+    assert.equal(stalls.running, 3, 'nor followed');
+  });
+
   it('lists again under a new epoch (a new leadership), every listEveryMs, and for at most 1/listShare of the time', async () => {
     const { clock, scripted, logger } = setup();
     let listingMs = 0;

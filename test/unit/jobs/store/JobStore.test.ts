@@ -65,10 +65,19 @@ describe('JobStore on its container (in-memory twin)', () => {
   });
 
   it('keeps the first final summary: a later run of the job gets the stored one back', async () => {
-    const { store } = setup();
+    const { docs, store } = setup();
+    const before = Date.now();
+    assert.equal(store.finalRecordedAt('j2'), undefined);
     assert.deepEqual(await store.writeFinal(summary('j2', 3)), summary('j2', 3));
+    const recorded = store.finalRecordedAt('j2');
+    assert.ok(recorded !== undefined && recorded >= before, 'this process remembers when it saw the outcome recorded');
     assert.deepEqual(await store.writeFinal(summary('j2', 99)), summary('j2', 3));
     assert.deepEqual(await store.readFinal('j2'), summary('j2', 3));
+    // Another process's store finds it recorded (its own write refused): it remembers too.
+    const other = new JobStore(docs, 'job-results', () => Promise.resolve(undefined));
+    assert.equal(other.finalRecordedAt('j2'), undefined);
+    await other.writeFinal(summary('j2', 7));
+    assert.ok(other.finalRecordedAt('j2') !== undefined);
   });
 
   it('a landed start: its mark goes, and nothing else (an HTTP submission\'s pending record stays, the start speaks for it)', async () => {
