@@ -41,3 +41,12 @@ export function parseInstanceId(instanceId: string): { readonly jobId: string; r
 export function jobIdFromInstanceId(instanceId: string): string | undefined {
   return parseInstanceId(instanceId)?.jobId;
 }
+
+/** A shared run's instance id (run/batchOrchestration.ts): `batch-<uuid>`, made by the intake. */
+export function batchInstanceId(uuid: string): string {
+  return `batch-${uuid}`;
+}
+
+export function isBatchInstanceId(instanceId: string): boolean {
+  return /^batch-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(instanceId);
+}

@@ -33,6 +33,12 @@ import { formatSummary } from './formatSummary';
 import { SeededRandom } from './SeededRandom';
 import { StartPathWatcher, stepNeedsBody } from './StartPathWatcher';
 
+
+/** What the chaos check reads of an instance's input: a job run's `run`, or a shared run's `runs`. */
+interface JobInstanceInput {
+  readonly run?: { readonly jobId?: string; readonly startId?: string };
+  readonly runs?: ReadonlyArray<{ readonly run?: { readonly jobId?: string; readonly startId?: string } }>;
+}
 export interface ChaosOptions {
   /**
    * Which host runs the instances: the development host (the default: test/chaos/chaosShort.test.ts,
@@ -537,9 +543,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     async function readWorkingRun(jobId: string): Promise<WorkingRun | undefined> {
       const body = await blobs.getContainerClient(RESULTS_CONTAINER).getBlobClient(`jobs/${jobId}/start.json`).downloadToBuffer().catch(() => undefined);
       if (body === undefined) return undefined;
-      const start = JSON.parse(body.toString('utf8')) as { startId?: string; generation?: number; state?: string };
+      const start = JSON.parse(body.toString('utf8')) as { startId?: string; generation?: number; state?: string; instance?: string };
       if (start.state !== 'active' || typeof start.startId !== 'string' || typeof start.generation !== 'number') return undefined;
-      const instanceId = start.generation === 1 ? `job-${jobId}` : `job-${jobId}.${start.generation}`;
+      // A shared run's (`instance`, run/batchOrchestration.ts), else the job's own generation's.
+      const instanceId = start.instance ?? (start.generation === 1 ? `job-${jobId}` : `job-${jobId}.${start.generation}`);
       const named = { startId: start.startId, generation: start.generation, instanceId };
       const target = healthyInstances()[0];
       if (target === undefined) return { ...named, unreadable: 'no healthy instance to ask' };
@@ -548,12 +555,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // 404: no such instance (the check names it); 202 and the rest: Durable answered, but not its state.
         if (answer.status === 404) return named;
         if (answer.status !== 200 && answer.status !== 202) return { ...named, unreadable: `HTTP ${answer.status}` };
-        const status = answer.json as { runtimeStatus?: string; input?: { run?: { startId?: string } } | null; output?: { superseded?: unknown } | null };
+        const status = answer.json as { runtimeStatus?: string; input?: JobInstanceInput | null; output?: unknown };
+        // A shared run holds several jobs' runs and outcomes: this job's are read from it.
+        const shared = status.input?.runs !== undefined;
+        const run = shared ? status.input?.runs?.find((r) => r.run?.jobId === jobId)?.run : status.input?.run;
+        const output = (shared ? (status.output as Record<string, unknown> | null | undefined)?.[jobId] : status.output) as { superseded?: unknown } | null | undefined;
         return {
           ...named,
-          instanceStartId: status.input?.run?.startId ?? null,
+          instanceStartId: run?.startId ?? null,
           ...(status.runtimeStatus === undefined ? {} : { runtimeStatus: status.runtimeStatus }),
-          stoodDown: status.output !== null && status.output !== undefined && status.output.superseded !== undefined,
+          stoodDown: output !== null && output !== undefined && output.superseded !== undefined,
         };
       } catch (err) {
         return { ...named, unreadable: err instanceof Error ? err.message : String(err) };

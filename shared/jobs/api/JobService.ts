@@ -20,7 +20,7 @@ import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
 import { type DeliveryTargets } from '../delivery/DeliveryTargets';
 import { type InputContainers } from '../input/InputContainers';
 import { JobError } from '../JobError';
-import { assertJobId, instanceIdFor } from '../jobIds';
+import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
@@ -182,7 +182,10 @@ export class JobService {
     }
     // The marker first: a job not started yet sees it when it plans, a running one at its next poll.
     await this.deps.store.markCancelled(jobId, 'cancelled through the API');
-    if (snapshot !== undefined) await orchestrations.raiseCancel(snapshot.instanceId, 'cancelled through the API');
+    // A shared run waits for no cancel (its plans see the marker): only a job's own run is told.
+    if (snapshot !== undefined && !isBatchInstanceId(snapshot.instanceId)) {
+      await orchestrations.raiseCancel(snapshot.instanceId, 'cancelled through the API');
+    }
     // The row shows the job as it stands (its outcome, cancelled, is indexed when the run records it).
     const entry = indexEntryOf(view);
     if (entry !== undefined) await this.deps.store.index?.note(entry, 'cancel');
@@ -200,7 +203,8 @@ export class JobService {
   async submission(jobId: string, orchestrations: OrchestrationClient): Promise<Record<string, Json>> {
     assertJobId(jobId);
     const snapshot = await orchestrations.getStatus(instanceIdFor(jobId));
-    const run = runOf(snapshot);
+    // A job started in a shared run (and finished there) has its run in its start record.
+    const run = runOf(snapshot) ?? (await this.deps.store.readStart(jobId))?.value.run;
     if (run === undefined) {
       throw new JobError(
         'JOB_NOT_FOUND',

@@ -12,11 +12,12 @@
  */
 import { hasReply, type JobReply } from '../delivery/DeliveryTargets';
 import { type DeliveryRecord, deliveryView, waitingView } from '../delivery/OutcomeDelivery';
+import { startInstanceId } from '../intake/startSteps';
 import { JobError } from '../JobError';
 import { assertJobId, instanceIdFor } from '../jobIds';
-import { type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
+import { jobViewOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord } from '../store/JobStore';
-import { isSuperseded, type JobCustomStatus } from './JobSummary';
+import { isSuperseded, type JobCustomStatus, type JobSummary } from './JobSummary';
 import { finishedLast, fromRecord, fromSnapshot, fromStart, type JobView } from './jobViews';
 
 export interface JobStatusDeps {
@@ -68,8 +69,11 @@ export class JobStatusReader {
     const start = (await this.deps.store.readStart(jobId))?.value;
     if (start !== undefined && start.state === 'active') {
       // Read again even for generation 1: the start may have been made since the first read.
-      const named = await orchestrations.getStatus(instanceIdFor(jobId, start.generation));
-      return named !== undefined && !isSuperseded(named.output) ? { snapshot: named } : { start };
+      const named = jobViewOf(await orchestrations.getStatus(startInstanceId(start)), jobId);
+      if (named !== undefined && !isSuperseded(named.output)) return { snapshot: named };
+      // A shared run purged with another of its jobs (Retention): the outcome recorded shows.
+      const final = start.instance !== undefined && named === undefined ? await this.deps.store.readFinal(jobId) : undefined;
+      return final === undefined ? { start } : { snapshot: recordedSnapshot(start, final) };
     }
     if (first !== undefined && !isSuperseded(first.output)) return { snapshot: first };
     return { ...(record === undefined ? {} : { record }), ...(first === undefined ? {} : { stoodDown: first }) };
@@ -110,4 +114,18 @@ export class JobStatusReader {
   fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
     return fromSnapshot(jobId, s, this.deps.statusPath);
   }
+}
+
+/** What a finished run would show of a job whose outcome is recorded and whose shared run is gone. */
+function recordedSnapshot(start: StartRecord, final: JobSummary): OrchestrationSnapshot {
+  const at = new Date(final.finishedAt);
+  return {
+    instanceId: startInstanceId(start),
+    runtimeStatus: 'Completed',
+    input: { run: start.run },
+    output: final,
+    customStatus: { phase: 'done' },
+    createdTime: new Date(start.at),
+    lastUpdatedTime: at,
+  };
 }

@@ -474,7 +474,7 @@ export class JobIntake {
       // Stop between messages: an unhandled one simply becomes visible again for the next leader.
       if (ctx.signal.aborted) return;
       this.#tally.received += 1;
-      const outcome = await this.submissions.handle(message, ctx, orchestrations, this.admit);
+      const outcome = await this.submissions.handle(message, ctx, orchestrations, this.admit, () => this.#taking.size > 1);
       const tally = this.#tally;
       if (outcome === 'started') tally.started += 1;
       else if (outcome === 'accepted') tally.accepted += 1;

@@ -21,13 +21,12 @@
 import { randomUUID } from 'node:crypto';
 
 import { type Logger } from '../../observability/log';
-import { instanceIdFor } from '../jobIds';
 import { mapWhile } from '../pool';
-import { type OrchestrationClient } from '../run/OrchestrationClient';
+import { jobViewOf, type OrchestrationClient } from '../run/OrchestrationClient';
 import { type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
 import { type Now } from '../wallClock';
 import { INTAKE, type IntakeContext, isAbort } from './intakeTerms';
-import { nextStartStep, startRecorded } from './startSteps';
+import { nextStartStep, startInstanceId, startRecorded } from './startSteps';
 
 const MAX_PREVIOUS_STARTS = 5;
 
@@ -304,7 +303,7 @@ export class StartRepair {
     }
     // A newer leader has taken this start over: this one is stale and leaves it alone.
     if (found.value.epoch > ctx.epoch) return { step: 'not_ours' };
-    const instance = await orchestrations.getStatus(instanceIdFor(jobId, found.value.generation));
+    const instance = jobViewOf(await orchestrations.getStatus(startInstanceId(found.value)), jobId);
     const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
     if (step.kind === 'wait') {
       // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
@@ -334,7 +333,7 @@ export class StartRepair {
     logger.warn('intake.start_repaired', {
       jobId,
       reason: step.reason,
-      instanceId: instanceIdFor(jobId, start.value.generation),
+      instanceId: startInstanceId(start.value),
       startId: start.value.startId,
       previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
       previousEpoch: found.value.epoch,
@@ -352,8 +351,10 @@ export class StartRepair {
   ): Promise<Versioned<StartRecord> | undefined> {
     const old = found.value;
     const startId = randomUUID();
+    // Taken over, it runs alone: `instance` (a shared run's) goes.
+    const { instance: _shared, ...alone } = old;
     const record: StartRecord = {
-      ...old,
+      ...alone,
       startId,
       generation: old.generation + 1,
       epoch: ctx.epoch,

@@ -46,8 +46,9 @@ import { type ReceivedSubmission } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
 import { askedBy, duplicateError, type Rejection, Rejections, startFailed } from './Rejections';
+import { StartBatches } from './StartBatches';
 import { type StartRepair } from './StartRepair';
-import { startRecorded } from './startSteps';
+import { startInstanceId, startRecorded } from './startSteps';
 
 /**
  * A start recorded while the admission bound was full (`INTAKE.maxStartsUnderWay`): its submission is
@@ -79,12 +80,21 @@ export class Submissions {
   /** Time this pass has spent staging inputs at intake (`INTAKE.firstWindowBudgetMs`). */
   #prestagingMs = 0;
 
+  /** The shared runs being made (small jobs started at the same moment: StartBatches), and the client that starts them. */
+  readonly #shared: StartBatches;
+  #sharedClient: OrchestrationClient | undefined;
+
   constructor(
     private readonly deps: IntakeDeps,
     /** The start checks, told of each start marked here (`startUnconfirmed`). */
     private readonly repair: StartRepair,
   ) {
     this.now = nowOf(deps);
+    this.#shared = new StartBatches(INTAKE.jobsPerSharedRun, async (instanceId, input) => {
+      const client = this.#sharedClient;
+      if (client?.startBatch === undefined) throw new Error('No Durable client to start a shared run with.');
+      await client.startBatch(instanceId, input);
+    });
     this.rejections = new Rejections({
       poisonQueue: deps.poisonQueue,
       store: deps.store,
@@ -201,9 +211,17 @@ export class Submissions {
     orchestrations: OrchestrationClient,
     reached: (step: string) => void = () => undefined,
   ): Promise<StagedCounts | undefined> {
-    const prestaged = small ? await this.prestage(start.run, ctx) : undefined;
+    let prestaged: StagedCounts | undefined;
+    try {
+      prestaged = small ? await this.prestage(start.run, ctx) : undefined;
+    } catch (err) {
+      // Its place in a shared run is given up (the others start without it).
+      if (start.instance !== undefined) this.#shared.release(start.instance);
+      throw err;
+    }
     reached('staged');
-    await startRecorded(start, orchestrations, prestaged);
+    if (start.instance === undefined) await startRecorded(start, orchestrations, prestaged);
+    else await this.#shared.join(start.instance, start.run, prestaged);
     reached('started');
     if (prestaged !== undefined) this.sendFirstWindow(start.run, prestaged, ctx);
     return prestaged;
@@ -214,8 +232,8 @@ export class Submissions {
     this.deps.logger.info('intake.started', {
       jobId: start.jobId,
       workType: start.run.workType,
-      // The next generation's for a start the checks took over (queueTakenOver).
-      instanceId: instanceIdFor(start.jobId, start.generation),
+      // The next generation's for a start the checks took over (queueTakenOver); a shared run's.
+      instanceId: startInstanceId(start),
       startId: start.startId,
       epoch: ctx.epoch,
       ...(prestaged === undefined ? {} : { firstWindow: true }),
@@ -235,6 +253,8 @@ export class Submissions {
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     admit: (jobId: string) => boolean = () => true,
+    /** Whether other submissions are being started beside this one (a burst): a small job then shares a run (StartBatches). */
+    crowded: () => boolean = () => false,
   ): Promise<IntakeOutcome> {
     const { logger, store } = this.deps;
     const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
@@ -293,6 +313,8 @@ export class Submissions {
     };
     // From its mark until its start call settles, the start checks leave this start alone (StartRepair.settled).
     let startingHere = false;
+    /** Its place in a shared run (StartBatches), until its start joins it. */
+    let place: string | undefined;
     try {
       // What the id already holds. Its start record is read up front only where the record's checks
       // need it: in the app's own container (JobStore.startRecordsOnly) a start is created once below
@@ -311,6 +333,21 @@ export class Submissions {
       const judged = await this.judge(message, job, ctx, orchestrations, { known, legacy, record });
       if (judged !== undefined) return judged;
 
+      // A small job taken in a burst, started now (admitted before its record is written, so the record
+      // can name the shared run it starts in: recorded before made). One start of this id this process
+      // holds already (accepted, or being repaired) is found by the create below, as any other.
+      const heldHere = this.repair.holds(job.jobId);
+      const sharing =
+        job.source.kind === 'inline' &&
+        orchestrations.startBatch !== undefined &&
+        ctx.epoch === this.#accepted.epoch &&
+        !heldHere &&
+        crowded();
+      const admitted = sharing && admit(job.jobId);
+      if (admitted) {
+        this.#sharedClient = orchestrations;
+        place = this.#shared.reserve();
+      }
       const startId = randomUUID();
       const run: JobRun = {
         jobId: job.jobId,
@@ -333,6 +370,7 @@ export class Submissions {
         state: 'active',
         startId,
         generation: 1,
+        ...(place === undefined ? {} : { instance: place }),
         epoch: ctx.epoch,
         holder: ctx.holder,
         at: this.now().toISOString(),
@@ -342,11 +380,12 @@ export class Submissions {
       // record whose mark failed is marked by the message's next delivery (alreadyAccepted).
       // A start of this id this process holds already (accepted and waiting, or being repaired) is
       // found by the create below; this submission must not end that claim when it settles.
-      const heldHere = this.repair.holds(job.jobId);
       this.repair.marking(job.jobId);
       startingHere = !heldHere;
       const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
       if (created === 'exists') {
+        if (place !== undefined) this.#shared.release(place);
+        place = undefined;
         // The id holds a start already (not read up front, above): judged against it now, as it would
         // have been then. Its mark, written alongside, is checked (or retired) by the start checks.
         const found = recordsOnly && recordPasses ? await store.readStart(job.jobId, ctx.signal) : undefined;
@@ -358,7 +397,7 @@ export class Submissions {
       }
       reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
-      if (ctx.epoch === this.#accepted.epoch && !admit(job.jobId)) {
+      if (!admitted && ctx.epoch === this.#accepted.epoch && !admit(job.jobId)) {
         await this.deleteMessage(message, ctx);
         // From here its start is this process's to make (JobIntake begins it when there is room); the
         // start checks leave it alone until then (StartRepair.settled), or until the term ends (beginTerm).
@@ -367,6 +406,8 @@ export class Submissions {
         logger.info('intake.accepted', { jobId: job.jobId, workType: job.workType, startId, epoch: ctx.epoch, ms: { ...lap } });
         return 'accepted';
       }
+      // From here its place is settled by the start itself (joined, or given up should it fail first).
+      place = undefined;
       const prestaged = await this.makeStart(start, small, ctx, orchestrations, reached);
       // An HTTP submission's pending record stays: the start record speaks for the job now (JobStatusReader).
       await this.deleteMessage(message, ctx);
@@ -387,6 +428,7 @@ export class Submissions {
       });
       return 'retry_later';
     } finally {
+      if (place !== undefined) this.#shared.release(place);
       if (startingHere) this.repair.settled(job.jobId);
     }
   }

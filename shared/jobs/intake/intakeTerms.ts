@@ -62,6 +62,12 @@ export const INTAKE = {
    * then the delete) is a quarter of a second.
    */
   receivesInFlight: 3,
+  /**
+   * Small jobs (inline items) started at the same moment of a burst share one Durable instance, this
+   * many at most (run/batchOrchestration.ts, StartBatches.ts): Durable's cost of an instance, about
+   * half of a small job's storage requests, is paid once a shared run.
+   */
+  jobsPerSharedRun: 10,
   /** Long enough to start one batch; a message whose start failed comes back after this. */
   visibilityTimeoutSeconds: 60,
   /** A valid submission whose start keeps failing is rejected (START_FAILED) at this delivery. */

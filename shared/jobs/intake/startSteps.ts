@@ -73,6 +73,11 @@ export function nextStartStep(
   return { kind: 'wait' };
 }
 
+/** The instance a recorded start runs in: its shared run's, else `job-<jobId>[.<generation>]`. */
+export function startInstanceId(start: StartRecord): string {
+  return start.instance ?? instanceIdFor(start.jobId, start.generation);
+}
+
 /** Starts the record's run; an instance already running this very start counts as success. */
 export async function startRecorded(start: StartRecord, orchestrations: OrchestrationClient, prestaged?: StagedCounts): Promise<void> {
   const instanceId = instanceIdFor(start.jobId, start.generation);

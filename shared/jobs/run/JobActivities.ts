@@ -150,6 +150,14 @@ export class JobActivities {
   }
 
 
+  /**
+   * The plans of a shared run's jobs (batchOrchestration.ts), side by side: each is its job's own
+   * plan (its fence, its call lease), answered in the order given.
+   */
+  async planShared(inputs: readonly PlanInput[]): Promise<PlanOutcome[]> {
+    return Promise.all(inputs.map((input) => this.plan(input)));
+  }
+
   /** Plans under the job's call lease (CallClaims): a repeat waits while a live call holds it. */
   async plan(input: PlanInput): Promise<PlanOutcome> {
     return this.exclusive(input.run.jobId, JOB_CALLS.plan, input, () => this.planCall(input));

@@ -16,7 +16,9 @@ import {
 } from 'durable-functions';
 
 import { JobError } from '../JobError';
+import { isBatchInstanceId, parseInstanceId } from '../jobIds';
 import { type JobRun } from '../JobRun';
+import { type BatchCustomStatus, type BatchOutput, type BatchState, JOB_BATCH_ORCHESTRATOR } from './batchOrchestration';
 import { CANCEL_EVENT, JOB_ORCHESTRATOR, type OrchestrationState, RESUME_EVENT, type ResumeRequest } from './jobOrchestration';
 
 /** Per call; listing a whole task hub gets twice as long. */
@@ -61,6 +63,8 @@ export function fingerprintOf(snapshot: OrchestrationSnapshot | undefined): stri
 export interface OrchestrationClient {
   getStatus(instanceId: string): Promise<OrchestrationSnapshot | undefined>;
   start(instanceId: string, input: OrchestrationState): Promise<void>;
+  /** Starts a shared run of several small jobs (batchOrchestration.ts); absent: every job starts alone. */
+  startBatch?(instanceId: string, input: BatchState): Promise<void>;
   raiseCancel(instanceId: string, reason: string): Promise<void>;
   /** Asks a run to call its current activity again (StalledJobs). */
   raiseResume(instanceId: string, request: ResumeRequest): Promise<void>;
@@ -103,6 +107,9 @@ export function durableOrchestrationClient(client: DurableClient, options: { rea
     async start(instanceId, input) {
       await withTimeout('startNew', client.startNew(JOB_ORCHESTRATOR, { instanceId, input }), ms);
     },
+    async startBatch(instanceId, input) {
+      await withTimeout('startNew', client.startNew(JOB_BATCH_ORCHESTRATOR, { instanceId, input }), ms);
+    },
     async raiseCancel(instanceId, reason) {
       await withTimeout('raiseEvent', client.raiseEvent(instanceId, CANCEL_EVENT, { reason }), ms);
     },
@@ -127,4 +134,44 @@ export function durableOrchestrationClient(client: DurableClient, options: { rea
       }
     },
   };
+}
+
+/**
+ * A shared run's instance as one of its jobs' (its run as the input, its summary as the output:
+ * what a job's own instance shows); any other instance as it is. Undefined when the shared run does
+ * not hold the job.
+ */
+export function jobViewOf(snapshot: OrchestrationSnapshot | undefined, jobId: string): OrchestrationSnapshot | undefined {
+  const runs: BatchState['runs'] | undefined = (snapshot?.input as Partial<BatchState> | null | undefined)?.runs;
+  if (snapshot === undefined || runs === undefined) return snapshot;
+  const run = runs.find((r) => r.run.jobId === jobId)?.run;
+  if (run === undefined) return undefined;
+  const output = (snapshot.output as BatchOutput | null | undefined)?.[jobId] ?? null;
+  // Its plan stood down as superseded: shown as a run of its own that did (nextStartStep takes it over).
+  const status = snapshot.customStatus as BatchCustomStatus | null | undefined;
+  const superseded = status?.stoodDown?.includes(jobId) === true;
+  const customStatus = superseded ? { ...status, phase: 'done', superseded: true } : snapshot.customStatus;
+  return { ...snapshot, input: { run }, output, customStatus };
+}
+
+export interface ShownJob {
+  readonly jobId: string;
+  readonly generation: number;
+  readonly snapshot: OrchestrationSnapshot;
+}
+
+/**
+ * The jobs an instance shows, each as its own snapshot: a job run's instance (`job-<jobId>[.<n>]`)
+ * its one job with its generation, a shared run (`batch-<uuid>`) each of its jobs (generation 0:
+ * a job's own instance, a run that went on alone, shows it better); other instances none.
+ */
+export function jobsShownBy(snapshot: OrchestrationSnapshot): ShownJob[] {
+  const id = parseInstanceId(snapshot.instanceId);
+  if (id !== undefined) return [{ ...id, snapshot }];
+  if (!isBatchInstanceId(snapshot.instanceId)) return [];
+  const runs = (snapshot.input as Partial<BatchState> | null | undefined)?.runs ?? [];
+  return runs.flatMap(({ run }) => {
+    const shown = jobViewOf(snapshot, run.jobId);
+    return shown === undefined ? [] : [{ jobId: run.jobId, generation: 0, snapshot: shown }];
+  });
 }

@@ -16,10 +16,10 @@ import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
 import { isSuperseded } from '../api/JobSummary';
 import { compareEntries, entryOf, type JobListEntry } from '../api/jobViews';
 import { JobError } from '../JobError';
-import { instanceIdFor, parseInstanceId } from '../jobIds';
+import { instanceIdFor } from '../jobIds';
 import { mapLimit } from '../pool';
 import { type Now, nowOf } from '../wallClock';
-import { isFinished, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
+import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
 
 /** Recorded outcomes of running jobs a sweep's listing reads at once. */
 const SETTLED_READS = 16;
@@ -73,14 +73,18 @@ export class Retention {
     jobId: string,
     orchestrations: OrchestrationClient,
   ): Promise<{ jobId: string; instances: number; blobs: number }> {
-    const generations = (await this.deps.store.readStart(jobId))?.value.generation ?? 1;
+    const start = (await this.deps.store.readStart(jobId))?.value;
+    const generations = start?.generation ?? 1;
+    // Its shared run too, if it ran in one: the other jobs of that run show from their recorded outcomes.
+    const ids = Array.from({ length: generations }, (_, g) => instanceIdFor(jobId, g + 1));
+    if (start?.instance !== undefined) ids.push(start.instance);
     let instances = 0;
-    for (let g = 1; g <= generations; g++) {
+    for (const instanceId of ids) {
       try {
-        if (await orchestrations.purge(instanceIdFor(jobId, g))) instances += 1;
+        if (await orchestrations.purge(instanceId)) instances += 1;
       } catch (err) {
         // A generation a repair left Pending cannot be purged; the rest of the job still goes.
-        this.deps.logger.warn('job.purge_instance_failed', { jobId, instanceId: instanceIdFor(jobId, g), error: err });
+        this.deps.logger.warn('job.purge_instance_failed', { jobId, instanceId, error: err });
       }
     }
     const blobs = await this.deps.store.purgeJob(jobId);
@@ -120,9 +124,8 @@ export class Retention {
     }
     // A repaired job has several instances: its newest generation that did not stand down shows it.
     const shown = new Map<string, { generation: number; superseded: boolean; snapshot: OrchestrationSnapshot }>();
-    for (const s of await orchestrations.list()) {
-      const id = parseInstanceId(s.instanceId);
-      if (id === undefined) continue;
+    for (const id of (await orchestrations.list()).flatMap(jobsShownBy)) {
+      const s = id.snapshot;
       const superseded = isSuperseded(s.output);
       const before = shown.get(id.jobId);
       const older = before !== undefined && superseded === before.superseded && id.generation < before.generation;

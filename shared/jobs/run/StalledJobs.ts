@@ -60,10 +60,11 @@
  */
 import { type Logger } from '../../observability/log';
 import { type JobCustomStatus } from '../api/JobSummary';
-import { parseInstanceId } from '../jobIds';
+import { instanceIdFor, isBatchInstanceId, parseInstanceId } from '../jobIds';
 import { mapWhile } from '../pool';
+import { type BatchCustomStatus } from './batchOrchestration';
 import { type ResumeRequest } from './jobOrchestration';
-import { isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
+import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot, runOf } from './OrchestrationClient';
 
 export const STALL_CHECK = {
   /** A Running job run not updated for this long is asked to resume. */
@@ -204,9 +205,25 @@ export class StalledJobs {
   started(instanceId: string, delivers?: boolean): void {
     const job = parseInstanceId(instanceId);
     if (job === undefined || this.#followed.has(instanceId)) return;
+    this.#follow(instanceId, job.jobId, delivers);
+  }
+
+  /**
+   * The leader's intake made (or tried) a shared run's start (batchOrchestration.ts): followed as a job
+   * run is, its call lease and start mark read as its first job's (its plans run side by side in one
+   * call; each takes its own job's lease). Once its plans answered, the runs of its jobs that went on
+   * alone are followed too (its status names them), and it is itself no longer asked to resume.
+   */
+  startedShared(instanceId: string, jobIds: readonly string[]): void {
+    const first = jobIds[0];
+    if (first === undefined || !isBatchInstanceId(instanceId) || this.#followed.has(instanceId)) return;
+    this.#follow(instanceId, first, undefined);
+  }
+
+  #follow(instanceId: string, jobId: string, delivers: boolean | undefined): void {
     const now = this.#now();
     const known = delivers === undefined ? {} : { delivers };
-    this.#followed.set(instanceId, { jobId: job.jobId, since: now, ...known, quietSince: now, repeat: 0, nextLook: 0 });
+    this.#followed.set(instanceId, { jobId, since: now, ...known, quietSince: now, repeat: 0, nextLook: 0 });
   }
 
   /**
@@ -284,14 +301,17 @@ export class StalledJobs {
     }
     const shown = new Map<string, OrchestrationSnapshot>();
     for (const instance of instances) {
-      const job = parseInstanceId(instance.instanceId);
+      // A job run, or a shared run (followed as its first job's: `startedShared`).
+      const job = parseInstanceId(instance.instanceId)?.jobId ?? jobsShownBy(instance)[0]?.jobId;
       if (job === undefined) continue;
       shown.set(instance.instanceId, instance);
       const followed = this.#followed.get(instance.instanceId);
       if (followed === undefined) {
         const quietSince = instance.lastUpdatedTime.getTime();
-        const delivers = runOf(instance)?.deliver === true;
-        this.#followed.set(instance.instanceId, { jobId: job.jobId, since: began, delivers, quietSince, repeat: 0, nextLook: 0 });
+        // A shared run's delivery is not known from its input here: kept (undefined).
+        const delivers = isBatchInstanceId(instance.instanceId) ? undefined : runOf(instance)?.deliver === true;
+        const known = delivers === undefined ? {} : { delivers };
+        this.#followed.set(instance.instanceId, { jobId: job, since: began, ...known, quietSince, repeat: 0, nextLook: 0 });
       }
       this.#learn(this.#followed.get(instance.instanceId), instance);
     }
@@ -340,7 +360,12 @@ export class StalledJobs {
 
   /** The run as a silent one to ask, or undefined when it moved within its wait or is left alone for a known reason. */
   #silent(instance: OrchestrationSnapshot, followed: Followed, stalledAfter: number): SilentRun | undefined {
-    const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
+    const status = instance.customStatus as (Partial<JobCustomStatus> & Pick<BatchCustomStatus, 'alone'>) | null | undefined;
+    // A shared run past its plans waits on its jobs' own runs: those are followed now, it is not asked.
+    if (isBatchInstanceId(instance.instanceId) && status?.phase !== 'planning') {
+      for (const jobId of status?.alone ?? []) this.started(instanceIdFor(jobId));
+      return undefined;
+    }
     // Pending (its start message not taken yet: the intake's), or a run of an older version without a call count.
     if (typeof status?.generation !== 'number' || typeof status.wait !== 'number' || status.phase === 'done') return undefined;
     const idleMs = this.#now() - instance.lastUpdatedTime.getTime();

@@ -37,6 +37,7 @@ import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
 import { INDEX_UPKEEP } from '../store/IndexUpkeep';
+import { type BatchState } from './batchOrchestration';
 import { Beside } from './beside';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
 import { StalledJobs } from './StalledJobs';
@@ -105,6 +106,17 @@ export function jobCoordinationPass(
           stalls.started(instanceId, input.run.deliver === true);
         }
       },
+      ...(orchestrations.startBatch === undefined
+        ? {}
+        : {
+          startBatch: async (instanceId: string, input: BatchState) => {
+            try {
+              await orchestrations.startBatch?.(instanceId, input);
+            } finally {
+              stalls.startedShared(instanceId, input.runs.map((r) => r.run.jobId));
+            }
+          },
+        }),
     };
     const began = performance.now();
     const ms: Record<string, number> = {};

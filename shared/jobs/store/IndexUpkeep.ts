@@ -14,9 +14,8 @@ import { type Logger } from '../../observability/log';
 import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
 import { indexEntryOf, type JobView } from '../api/jobViews';
 import { JobError } from '../JobError';
-import { parseInstanceId } from '../jobIds';
 import { mapLimit, mapWhile } from '../pool';
-import { type OrchestrationClient } from '../run/OrchestrationClient';
+import { jobsShownBy, type OrchestrationClient } from '../run/OrchestrationClient';
 import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry } from './JobIndex';
 import { type JobStore } from './JobStore';
 
@@ -155,10 +154,7 @@ export class IndexUpkeep {
     const max = options.max ?? INDEX_UPKEEP.walkMax;
     const [records, instances, rows] = await Promise.all([this.deps.store.listRecords(), orchestrations.list(), this.index.allKeys()]);
     const existing = new Set<string>(records.map((r) => r.jobId));
-    for (const s of instances) {
-      const id = parseInstanceId(s.instanceId);
-      if (id !== undefined) existing.add(id.jobId);
-    }
+    for (const s of instances) for (const shown of jobsShownBy(s)) existing.add(shown.jobId);
     const indexed = new Map<string, Array<(typeof rows)[number]>>();
     for (const row of rows) indexed.set(row.jobId, [...(indexed.get(row.jobId) ?? []), row]);
     const missing = [...existing].filter((jobId) => !indexed.has(jobId));

@@ -46,6 +46,12 @@ export interface StartRecord {
   readonly startId: string;
   /** Instance generation: 1 is `job-<jobId>`, n is `job-<jobId>.<n>` (a stuck instance was left behind). */
   readonly generation: number;
+  /**
+   * The shared run this start runs in (`batch-<uuid>`, run/batchOrchestration.ts), when the intake
+   * started it together with other small jobs; absent: `job-<jobId>[.<generation>]`. A start taken
+   * over runs alone (the field goes).
+   */
+  readonly instance?: string;
   /** The leader epoch that decided this start (created the record or took it over). */
   readonly epoch: number;
   readonly holder: string;

@@ -33,11 +33,15 @@ import { type JobsHost, startJobsHost } from '../support/jobsHost';
 describe('job intake pass (development host, Durable backend, Azurite)', () => {
   let h: JobsHost;
   let orchestrations: OrchestrationClient;
+  let soloStarts: OrchestrationClient;
   const ctx = (signal = new AbortController().signal, onProgress: () => void = () => undefined) => ({ epoch: 11, holder: 'intake-test', signal, progress: onProgress });
 
   before(async () => {
     h = await startJobsHost('intake');
     orchestrations = durableOrchestrationClient(h.client);
+    // The lanes' own starts, one instance a job: what these tests time and count (shared runs of
+    // several small jobs, StartBatches, are covered in test/integration/jobs/run/sharedRuns.test.ts).
+    soloStarts = { ...orchestrations, startBatch: undefined };
     await Promise.all([h.jobsQueue.createIfNotExists(), h.poisonQueue.createIfNotExists()]);
   });
   after(async () => {
@@ -329,7 +333,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     let inFlight = 0;
     let most = 0;
     const counting: OrchestrationClient = {
-      ...orchestrations,
+      ...soloStarts,
       start: async (instanceId, input) => {
         most = Math.max(most, ++inFlight);
         try {
@@ -368,7 +372,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // Each start outlasts the whole budget (a loaded backend): one round of lanes spends it.
     const slowMs = INTAKE.passBudgetMs + 500;
     const slow: OrchestrationClient = {
-      ...orchestrations,
+      ...soloStarts,
       start: async (instanceId, input) => {
         await new Promise((r) => setTimeout(r, slowMs));
         return orchestrations.start(instanceId, input);
@@ -391,7 +395,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // (past INTAKE.settleGraceMs) counts in the pass it ends in.
     const later: IntakeReport[] = [];
     const startedSoFar = (): number => [...reports, ...later].reduce((sum, r) => sum + r.started, 0);
-    for (let i = 0; i < 5 && (later.length === 0 || startedSoFar() < n); i++) later.push(await pass.runPass(passCtx, orchestrations));
+    for (let i = 0; i < 5 && (later.length === 0 || startedSoFar() < n); i++) later.push(await pass.runPass(passCtx, soloStarts));
     assert.deepEqual(later.map((r) => r.received), later.map(() => 0));
     assert.equal(startedSoFar(), n);
     assert.equal((await fresh.getProperties()).approximateMessagesCount, 0);
@@ -420,7 +424,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       },
       send: (run, staged, signal) => c.activities.sendFirstWindow(run, staged, signal),
     };
-    const report = await intake({ jobsQueue: fresh, firstWindow }).runPass(ctx(), orchestrations);
+    const report = await intake({ jobsQueue: fresh, firstWindow }).runPass(ctx(), soloStarts);
     assert.equal(report.started, 16);
     // The first few start staging together, before any time is spent; once it is, the others skip it
     // (here all 16 start at once: the bound on the rest is JobActivities' `mayStage`, tested there).

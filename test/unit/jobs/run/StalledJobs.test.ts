@@ -179,6 +179,28 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     assert.equal(stalls.running, 3, 'nor followed');
   });
 
+  it('follows a shared run it started: asks it to resume while its plans are out, then follows the runs of its jobs that went on alone', async () => {
+    const { clock, scripted, stalls } = setup();
+    const shared = 'batch-0b6f1d6e-6a9e-4a57-9a59-5b1f1b3f5e21';
+    await stalls.check(scripted.client(), 1);
+    clock.now = T0 + 1;
+    scripted.set(shared, { phase: 'planning', epoch: 1, generation: 1, wait: 1 }, clock.now);
+    stalls.startedShared(shared, ['a', 'b']);
+    stalls.startedShared('batch-not-a-uuid', ['c']);
+    assert.equal(stalls.running, 1);
+    clock.now = T0 + 1 + STALL_CHECK.stalledAfterMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => [r.instanceId, r.jobId, r.wait]), [[shared, 'a', 1]]);
+    // The plans answered: b went on alone; the shared run waits on it and is not asked again.
+    clock.now += 1_000;
+    scripted.set(shared, { phase: 'running', epoch: 1, generation: 1, wait: 3, alone: ['b'] }, clock.now);
+    scripted.set('job-b', status(1, 1), clock.now);
+    clock.now += STALL_CHECK.stalledAfterMs;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    assert.equal(stalls.running, 2, 'b\'s own run is followed from now');
+    clock.now += STALL_CHECK.stalledAfterMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), ['job-b']);
+  });
+
   it('lists again under a new epoch (a new leadership), every listEveryMs, and for at most 1/listShare of the time', async () => {
     const { clock, scripted, logger } = setup();
     let listingMs = 0;
