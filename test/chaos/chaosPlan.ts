@@ -105,6 +105,17 @@ export function jobPlan(random: SeededRandom, label: string, at: number, sizes: 
   return { label, ...(named ? { jobId: label } : {}), at, via, source, items, chunkSize, expect: { status: 'completed', result: exactSum(items) } };
 }
 
+/**
+ * Small inline jobs submitted at the same moment, by HTTP and by queue: the intake starts them
+ * together in shared runs (intake/StartBatches.ts, run/batchOrchestration.ts), whose starts the
+ * faults then hit like any other.
+ */
+function burstPlan(random: SeededRandom, label: string, at: number): JobPlan[] {
+  return Array.from({ length: 6 }, (_, i) =>
+    jobPlan(random, `${label}${i + 1}`, at, { maxItems: 300 }, { via: i % 2 === 0 ? 'queue' : 'http', source: 'inline' }),
+  );
+}
+
 /** A submission the leader must reject (an item `sum` refuses), recorded with the rejecting epoch. */
 function invalidJobPlan(random: SeededRandom, label: string, at: number): JobPlan {
   const items: Array<number | string> = sumItems(random, random.int(5, 50));
@@ -162,6 +173,7 @@ function shortPlan(random: SeededRandom, seed: number, steps: readonly StepFault
     jobs.push(jobPlan(random, `c${seed}-j${i + 1}`, seconds(i * 5), { maxItems: 1_200 }, i < 4 ? kinds[i] : undefined));
   }
   jobs.push(invalidJobPlan(random, `c${seed}-bad1`, seconds(27)));
+  jobs.push(...burstPlan(random, `c${seed}-b`, seconds(17)));
   return { faultPhaseMs: seconds(86), settleMs: seconds(120), stepWindowMs: seconds(45), faults, jobs, triggerJobs: triggerJobsFor(random, seed, faults, 1_200) };
 }
 
@@ -212,6 +224,9 @@ function longPlan(random: SeededRandom, seed: number, faultPhaseMs: number, step
     j += 1;
     jobs.push(random.chance(0.08) ? invalidJobPlan(random, `c${seed}-bad${j}`, jobAt) : jobPlan(random, `c${seed}-j${j}`, jobAt, { maxItems: 5_000 }));
     jobAt += seconds(random.between(5, 12));
+  }
+  for (let b = 0, burstAt = seconds(20); burstAt < faultPhaseMs - seconds(5); b++, burstAt += seconds(random.between(40, 70))) {
+    jobs.push(...burstPlan(random, `c${seed}-b${b + 1}-`, burstAt));
   }
   return { faultPhaseMs, settleMs: seconds(240), stepWindowMs: seconds(90), faults, jobs, triggerJobs: triggerJobsFor(random, seed, faults, 3_000) };
 }

@@ -119,6 +119,8 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
   repeated = 0;
 
   const rest: Array<{ readonly run: JobRun; readonly task: Task; readonly kind: 'finish' | 'alone' }> = [];
+  /** Jobs whose outcome here is not the recorded one (their finish, or their own run, failed). */
+  const unrecorded = new Set<string>();
   outcomes.forEach((outcome, i) => {
     const run = runs[i]?.run;
     if (run === undefined) return;
@@ -150,12 +152,15 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
     }
     for (const { run, task, kind } of rest) {
       const summary = task.isCompleted && !task.isFaulted ? (task.result as JobSummary | undefined) : undefined;
+      if (summary === undefined) unrecorded.add(run.jobId);
       output[run.jobId] = summary ?? failedSummary(run, kind === 'finish' ? 'Its failure could not be recorded.' : 'Its run failed.');
     }
   }
-  // Outcomes recorded here are delivered here (a job that went on alone delivers from its own run).
+  // Outcomes recorded here are delivered here (a job that went on alone delivers from its own run;
+  // an outcome that could not be recorded is not delivered, as a job run's is not).
   const deliveries = runs
-    .filter(({ run }) => run.deliver === true && !rest.some((r) => r.kind === 'alone' && r.run.jobId === run.jobId))
+    .filter(({ run }) => run.deliver === true && !unrecorded.has(run.jobId))
+    .filter(({ run }) => !rest.some((r) => r.kind === 'alone' && r.run.jobId === run.jobId))
     .flatMap(({ run }) => {
       const summary = output[run.jobId];
       if (summary === undefined || isSuperseded(summary) || summary.jobId !== run.jobId) return [];
