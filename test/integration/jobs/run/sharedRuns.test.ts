@@ -13,9 +13,8 @@ import { type JobView } from '../../../../shared/jobs/api/jobViews';
 import { INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
 import { instanceIdFor, isBatchInstanceId } from '../../../../shared/jobs/jobIds';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
-import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { eventually, type JobsHost, startJobsHost } from '../support/jobsHost';
-import { expectedSum, jobsScenario } from '../support/jobsScenario';
+import { expectedSum, jobsScenario, registerHeldWorkType } from '../support/jobsScenario';
 
 describe('shared runs: small jobs started together share one Durable instance (development host, Azurite)', () => {
   let h: JobsHost;
@@ -31,20 +30,7 @@ describe('shared runs: small jobs started together share one Durable instance (d
   });
 
   it('a burst of small jobs runs in shared runs, each exact; one its plan does not finish goes on alone; a purge leaves the others readable', async () => {
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    workTypes.register({
-      name: 'shared-held',
-      description: 'each item waits until the test lets it go',
-      validateItem: () => undefined,
-      process: async (item) => {
-        await released;
-        return { n: Number(item) };
-      },
-      empty: () => ({ n: 0 }),
-      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
-      finish: (total) => total,
-    });
+    const release = registerHeldWorkType('shared-held');
     const small = Array.from({ length: 12 }, (_, i) => ({ jobId: `s-${i}`, workType: 'sum', items: [i, i + 1, i + 2] }));
     const held = { jobId: 'held-1', workType: 'shared-held', items: [1, 2, 3, 4, 5, 6], options: { chunkSize: 1 } };
     await Promise.all([...small, held].map((m) => h.jobsQueue.sendMessage(encodeQueueMessage(m))));

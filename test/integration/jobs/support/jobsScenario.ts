@@ -23,6 +23,28 @@ export function expectedSum(items: ReadonlyArray<number | string>): { count: num
   return { count: values.length, sum: exact(total), min: exact(min), max: exact(max) };
 }
 
+/**
+ * Registers a work type whose items each wait until the returned `release()` is called, then count
+ * as their value (`{ n }`: the sum of the items).
+ */
+export function registerHeldWorkType(name: string): () => void {
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  workTypes.register({
+    name,
+    description: 'each item waits until the test lets it go',
+    validateItem: () => undefined,
+    process: async (item) => {
+      await released;
+      return { n: Number(item) };
+    },
+    empty: () => ({ n: 0 }),
+    combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
+    finish: (total) => total,
+  });
+  return release;
+}
+
 export interface JobsScenario {
   /** Runs the leader's pass under a new epoch (as a newly elected leader would) until the jobs queue is empty. */
   readonly passUntilQueueEmpty: () => Promise<void>;
@@ -72,20 +94,7 @@ export function jobsScenario(host: () => JobsHost): JobsScenario {
     workType: string,
     job: Pick<JobRun, 'jobId' | 'epoch'> & { readonly items: number[]; readonly chunkSize: number },
   ): Promise<{ run: JobRun; instanceId: string; release: () => void }> {
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    workTypes.register({
-      name: workType,
-      description: 'each item waits until the test lets it go',
-      validateItem: () => undefined,
-      process: async (item) => {
-        await released;
-        return { n: Number(item) };
-      },
-      empty: () => ({ n: 0 }),
-      combine: (a, b) => ({ n: Number(a.n) + Number(b.n) }),
-      finish: (total) => total,
-    });
+    const release = registerHeldWorkType(workType);
     const run: JobRun = {
       jobId: job.jobId,
       workType,
