@@ -24,7 +24,7 @@ import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
-import { fingerprintOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
+import { fingerprintOf, jobViewOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore } from '../store/JobStore';
 import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
@@ -161,7 +161,9 @@ export class JobService {
       }),
     ]);
     if (read || startRead === undefined || startRead.value.state === 'active') return [legacy, startRead];
-    return [await instance(), startRead];
+    // A start given up after its run began: that run's instance (a shared run's, seen as the job's own).
+    const shared = startRead.value.instance;
+    return [shared === undefined ? await instance() : jobViewOf(await orchestrations.getStatus(shared), jobId), startRead];
   }
 
   /** A job's view; once the job is accepted (202) never JOB_NOT_FOUND (JobStatusReader.get). */

@@ -19,11 +19,12 @@ import { outcomeOfRejection } from '../delivery/JobOutcome';
 import { type OutcomeDelivery } from '../delivery/OutcomeDelivery';
 import { JobError, type JobErrorInfo } from '../JobError';
 import { instanceIdFor } from '../jobIds';
-import { type OrchestrationClient, runOf } from '../run/OrchestrationClient';
+import { jobViewOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
 import { type ReceivedSubmission, type SubmissionQueue } from '../SubmissionQueue';
 import { type Now } from '../wallClock';
 import { INTAKE, type IntakeContext, type IntakeOutcome, isAbort } from './intakeTerms';
+import { startInstanceId } from './startSteps';
 
 /** A submission to reject: its message, why, and what it asked for as far as it could be read. */
 export interface Rejection {
@@ -88,7 +89,7 @@ export class Rejections {
         });
         return 'retry_later';
       }
-      const instance = await orchestrations.getStatus(instanceIdFor(job.jobId, found.value.generation));
+      const instance = jobViewOf(await orchestrations.getStatus(startInstanceId(found.value)), job.jobId);
       if (instance !== undefined && runOf(instance)?.startId === found.value.startId) return this.deps.alreadyAccepted(message, job, ctx);
       const given: StartRecord = { ...found.value, state: 'rejected', epoch: ctx.epoch, holder: ctx.holder, at: this.now().toISOString() };
       const retired = await store.replaceStart(given, found.etag, ctx.signal);
@@ -174,7 +175,11 @@ export class Rejections {
   ): Promise<boolean> {
     if ((await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined) return true;
     const start = await this.deps.store.readStart(jobId, ctx.signal);
-    return start !== undefined && start.value.fingerprint !== fingerprint;
+    if (start === undefined) return false;
+    if (start.value.fingerprint !== fingerprint) return true;
+    // A start in a shared run holds the id as its own instance would.
+    const shared = start.value.instance;
+    return shared !== undefined && jobViewOf(await orchestrations.getStatus(shared), jobId) !== undefined;
   }
 
   /** Creates the rejection record once, or finds the one an earlier delivery of this message made. */

@@ -23,6 +23,7 @@
  * summary once, whichever run finishes first.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 5, 7; "The lease epoch from the elector to the fence", step 6
  */
+import { publicMessage } from '../../errors';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
@@ -103,6 +104,9 @@ export type PlanOutcome =
   /** This run must not do the job: `summary` is the job's recorded final summary, or a superseded marker. */
   | { readonly ok: false; readonly standDown: JobSummary };
 
+/** A shared run's answer for one of its jobs: its plan's outcome, or its plan failed and its own run plans it again. */
+export type SharedPlanOutcome = PlanOutcome | { readonly ok: false; readonly retryAlone: string };
+
 /** A step's outcome; once its ledger is done, the step aggregates too and answers the recorded summary. */
 /** Without `landed`: what a pass saw stays in the activity (the history gets the counts). */
 export interface JobStepOutcome extends Omit<StepOutcome, 'landed'> {
@@ -152,10 +156,17 @@ export class JobActivities {
 
   /**
    * The plans of a shared run's jobs (batchOrchestration.ts), side by side: each is its job's own
-   * plan (its fence, its call lease), answered in the order given.
+   * plan (its fence, its call lease), answered in the order given, all of them ended: a plan that
+   * throws (storage failing after its own checks) answers `retryAlone`, and its job goes on alone,
+   * its own run planning it again, while the others' outcomes stand.
    */
-  async planShared(inputs: readonly PlanInput[]): Promise<PlanOutcome[]> {
-    return Promise.all(inputs.map((input) => this.plan(input)));
+  async planShared(inputs: readonly PlanInput[]): Promise<SharedPlanOutcome[]> {
+    const settled = await Promise.allSettled(inputs.map((input) => this.plan(input)));
+    return settled.map((s, i) => {
+      if (s.status === 'fulfilled') return s.value;
+      this.deps.logger.warn('job.plan_failed', { jobId: inputs[i]?.run.jobId, shared: true, error: s.reason });
+      return { ok: false, retryAlone: publicMessage(s.reason instanceof Error ? s.reason.message : String(s.reason)) };
+    });
   }
 
   /** Plans under the job's call lease (CallClaims): a repeat waits while a live call holds it. */

@@ -16,7 +16,7 @@ import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
 import { isSuperseded } from '../api/JobSummary';
 import { compareEntries, entryOf, type JobListEntry } from '../api/jobViews';
 import { JobError } from '../JobError';
-import { instanceIdFor } from '../jobIds';
+import { instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { mapLimit } from '../pool';
 import { type Now, nowOf } from '../wallClock';
 import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
@@ -57,7 +57,8 @@ export class Retention {
     // Ended (its outcome recorded) while its run may still be finishing in Durable, which purges only finished instances.
     for (let waited = 0; ; waited += PURGE_WAIT.pollMs) {
       const { snapshot } = await this.reader.current(jobId, orchestrations);
-      if (snapshot === undefined || isFinished(snapshot.runtimeStatus)) break;
+      // A shared run may run on for its other jobs: it is purged only with the last of them (`purgeShared`).
+      if (snapshot === undefined || isFinished(snapshot.runtimeStatus) || isBatchInstanceId(snapshot.instanceId)) break;
       if (waited >= PURGE_WAIT.maxMs) {
         throw new JobError(
           'JOB_NOT_FINISHED',
@@ -75,9 +76,7 @@ export class Retention {
   ): Promise<{ jobId: string; instances: number; blobs: number }> {
     const start = (await this.deps.store.readStart(jobId))?.value;
     const generations = start?.generation ?? 1;
-    // Its shared run too, if it ran in one: the other jobs of that run show from their recorded outcomes.
     const ids = Array.from({ length: generations }, (_, g) => instanceIdFor(jobId, g + 1));
-    if (start?.instance !== undefined) ids.push(start.instance);
     let instances = 0;
     for (const instanceId of ids) {
       try {
@@ -88,8 +87,28 @@ export class Retention {
       }
     }
     const blobs = await this.deps.store.purgeJob(jobId);
+    if (start?.instance !== undefined) instances += await this.purgeShared(start.instance, jobId, orchestrations);
     this.deps.logger.info('job.purged', { jobId, instances, blobs });
     return { jobId, instances, blobs };
+  }
+
+  /**
+   * A shared run's history goes with the last of its jobs (their start records gone): until then it
+   * is what shows the others (the retention sweep and the index walk list jobs from instances).
+   * Answers how many instances it purged (0 or 1).
+   */
+  private async purgeShared(instanceId: string, purgedJobId: string, orchestrations: OrchestrationClient): Promise<number> {
+    try {
+      const snapshot = await orchestrations.getStatus(instanceId);
+      if (snapshot === undefined) return 0;
+      const others = jobsShownBy(snapshot).map((j) => j.jobId).filter((id) => id !== purgedJobId);
+      const starts = await Promise.all(others.map((id) => this.deps.store.readStart(id)));
+      if (starts.some((s) => s?.value.instance === instanceId)) return 0;
+      return (await orchestrations.purge(instanceId)) ? 1 : 0;
+    } catch (err) {
+      this.deps.logger.warn('job.purge_instance_failed', { jobId: purgedJobId, instanceId, error: err });
+      return 0;
+    }
   }
 
   /**

@@ -1,15 +1,21 @@
 /**
  * A shared run: several small jobs the leader's intake starts together, planned by one Durable
- * instance (id `batch-<epoch>-<n>`: jobIds.ts), so a burst of small jobs pays Durable's cost of an
+ * instance (id `batch-<uuid>`: jobIds.ts), so a burst of small jobs pays Durable's cost of an
  * instance (its history, its control-queue messages, the activity message) once a batch instead of
  * once a job. Each job keeps its own start (start record, start id, mark, fence): its record names
  * the shared instance (`StartRecord.instance`), and the plan activity is each job's own plan, run
  * side by side in one call (`JOB_BATCH_PLAN`): a job whose fence refuses it stands down alone, a job
- * its plan refuses is finished here, and a job its plan does not finish (its chunks still out when
- * the plan's wait ends) goes on alone as an ordinary job run, a sub-orchestration `job-<jobId>`,
- * from the ledger its plan left. A job whose run delivers its outcome has it delivered here once
- * recorded. The output is each job's summary by job id (`BatchOutput`): `jobViewOf` (OrchestrationClient.ts)
- * shows a shared instance as one job's, for the status reader and the start checks.
+ * its plan refuses is finished here, a job found cancelled is aggregated as cancelled here, and a
+ * job its plan does not finish (its chunks still out when the plan's wait ends) goes on alone as an
+ * ordinary job run, a sub-orchestration `job-<jobId>`, from the ledger its plan left. A job whose
+ * plan threw (or all of them, when the shared call kept failing) goes on alone from its start: its
+ * own run plans it again, fenced, rather than a failure being recorded here for a start that may
+ * not be the job's current one. Outcomes recorded here are delivered here (a job run alone delivers
+ * its own): those the plans recorded go out with the calls that follow the plans; one recorded by a
+ * finish or an aggregation here once those calls have ended (a sibling's own run included: a
+ * refused job's reply can wait for it). The output is each job's summary by job id (`BatchOutput`):
+ * `jobViewOf` (OrchestrationClient.ts) shows a shared instance as one job's, for the status reader
+ * and the start checks.
  *
  * Stalls: the plan call waits on a `resume` event as a job run's calls do (jobOrchestration.ts), and
  * the leader's stall check follows shared runs too (its custom status carries the same call count).
@@ -21,12 +27,12 @@
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
-import { publicMessage } from '../../errors';
 import { isSuperseded, type JobCustomStatus, type JobSummary } from '../api/JobSummary';
 import { instanceIdFor } from '../jobIds';
 import { type JobRun } from '../JobRun';
-import { type DeliverInput, type PlanInput, type PlanOutcome, type StagedCounts } from './JobActivities';
-import { JOB_ACTIVITIES, JOB_ORCHESTRATOR, type OrchestrationState, RESUME_EVENT } from './jobOrchestration';
+import { type AggregateInput } from './aggregation';
+import { type DeliverInput, dispatchJobOf, type PlanInput, type SharedPlanOutcome, type StagedCounts } from './JobActivities';
+import { initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, type OrchestrationState, RESUME_EVENT } from './jobOrchestration';
 
 export const JOB_BATCH_ORCHESTRATOR = 'jobBatchOrchestrator';
 /** The plans of a shared run's jobs, side by side in one call (JobActivities.plan each). */
@@ -65,7 +71,7 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
   const epoch = runs[0]?.run.epoch ?? 0;
   let wait = 0;
   let repeated = 0;
-  let alone: string[] = [];
+  const alone: string[] = [];
   let stoodDown: string[] = [];
   const publish = (phase: JobCustomStatus['phase']): void => {
     const status: BatchCustomStatus = {
@@ -93,9 +99,11 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
 
   // The plans, called again on a `resume` (each plan is idempotent, and a repeat takes its job's call lease first).
   const at = now();
-  let outcomes: PlanOutcome[] | undefined;
+  /** Each job's plan outcome; undefined: its plan could not be called (it goes on alone, below). */
+  let outcomes: ReadonlyArray<SharedPlanOutcome | undefined>;
   try {
-    for (repeated = 0; outcomes === undefined; repeated++) {
+    let answered: SharedPlanOutcome[] | undefined;
+    for (repeated = 0; answered === undefined; repeated++) {
       wait += 1;
       publish('planning');
       const inputs: PlanInput[] = runs.map((r) => ({
@@ -109,67 +117,85 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
       const winner = yield context.df.Task.any([task, resume]);
       if (winner !== task) continue;
       if (task.isFaulted) throw task.result instanceof Error ? task.result : new Error(String(task.result));
-      outcomes = task.result as PlanOutcome[];
+      answered = task.result as SharedPlanOutcome[];
     }
-  } catch (err) {
-    // The plans kept failing: each job ends failed (finished below), as a job run's would.
-    const message = `An activity kept failing after its retries: ${publicMessage(err instanceof Error ? err.message : String(err))}`;
-    outcomes = runs.map(() => ({ ok: false, error: { code: 'INTERNAL', message } }));
+    outcomes = answered;
+  } catch {
+    // The shared call kept failing (its activity could not run at all): each job goes on alone, its
+    // own run planning it again (fenced, retried) as a job run alone would. Nothing is finished
+    // here for a job no plan answered for: another start of it may be the one doing the work.
+    outcomes = runs.map(() => undefined);
   }
   repeated = 0;
 
-  const rest: Array<{ readonly run: JobRun; readonly task: Task; readonly kind: 'finish' | 'alone' }> = [];
-  /** Jobs whose outcome here is not the recorded one (their finish, or their own run, failed). */
-  const unrecorded = new Set<string>();
-  outcomes.forEach((outcome, i) => {
-    const run = runs[i]?.run;
-    if (run === undefined) return;
-    if (!outcome.ok && 'standDown' in outcome) output[run.jobId] = outcome.standDown;
-    else if (!outcome.ok) {
+  /** The calls out after the plans: each job's finish, aggregation or own run, and the deliveries. */
+  const out: Task[] = [];
+  /** Read once the calls ended: each job's outcome from its own call. */
+  const reads: Array<(recorded: (run: JobRun, summary: JobSummary) => void) => void> = [];
+  /** Outcomes recorded here are delivered here; one that could not be recorded is not, as a job run's is not. */
+  const delivery = (run: JobRun, summary: JobSummary): Task[] => {
+    if (run.deliver !== true || isSuperseded(summary) || summary.jobId !== run.jobId) return [];
+    const input: DeliverInput = { summary, createdAt: run.submittedAt, ...(run.reply === undefined ? {} : { reply: run.reply }) };
+    return [context.df.callActivityWithRetry(JOB_ACTIVITIES.deliver, retry, input)];
+  };
+  /** The job's outcome from a call of it (a call that did not end well: `failure`, not recorded). */
+  const outcomeOf = (run: JobRun, task: Task, failure: string, recorded: (run: JobRun, summary: JobSummary) => void): void => {
+    const summary = task.isCompleted && !task.isFaulted ? (task.result as JobSummary | undefined) : undefined;
+    output[run.jobId] = summary ?? failedSummary(run, failure);
+    if (summary !== undefined) recorded(run, summary);
+  };
+  /** A call that records the job's outcome (finish, or the aggregation of a cancelled job), delivered once recorded. */
+  const records = (run: JobRun, task: Task, failure: string): void => {
+    out.push(task);
+    reads.push((recorded) => outcomeOf(run, task, failure, recorded));
+  };
+  /** The job's own run, `job-<jobId>`: from its plan's ledger, or (no plan answered) from its start. It delivers its own outcome. */
+  const goAlone = (run: JobRun, state: OrchestrationState): void => {
+    alone.push(run.jobId);
+    const task = context.df.callSubOrchestrator(JOB_ORCHESTRATOR, state, instanceIdFor(run.jobId));
+    out.push(task);
+    reads.push(() => outcomeOf(run, task, 'Its run failed.', () => undefined));
+  };
+  runs.forEach(({ run, prestaged }, i) => {
+    const outcome = outcomes[i];
+    if (outcome === undefined || (!outcome.ok && 'retryAlone' in outcome)) {
+      goAlone(run, initialState(run, undefined, prestaged));
+    } else if (!outcome.ok && 'standDown' in outcome) {
+      output[run.jobId] = outcome.standDown;
+    } else if (!outcome.ok) {
       const failed: JobSummary = { ...failedSummary(run, ''), error: outcome.error };
-      rest.push({ run, kind: 'finish', task: context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, failed) });
-    } else if (outcome.summary !== undefined) output[run.jobId] = outcome.summary;
-    else {
-      // Still running (or cancelled before it finished): its own run goes on from the plan's ledger.
-      const state: OrchestrationState = {
-        run,
-        generation: 1,
-        plan: { chunkCount: outcome.chunkCount, itemCount: outcome.itemCount },
-        ledger: outcome.ledger,
-      };
-      rest.push({ run, kind: 'alone', task: context.df.callSubOrchestrator(JOB_ORCHESTRATOR, state, instanceIdFor(run.jobId)) });
+      records(run, context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, failed), 'Its failure could not be recorded.');
+    } else if (outcome.summary !== undefined) {
+      output[run.jobId] = outcome.summary;
+      out.push(...delivery(run, outcome.summary));
+    } else if (outcome.cancelled) {
+      // Cancelled before it finished: aggregated as cancelled, as a job run's plan that saw the cancel is.
+      const { chunkCount, itemCount } = outcome;
+      const input: AggregateInput = { run: dispatchJobOf(run), chunkCount, itemCount, cancelled: true };
+      records(run, context.df.callActivityWithRetry(JOB_ACTIVITIES.aggregate, retry, input), 'Its cancellation could not be recorded.');
+    } else {
+      // Still running: its own run goes on from the plan's ledger.
+      const plan = { chunkCount: outcome.chunkCount, itemCount: outcome.itemCount };
+      goAlone(run, { run, generation: 1, plan, ledger: outcome.ledger });
     }
   });
-  alone = rest.filter((r) => r.kind === 'alone').map((r) => r.run.jobId);
   stoodDown = runs.map((r) => r.run.jobId).filter((jobId) => isSuperseded(output[jobId]));
   wait += 1;
   publish('running');
-  if (rest.length > 0) {
-    try {
-      yield context.df.Task.all(rest.map((r) => r.task));
-    } catch {
-      // Task.all fails at the first failure; each task's own outcome is read below.
-    }
-    for (const { run, task, kind } of rest) {
-      const summary = task.isCompleted && !task.isFaulted ? (task.result as JobSummary | undefined) : undefined;
-      if (summary === undefined) unrecorded.add(run.jobId);
-      output[run.jobId] = summary ?? failedSummary(run, kind === 'finish' ? 'Its failure could not be recorded.' : 'Its run failed.');
-    }
+  // All at once (a task is scheduled when yielded, and yielded again it would be called again: no
+  // waiting on each in turn). Task.all stops at the first failure; a call still out then goes on by
+  // itself (an activity, a job's own run) and is read as not ended well here: its job's status reads
+  // its own records. The deliveries of the outcomes the plans recorded go out with the rest, not after it.
+  try {
+    if (out.length > 0) yield context.df.Task.all(out);
+  } catch {
+    // Read call by call below.
   }
-  // Outcomes recorded here are delivered here (a job that went on alone delivers from its own run;
-  // an outcome that could not be recorded is not delivered, as a job run's is not).
-  const deliveries = runs
-    .filter(({ run }) => run.deliver === true && !unrecorded.has(run.jobId))
-    .filter(({ run }) => !rest.some((r) => r.kind === 'alone' && r.run.jobId === run.jobId))
-    .flatMap(({ run }) => {
-      const summary = output[run.jobId];
-      if (summary === undefined || isSuperseded(summary) || summary.jobId !== run.jobId) return [];
-      const input: DeliverInput = { summary, createdAt: run.submittedAt, ...(run.reply === undefined ? {} : { reply: run.reply }) };
-      return [context.df.callActivityWithRetry(JOB_ACTIVITIES.deliver, retry, input)];
-    });
-  if (deliveries.length > 0) {
+  const later: Task[] = [];
+  for (const read of reads) read((run, summary) => later.push(...delivery(run, summary)));
+  if (later.length > 0) {
     try {
-      yield context.df.Task.all(deliveries);
+      yield context.df.Task.all(later);
     } catch {
       // The outcomes stand; each delivery logged why it could not be recorded (the leader's sweep retries).
     }

@@ -3,7 +3,7 @@
  * against Azurite: small jobs the leader's intake starts together share one Durable instance, each
  * with its own start; each completes exactly and answers its status and its submission; a job its
  * plan does not finish goes on alone as its own run; a job purged takes its shared run's history
- * with it, and the other jobs of that run still show their recorded outcomes.
+ * with it once the last of its jobs goes, the other jobs showing from it until then.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -72,22 +72,28 @@ describe('shared runs: small jobs started together share one Durable instance (d
     assert.equal(submission.status, 200, submission.text);
     assert.deepEqual((submission.json as { items: number[] }).items, [0, 1, 2]);
 
-    // Purged once its shared run has finished; another job of that run still shows its outcome.
-    const sibling = small.find((_job, i) => i > 0 && instances[i] === instances[0]);
-    assert.ok(sibling !== undefined, 's-0 shares its run with another job');
-    await eventually(
-      async () => {
-        const res = await h.request('DELETE', '/api/jobs/s-0?purge=true');
-        return res.status === 200 ? res : undefined;
-      },
-      60_000,
-      's-0 to be purged',
-    );
-    assert.equal((await h.request('GET', '/api/jobs/s-0')).status, 404);
+    // A purge takes the job; its shared run stays for its other jobs (what shows them), and goes with the last of them.
     const shared = instances[0] ?? '';
-    assert.equal((await h.client.getStatus(shared).catch(() => undefined))?.runtimeStatus, undefined, 'the shared run is purged');
+    const members = small.filter((_job, i) => instances[i] === shared);
+    assert.ok(members.length >= 2, 's-0 shares its run with another job');
+    const purge = (jobId: string): Promise<unknown> =>
+      eventually(
+        async () => {
+          const res = await h.request('DELETE', `/api/jobs/${jobId}?purge=true`);
+          return res.status === 200 ? res : undefined;
+        },
+        60_000,
+        `${jobId} to be purged`,
+      );
+    await purge('s-0');
+    assert.equal((await h.request('GET', '/api/jobs/s-0')).status, 404);
+    const sibling = members[1];
+    assert.ok(sibling !== undefined);
+    assert.equal((await h.client.getStatus(shared)).runtimeStatus, 'Completed', 'the shared run stays while other jobs of it do');
     const kept = await finished(sibling.jobId);
     assert.equal(kept.status, 'completed');
     assert.deepEqual(kept.result, expectedSum(sibling.items));
+    for (const member of members.slice(1)) await purge(member.jobId);
+    assert.equal((await h.client.getStatus(shared).catch(() => undefined))?.runtimeStatus, undefined, 'gone with the last of its jobs');
   });
 });

@@ -12,6 +12,7 @@ import { type ActivityScript, completesAfter, runOrchestration } from 'devhost/t
 
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type AggregateInput } from '../../../../shared/jobs/run/aggregation';
 import {
   type BatchCustomStatus,
   type BatchOutput,
@@ -83,6 +84,31 @@ describe('shared run (replayed by the durable-functions SDK)', () => {
     const last = result.episodes.at(-1)?.customStatus as BatchCustomStatus;
     assert.equal(last.phase, 'done');
     assert.equal(last.epoch, 4);
+  });
+
+  it('aggregates a job cancelled before its plan finished it as cancelled (recorded, then delivered), as a job run does', async () => {
+    const delivered: DeliverInput[] = [];
+    const state: BatchState = { runs: [{ run: run('done') }, { run: run('cx', { deliver: true }) }] };
+    const cancelled: ActivityScript = (input, call) =>
+      (plans(input, call) as PlanOutcome[]).map((o, i) =>
+        (input as PlanInput[])[i]?.run.jobId === 'cx' ? { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: { next: 0, inFlight: [], highestDispatch: 0, progress: NONE } } : o,
+      );
+    const result = await runOrchestration(jobBatchOrchestration, {
+      name: JOB_BATCH_ORCHESTRATOR,
+      input: state,
+      activities: {
+        [JOB_BATCH_PLAN]: cancelled,
+        [JOB_ACTIVITIES.aggregate]: (input) => ({ ...summary((input as AggregateInput).run.jobId, (input as AggregateInput).cancelled ? 'cancelled' : 'completed') }),
+        [JOB_ACTIVITIES.deliver]: (input) => (delivered.push(input as DeliverInput), undefined),
+      },
+      start: START,
+    });
+    assert.equal(result.runtimeStatus, 'Completed');
+    const aggregated = result.calls.filter((c) => c.name === JOB_ACTIVITIES.aggregate).map((c) => c.input as AggregateInput);
+    assert.deepEqual(aggregated.map((a) => [a.run.jobId, a.cancelled]), [['cx', true]]);
+    assert.equal((result.output as BatchOutput).cx?.status, 'cancelled');
+    assert.equal((result.output as BatchOutput).done?.status, 'completed');
+    assert.deepEqual(delivered.map((d) => [d.summary.jobId, d.summary.status]), [['cx', 'cancelled']]);
   });
 
   it('calls the plans again, as repeats, when a resume comes while they are out (the stall check\'s rule for job runs)', async () => {
