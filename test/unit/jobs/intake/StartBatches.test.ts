@@ -8,22 +8,9 @@ import { describe, it } from 'node:test';
 
 import { StartBatches } from '../../../../shared/jobs/intake/StartBatches';
 import { isBatchInstanceId } from '../../../../shared/jobs/jobIds';
-import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { type BatchState } from '../../../../shared/jobs/run/batchOrchestration';
+import { smallRun } from '../support/smallRun';
 
-function run(jobId: string): JobRun {
-  return {
-    jobId,
-    workType: 'sum',
-    fingerprint: 'f'.repeat(64),
-    options: { chunkSize: 100, attempts: 3, deadlineSeconds: 300 },
-    source: { kind: 'inline', items: [1] },
-    epoch: 1,
-    holder: 'leader',
-    submittedAt: '2026-01-01T00:00:00.000Z',
-    via: 'queue',
-  };
-}
 
 function recorder(fail = false): { started: Array<{ id: string; jobs: string[] }>; start: (id: string, input: BatchState) => Promise<void> } {
   const started: Array<{ id: string; jobs: string[] }> = [];
@@ -44,16 +31,16 @@ describe('StartBatches (small jobs started together share a run)', () => {
     assert.ok(isBatchInstanceId(a));
     assert.equal(a, b);
     assert.equal(b, c);
-    const joinedB = batches.join(b, run('b'), undefined);
+    const joinedB = batches.join(b, smallRun('b'), undefined);
     batches.release(c);
     assert.equal(r.started.length, 0, 'a place still reserved holds the run back');
-    const joinedA = batches.join(a, run('a'), { itemCount: 1, chunkCount: 1, unstaged: true });
+    const joinedA = batches.join(a, smallRun('a'), { itemCount: 1, chunkCount: 1, unstaged: true });
     await Promise.all([joinedA, joinedB]);
     assert.deepEqual(r.started, [{ id: a, jobs: ['b', 'a'] }]);
     // The next reservation opens a new run: the started one takes nobody more.
     const d = batches.reserve();
     assert.notEqual(d, a);
-    await batches.join(d, run('d'), undefined);
+    await batches.join(d, smallRun('d'), undefined);
     assert.deepEqual(r.started.map((s) => s.jobs), [['b', 'a'], ['d']], 'a lone job does not wait for company');
   });
 
@@ -66,9 +53,9 @@ describe('StartBatches (small jobs started together share a run)', () => {
     assert.notEqual(third, first[0], 'a full run gives out no more places');
     batches.release(third);
     assert.equal(r.started.length, 0, 'a run nobody joined is not started');
-    const joins = first.map((id, i) => batches.join(id, run(`j${i}`), undefined));
+    const joins = first.map((id, i) => batches.join(id, smallRun(`j${i}`), undefined));
     for (const joined of joins) await assert.rejects(joined, /Durable refused the start/);
     assert.deepEqual(r.started.map((s) => s.jobs), [['j0', 'j1']]);
-    await assert.rejects(batches.join(first[0] ?? '', run('late'), undefined), /No shared run/);
+    await assert.rejects(batches.join(first[0] ?? '', smallRun('late'), undefined), /No shared run/);
   });
 });

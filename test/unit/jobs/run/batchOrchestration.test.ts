@@ -11,7 +11,6 @@ import { describe, it } from 'node:test';
 import { type ActivityScript, completesAfter, runOrchestration } from 'devhost/testing';
 
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
-import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { type AggregateInput } from '../../../../shared/jobs/run/aggregation';
 import {
   type BatchCustomStatus,
@@ -23,25 +22,11 @@ import {
 } from '../../../../shared/jobs/run/batchOrchestration';
 import { type DeliverInput, type PlanInput, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
 import { JOB_ACTIVITIES, RESUME_EVENT } from '../../../../shared/jobs/run/jobOrchestration';
+import { smallRun } from '../support/smallRun';
 
 const START = new Date('2026-01-01T00:00:00.000Z');
 const NONE = { chunks: { total: 0, done: 0, failed: 0 }, items: { total: 0, done: 0, failed: 0 } };
 
-function run(jobId: string, extra: Partial<JobRun> = {}): JobRun {
-  return {
-    jobId,
-    workType: 'sum',
-    fingerprint: 'f'.repeat(64),
-    options: { chunkSize: 100, attempts: 3, deadlineSeconds: 300 },
-    source: { kind: 'inline', items: [1, 2, 3] },
-    epoch: 4,
-    holder: 'leader',
-    submittedAt: START.toISOString(),
-    via: 'queue',
-    startId: `start-${jobId}`,
-    ...extra,
-  };
-}
 
 function summary(jobId: string, status: JobSummary['status'] = 'completed'): JobSummary {
   return { jobId, workType: 'sum', status, progress: NONE, result: { sum: 6 }, epoch: 4, finishedAt: START.toISOString() };
@@ -58,7 +43,7 @@ const plans: ActivityScript = (input) =>
 describe('shared run (replayed by the durable-functions SDK)', () => {
   it('answers each job\'s outcome: recorded by its plan, a stand-down\'s, or finished here when refused; delivers what asked for it', async () => {
     const delivered: DeliverInput[] = [];
-    const state: BatchState = { runs: [{ run: run('done', { deliver: true }) }, { run: run('gone', { deliver: true }) }, { run: run('bad') }] };
+    const state: BatchState = { runs: [{ run: smallRun('done', { deliver: true }) }, { run: smallRun('gone', { deliver: true }) }, { run: smallRun('bad') }] };
     const result = await runOrchestration(jobBatchOrchestration, {
       name: JOB_BATCH_ORCHESTRATOR,
       input: state,
@@ -88,7 +73,7 @@ describe('shared run (replayed by the durable-functions SDK)', () => {
 
   it('aggregates a job cancelled before its plan finished it as cancelled (recorded, then delivered), as a job run does', async () => {
     const delivered: DeliverInput[] = [];
-    const state: BatchState = { runs: [{ run: run('done') }, { run: run('cx', { deliver: true }) }] };
+    const state: BatchState = { runs: [{ run: smallRun('done') }, { run: smallRun('cx', { deliver: true }) }] };
     const cancelled: ActivityScript = (input, call) =>
       (plans(input, call) as PlanOutcome[]).map((o, i) =>
         (input as PlanInput[])[i]?.run.jobId === 'cx' ? { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: { next: 0, inFlight: [], highestDispatch: 0, progress: NONE } } : o,
@@ -112,7 +97,7 @@ describe('shared run (replayed by the durable-functions SDK)', () => {
   });
 
   it('calls the plans again, as repeats, when a resume comes while they are out (the stall check\'s rule for job runs)', async () => {
-    const state: BatchState = { runs: [{ run: run('a') }, { run: run('b') }] };
+    const state: BatchState = { runs: [{ run: smallRun('a') }, { run: smallRun('b') }] };
     let calls = 0;
     const result = await runOrchestration(jobBatchOrchestration, {
       name: JOB_BATCH_ORCHESTRATOR,
