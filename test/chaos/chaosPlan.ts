@@ -126,7 +126,9 @@ function invalidJobPlan(random: SeededRandom, label: string, at: number): JobPla
 function triggerJobsFor(random: SeededRandom, seed: number, faults: readonly PlannedFault[], maxItems: number): Record<string, JobPlan> {
   const jobs: Record<string, JobPlan> = {};
   for (const fault of faults) {
-    if (fault.step !== undefined) jobs[fault.id] = jobPlan(random, `c${seed}-${fault.id.toLowerCase()}`, fault.at, { maxItems }, { via: 'queue', source: random.chance(0.5) ? 'blob' : 'inline' });
+    // An items blob: such a job always starts alone (shared runs take inline jobs only:
+    // intake/StartBatches.ts), so its start's steps are the `job-<id>` writes and messages the watcher matches.
+    if (fault.step !== undefined) jobs[fault.id] = jobPlan(random, `c${seed}-${fault.id.toLowerCase()}`, fault.at, { maxItems }, { via: 'queue', source: 'blob' });
   }
   return jobs;
 }

@@ -14,7 +14,7 @@ import { hasReply, type JobReply } from '../delivery/DeliveryTargets';
 import { type DeliveryRecord, deliveryView, waitingView } from '../delivery/OutcomeDelivery';
 import { startInstanceId } from '../intake/startSteps';
 import { JobError } from '../JobError';
-import { assertJobId, instanceIdFor } from '../jobIds';
+import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { jobViewOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord } from '../store/JobStore';
 import { isSuperseded, type JobCustomStatus, type JobSummary } from './JobSummary';
@@ -100,7 +100,9 @@ export class JobStatusReader {
    * none once the run is Pending or finished.
    */
   async settled(jobId: string, s: OrchestrationSnapshot): Promise<OrchestrationSnapshot> {
-    if (s.runtimeStatus !== 'Running' && s.runtimeStatus !== 'ContinuedAsNew') return s;
+    // A shared run's output for a job can be its own stand-in (a call of the job it no longer waited
+    // for: batchOrchestration.ts): the recorded outcome is read for it whatever the run's status.
+    if (s.runtimeStatus !== 'Running' && s.runtimeStatus !== 'ContinuedAsNew' && !isBatchInstanceId(s.instanceId)) return s;
     const custom = s.customStatus as Partial<JobCustomStatus> | null | undefined;
     // Unreadable now (a storage fault): Durable's own view stands; the outcome shows on a later read.
     const final = await this.deps.store.readFinal(jobId).catch(() => undefined);

@@ -87,6 +87,23 @@ describe('JobService on its storage twins', () => {
     await assert.rejects(t.service.get('lost', t.orchestrations), code('JOB_NOT_FOUND'));
   });
 
+  it('a job of a shared run shows its recorded outcome, not the shared run\'s stand-in for it', async () => {
+    const t = setup();
+    const shared = 'batch-0b6f1d6e-6a9e-4a57-9a59-5b1f1b3f5e21';
+    const run = { jobId: 'sh1', workType: 'sum', fingerprint: 'f'.repeat(64), options: { chunkSize: 100, attempts: 3, deadlineSeconds: 300 },
+      source: { kind: 'inline' as const, items: [1, 2] }, epoch: 2, holder: 'leader', submittedAt: '2026-03-01T11:59:00.000Z', via: 'queue' as const, startId: 's1' };
+    await t.store.createStart({ v: 1, jobId: 'sh1', fingerprint: run.fingerprint, state: 'active', startId: 's1', generation: 1, instance: shared, epoch: 2, holder: 'leader', at: run.submittedAt, run });
+    const progress = { chunks: { total: 1, done: 1, failed: 0 }, items: { total: 2, done: 2, failed: 0 } };
+    const at = new Date('2026-03-01T12:00:00.000Z');
+    // The shared run ended while the job's finish was still out: its output for the job is a stand-in.
+    const standIn = { jobId: 'sh1', workType: 'sum', status: 'failed', progress, error: { code: 'INTERNAL', message: 'Its failure could not be recorded.' }, epoch: 2, finishedAt: at.toISOString() };
+    t.orchestrations.instances.set(shared, { instanceId: shared, runtimeStatus: 'Completed', input: { runs: [{ run }] }, output: { sh1: standIn }, customStatus: { phase: 'done' }, createdTime: at, lastUpdatedTime: at });
+    await t.store.writeFinal({ jobId: 'sh1', workType: 'sum', status: 'completed', progress, result: { sum: 3 }, epoch: 2, finishedAt: at.toISOString() });
+    const view = await t.service.get('sh1', t.orchestrations);
+    assert.equal(view.status, 'completed');
+    assert.deepEqual(view.result, { sum: 3 });
+  });
+
   it('cancels a pending job (its marker), and refuses to cancel one that is not there', async () => {
     const t = setup();
     await t.service.submit(body({ jobId: 'c1', workType: 'sum', items: [1] }), t.orchestrations);
