@@ -9,7 +9,7 @@
  * saying so: nothing is skipped.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 import { WORKER_ENTRY } from 'devhost';
@@ -51,9 +51,12 @@ export const PREBUILT_SETTING = 'EXTHOST_DLL';
 /**
  * Builds exthost/ (NuGet restore the first time) and returns its ExtHost.dll; once per process, or
  * not at all when EXTHOST_DLL names one already built.
+ * With `progress`, the build's own lines go to it as they come (`npm start`: a first build restores
+ * about 60 packages and takes a minute or more), then one line with its time; and a build newer than
+ * every source of exthost/ is not run again (an up-to-date `dotnet build` still takes 5-20 s).
  * Throws ExtHostUnavailable without a .NET SDK, or with the build's errors.
  */
-export function buildExtHost(): string {
+export function buildExtHost(options: { progress?: (line: string) => void } = {}): string {
   if (built !== undefined) return built;
   // Built once for a whole test run by scripts/runTests (each test file is a process of its own).
   const prebuilt = process.env[PREBUILT_SETTING];
@@ -61,24 +64,49 @@ export function buildExtHost(): string {
     built = prebuilt;
     return built;
   }
+  const dll = join(REPO_ROOT, 'exthost', 'bin', CONFIGURATION, 'net8.0', 'ExtHost.dll');
+  const { progress } = options;
+  if (progress !== undefined && builtAfterSources(dll)) {
+    progress(`up to date: ${dll} is newer than every file of exthost/ (delete exthost/bin to build again)`);
+    built = dll;
+    return dll;
+  }
   const dotnet = dotnetVersion();
   if (dotnet.version === undefined) {
     throw new ExtHostUnavailable(
       `the extensions host needs the .NET SDK 8 or later (exthost/README.md): ${dotnet.reason}. Install it (https://dot.net), or run on the development host instead.`,
     );
   }
-  const result = spawnSync('dotnet', ['build', EXTHOST_PROJECT, '-c', CONFIGURATION, '--nologo', '-v', 'q', '-clp:ErrorsOnly'], {
-    encoding: 'utf8',
-    timeout: 600_000,
-    env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
-  });
+  const began = Date.now();
+  progress?.(`dotnet build exthost -c ${CONFIGURATION} (.NET SDK ${dotnet.version}; the first build restores its NuGet packages)`);
+  const result = spawnSync(
+    'dotnet',
+    ['build', EXTHOST_PROJECT, '-c', CONFIGURATION, '--nologo', ...(progress === undefined ? ['-v', 'q', '-clp:ErrorsOnly'] : ['-v', 'minimal', '-clp:NoSummary'])],
+    {
+      encoding: 'utf8',
+      timeout: 600_000,
+      env: { ...process.env, DOTNET_CLI_TELEMETRY_OPTOUT: '1', DOTNET_NOLOGO: '1' },
+      // Its lines as they come when someone watches; captured otherwise, for the error.
+      stdio: progress === undefined ? 'pipe' : ['ignore', 'inherit', 'inherit'],
+    },
+  );
   if (result.status !== 0) {
-    throw new ExtHostUnavailable(`building ${EXTHOST_PROJECT} failed (exit ${String(result.status)}):\n${result.stdout}${result.stderr}`);
+    throw new ExtHostUnavailable(`building ${EXTHOST_PROJECT} failed (exit ${String(result.status)}):\n${result.stdout ?? ''}${result.stderr ?? ''}`);
   }
-  const dll = join(REPO_ROOT, 'exthost', 'bin', CONFIGURATION, 'net8.0', 'ExtHost.dll');
   if (!existsSync(dll)) throw new ExtHostUnavailable(`the build said nothing, but ${dll} is missing`);
+  progress?.(`built in ${((Date.now() - began) / 1000).toFixed(1)} s`);
   built = dll;
   return dll;
+}
+
+/** Whether `dll` exists and is newer than every source file of exthost/ (its .cs files and its project). */
+function builtAfterSources(dll: string): boolean {
+  if (!existsSync(dll)) return false;
+  const builtAt = statSync(dll).mtimeMs;
+  const dir = join(REPO_ROOT, 'exthost');
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.cs') || name.endsWith('.csproj'))
+    .every((name) => statSync(join(dir, name)).mtimeMs < builtAt);
 }
 
 /** `dotnet` and its arguments for one instance. */

@@ -6,10 +6,12 @@
  *   works), otherwise started here with its data in the git-ignored `.azurite/`; a port taken by
  *   something that is not Azurite is a clear error.
  * - `local.settings.json` is created from `local.settings.sample.json` when missing.
- * - The app runs on `func start` when Core Tools answers `func --version`, otherwise (or with
- *   `--host devhost`, alias `--devhost`) on the development host; it says which and why. `--host
- *   extensions` runs it on the extensions host (exthost/: the real Durable, queue and timer
- *   extensions in a .NET WebJobs host, the app in a Node.js worker), built first with `dotnet build`.
+ * - The host (chooseHost): `func start` when Core Tools answers `func --version`; else the extensions
+ *   host (exthost/: the real Durable, queue and timer extensions in a .NET WebJobs host, the app in a
+ *   Node.js worker) when `dotnet --version` says an SDK 8 or later, built first with `dotnet build`
+ *   (its progress and time shown; skipped when the build is newer than exthost/'s sources); else the
+ *   development host. It says which and why. `--host func|extensions|devhost` (alias `--devhost`)
+ *   forces one.
  * - `--instances N`: N host processes on ports port, port+1, ... with instance ids instance-1..N,
  *   sharing one host id (one scaled-out app) unless `--separate-apps` gives each its own.
  * - Ctrl-C / SIGTERM / SIGHUP stops every instance gracefully (a second one kills), then Azurite if
@@ -27,7 +29,7 @@ import { join, relative, sep } from 'node:path';
 import { HOST_PROCESS_ENTRY } from 'devhost';
 import { startAzurite } from 'devhost/testing';
 
-import { buildExtHost, extHostCommand } from './extHostProcess';
+import { buildExtHost, dotnetVersion, extHostCommand } from './extHostProcess';
 import { ancestorPids, clearRunRecord, findLeftovers, leftoverMessage, superviseInstances, watchProcesses, writeRunRecord } from './supervise';
 
 
@@ -41,7 +43,7 @@ export interface AzuritePorts {
 export const AZURITE_PORTS: AzuritePorts = { blob: 10000, queue: 10001, table: 10002 };
 const STOP_TIMEOUT_MS = 30_000;
 
-/** Which host runs the app: `auto` is Core Tools when usable, else the development host. */
+/** Which host runs the app: `auto` is Core Tools when usable, else the extensions host with a .NET SDK 8+, else the development host. */
 export type HostChoice = 'auto' | 'devhost' | 'func' | 'extensions';
 const HOST_CHOICES: readonly HostChoice[] = ['auto', 'devhost', 'func', 'extensions'];
 
@@ -187,6 +189,44 @@ export function detectCoreTools(env: NodeJS.ProcessEnv = process.env): { usable:
   return { usable: true, version, reason: `Core Tools ${version} found` };
 }
 
+export type HostKind = 'func' | 'devhost' | 'extensions';
+
+const HOST_NAMES: Readonly<Record<HostKind, string>> = {
+  func: 'Azure Functions Core Tools, func start',
+  extensions: 'extensions host, the real Durable, queue and timer extensions (exthost/README.md)',
+  devhost: "development host, this project's emulator of the Functions host and Durable (devhost/README.md)",
+};
+
+/** The oldest .NET SDK the extensions host builds with (exthost/ExtHost.csproj targets net8.0). */
+export const MIN_DOTNET_MAJOR = 8;
+
+/**
+ * Which host `npm start` runs the app on, and why, in the order users meet the real extension: Core
+ * Tools when it answers, else the extensions host when a .NET SDK 8 or later answers, else the
+ * development host. A forced choice is checked for what it needs (a broken Core Tools is an error,
+ * not a quiet fall-back); a missing .NET SDK for `--host extensions` is the build's error.
+ * The detections are functions so that a forced choice asks nothing it does not need.
+ */
+export function chooseHost(
+  requested: HostChoice,
+  coreTools: () => { usable: boolean; reason: string },
+  dotnet: () => { version?: string; reason: string },
+): { kind: HostKind; reason: string } {
+  if (requested === 'devhost') return { kind: 'devhost', reason: '--host devhost given' };
+  if (requested === 'extensions') return { kind: 'extensions', reason: '--host extensions given' };
+  const func = coreTools();
+  if (requested === 'func') {
+    if (!func.usable) throw new StartError(`--host func: Core Tools is not usable: ${func.reason}`);
+    return { kind: 'func', reason: `--host func given; ${func.reason}` };
+  }
+  if (func.usable) return { kind: 'func', reason: func.reason };
+  const sdk = dotnet();
+  const major = sdk.version === undefined ? undefined : Number(sdk.version.split('.')[0]);
+  if (major !== undefined && major >= MIN_DOTNET_MAJOR) return { kind: 'extensions', reason: `${func.reason}; ${sdk.reason} found; --devhost for the development host` };
+  const why = major === undefined ? sdk.reason : `.NET SDK ${sdk.version ?? ''} is older than ${MIN_DOTNET_MAJOR}`;
+  return { kind: 'devhost', reason: `${func.reason}; ${why}, so not the extensions host` };
+}
+
 function ensureLocalSettings(root: string): string | undefined {
   const target = join(root, 'local.settings.json');
   if (existsSync(target)) return undefined;
@@ -245,25 +285,20 @@ async function main(): Promise<number> {
   const azurite = await ensureAzurite(root);
   console.log(azurite.note);
 
-  let kind: 'func' | 'devhost' | 'extensions';
+  const choice = chooseHost(
+    args.host,
+    () => detectCoreTools(),
+    () => dotnetVersion(),
+  );
+  console.log(`Host: ${HOST_NAMES[choice.kind]} (${choice.reason})`);
+  const kind = choice.kind;
   let extHostDll: string | undefined;
-  if (args.host === 'extensions') {
-    kind = 'extensions';
-    console.log('Host: extensions host (exthost/: the real Durable, queue and timer extensions; see exthost/README.md): building it with dotnet ...');
+  if (kind === 'extensions') {
     try {
-      extHostDll = buildExtHost();
+      extHostDll = buildExtHost({ progress: (line) => console.log(`[dotnet build] ${line}`) });
     } catch (err) {
       throw new StartError(err instanceof Error ? err.message : String(err));
     }
-  } else {
-    const coreTools = args.host === 'devhost' ? { usable: false, reason: '--host devhost given' } : detectCoreTools();
-    if (args.host === 'func' && !coreTools.usable) throw new StartError(`--host func: Core Tools is not usable: ${coreTools.reason}`);
-    kind = coreTools.usable ? 'func' : 'devhost';
-    console.log(
-      kind === 'func'
-        ? `Host: Azure Functions Core Tools (${coreTools.reason}): func start`
-        : `Host: development host (${coreTools.reason}; see devhost/README.md for its differences from the real host)`,
-    );
   }
 
   // The app compiled with this script (dist/functions/*.js for `npm start`, as package.json main says).

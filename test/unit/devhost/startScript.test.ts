@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { parseStartArgs, planInstances } from '../../../scripts/start';
+import { chooseHost, parseStartArgs, planInstances } from '../../../scripts/start';
 
 describe('npm start options', () => {
   it('defaults to one instance on 7071 with the shared host id', () => {
@@ -34,5 +34,28 @@ describe('npm start options', () => {
     for (const argv of [['--host', 'azure'], ['--host'], ['--port', '0'], ['--instances', '0'], ['--instances', '17'], ['--port', '65535', '--instances', '2'], ['--bogus'], ['--host-id', 'Bad_Id'], ['--port']]) {
       assert.throws(() => parseStartArgs(argv), { name: 'StartError' }, argv.join(' '));
     }
+  });
+
+  it('chooses Core Tools, else the extensions host with a .NET SDK 8 or later, else the development host, saying why', () => {
+    const func = { usable: true, reason: 'Core Tools 4.0.7030 found' };
+    const noFunc = { usable: false, reason: '`func --version` could not run (ENOENT)' };
+    const sdk10 = { version: '10.0.401', reason: '.NET SDK 10.0.401' };
+    const sdk6 = { version: '6.0.428', reason: '.NET SDK 6.0.428' };
+    const noSdk = { reason: '`dotnet --version` could not run (ENOENT)' };
+    const never = (): never => assert.fail('a forced choice asked for a detection it does not need');
+    assert.equal(chooseHost('auto', () => func, never).kind, 'func');
+    const ext = chooseHost('auto', () => noFunc, () => sdk10);
+    assert.equal(ext.kind, 'extensions');
+    assert.match(ext.reason, /ENOENT.*\.NET SDK 10\.0\.401/);
+    const old = chooseHost('auto', () => noFunc, () => sdk6);
+    assert.equal(old.kind, 'devhost');
+    assert.match(old.reason, /6\.0\.428 is older than 8/);
+    const none = chooseHost('auto', () => noFunc, () => noSdk);
+    assert.equal(none.kind, 'devhost');
+    assert.match(none.reason, /dotnet --version/);
+    assert.deepEqual(chooseHost('devhost', never, never), { kind: 'devhost', reason: '--host devhost given' });
+    assert.equal(chooseHost('extensions', never, never).kind, 'extensions');
+    assert.equal(chooseHost('func', () => func, never).kind, 'func');
+    assert.throws(() => chooseHost('func', () => noFunc, never), { name: 'StartError', message: /Core Tools is not usable/ });
   });
 });
