@@ -3,7 +3,7 @@
  * runs the chaos harness (test/chaos/) against this build and prints its summary. Exit code 0
  * when the checker found no violation, 1 when it found one, 2 on bad options or a harness failure.
  * `--host extensions` runs every instance on the extensions host (exthost/, needs the .NET SDK);
- * without `--host`, `E2E_HOST` decides as for the end-to-end tests, else the development host.
+ * without `--host`, `E2E_HOST` decides as for the end-to-end tests (the extensions host unless it says devhost).
  */
 import { randomInt } from 'node:crypto';
 
@@ -29,7 +29,7 @@ export interface ChaosArgs {
 const USAGE =
   'options: --short, --minutes N (long mode: minutes of faults, default 8), --seed N, --instances N (2-8; 3 short, 4 long), --separate-apps, ' +
   '--step-faults kill@start-message,pause@start-read,... (the step faults to use), ' +
-  '--host devhost|extensions (default: E2E_HOST, else devhost), --quiet';
+  '--host devhost|extensions (default: E2E_HOST, else extensions), --quiet';
 
 const HOSTS: readonly E2EHost[] = ['devhost', 'extensions'];
 

@@ -7,7 +7,9 @@
  * The end-to-end files (test/e2e/) go first, two at a time (TEST_E2E_CONCURRENCY); then the rest,
  * four at a time (TEST_CONCURRENCY). The chaos run (test/chaos/*.test.js) goes last, alone: it takes
  * minutes, runs its own cluster, and its fault timings should not compete with the rest of the
- * suite for the CPU. Each phase prints one summary in Node's form; the run ends with every phase's
+ * suite for the CPU. The end-to-end files and the chaos run start the app on the extensions host
+ * (the real Durable, queue and timer extensions; built once here) unless `E2E_HOST=devhost` says the
+ * development host (test/e2e/support/appHost.ts); the rest run in-process or on the development host. Each phase prints one summary in Node's form; the run ends with every phase's
  * failing tests.
  */
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -15,6 +17,7 @@ import { dirname, join, relative, sep } from 'node:path';
 
 import { type AzuriteInstance, startAzurite } from 'devhost/testing';
 
+import { e2eHost } from '../test/e2e/support/appHost';
 import { buildExtHost, PREBUILT_SETTING } from './extHostProcess';
 import { failureReport, phaseReport, runPool } from './testPool';
 
@@ -53,7 +56,8 @@ async function main(): Promise<number> {
   const e2e = files.filter((f) => f.startsWith(e2eDir));
   const regular = files.filter((f) => !f.startsWith(chaosDir) && !f.startsWith(e2eDir));
   const chaos = files.filter((f) => f.startsWith(chaosDir));
-  const extHostDll = prebuildExtHost(e2e);
+  const extHostDll = prebuildExtHost([...e2e, ...chaos]);
+  if (e2e.length + chaos.length > 0) console.log(`End-to-end files and the chaos run on the ${e2eHost() === 'extensions' ? 'extensions host (E2E_HOST=devhost for the development host)' : 'development host (E2E_HOST=devhost)'}`);
   // One Azurite for the unit files (few of them touch storage); each other file gets one of its own
   // (scripts/testPool.ts says why), started ahead while earlier files run.
   const shared = await startAzurite();
@@ -178,13 +182,14 @@ class AzuriteSpares {
 }
 
 /**
- * The end-to-end files that run the extensions host (exthost/, .NET) build it once here, outside
- * their per-file time limit (a first NuGet restore takes a while). Without dotnet nothing is built
- * and those files fail on their own, saying why.
+ * The extensions host (exthost/, .NET), built once here, outside each file's time limit (a first
+ * NuGet restore takes a while), for the end-to-end files and the chaos run when they run on it, and
+ * for the files that run both hosts whatever E2E_HOST says. Without dotnet nothing is built and
+ * those files fail on their own, saying why.
  */
-function prebuildExtHost(e2eFiles: readonly string[]): string | undefined {
-  const runsBoth = /(bothHosts|durableDifferential|slowActivityOnce)\.test\.js$/;
-  const needs = e2eFiles.some((f) => runsBoth.test(f)) || (e2eFiles.length > 0 && process.env.E2E_HOST === 'extensions');
+function prebuildExtHost(files: readonly string[]): string | undefined {
+  const runsBoth = /(bothHosts|durableDifferential|slowActivityOnce|missingActivity)\.test\.js$/;
+  const needs = files.some((f) => runsBoth.test(f)) || (files.length > 0 && e2eHost() === 'extensions');
   if (!needs) return undefined;
   try {
     const dll = buildExtHost();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 
-import { type E2EHost } from '../e2e/support/appHost';
+import { type E2EHost, e2eHost } from '../e2e/support/appHost';
 import { ChaosCluster, type ChaosInstance, TASK_HUB } from './ChaosCluster';
 import { buildPlan, type ChaosPlan, JOB_OPTIONS, type JobPlan, type StepFault } from './chaosPlan';
 import {
@@ -41,9 +41,9 @@ interface JobInstanceInput {
 }
 export interface ChaosOptions {
   /**
-   * Which host runs the instances: the development host (the default: test/chaos/chaosShort.test.ts,
-   * whatever E2E_HOST says), or the extensions host (exthost/, the real Durable, queue and timer
-   * extensions; `npm run chaos -- --host extensions`, or E2E_HOST=extensions for `npm run chaos`).
+   * Which host runs the instances: the extensions host (exthost/, the real Durable, queue and timer
+   * extensions), or the development host (`npm run chaos -- --host devhost`). Absent: as E2E_HOST
+   * says for the end-to-end tests (test/e2e/support/appHost.ts: the extensions host by default).
    */
   readonly host?: E2EHost;
   readonly mode: 'short' | 'long';
@@ -107,7 +107,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const jobs = new Map<string, JobOutcome>();
   let leaderNow: { holder: string; epoch: number } | undefined;
 
-  const host = options.host ?? 'devhost';
+  const host = options.host ?? e2eHost();
   const names = { taskHub: TASK_HUB, resultsContainer: RESULTS_CONTAINER, jobsQueue: JOBS_QUEUE, host };
   const watcher = new StartPathWatcher(names);
   const cluster: ChaosCluster = new ChaosCluster({

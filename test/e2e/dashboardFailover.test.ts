@@ -1,5 +1,6 @@
 /**
- * The live page during a failover, in chromium: two development host processes of the real app
+ * The live page during a failover, in chromium: two host processes of the real app (the extensions
+ * host unless E2E_HOST=devhost)
  * against Azurite, the page open on the follower at 1,400 px, the leader SIGKILLed. Screenshots and
  * DOM checks about 2, 10 and 20 s after the kill, then until the takeover shows:
  * - 2 s: the dead instance still holds the lease (the truth: its lease has not lapsed), and the page
@@ -19,11 +20,12 @@ import { after, before, describe, it } from 'node:test';
 import { eventually, type HostProcess } from 'devhost/testing';
 
 import { type Browser, launchBrowser } from '../support/browser';
+import { e2eHostName } from './support/appHost';
 import { createRealAppRoot, KEY, Scenario } from './support/realApp';
 
 const sleepUntil = (at: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
 
-describe('the live page during a failover (chromium, two development host processes)', () => {
+describe(`the live page during a failover (chromium, two processes on the ${e2eHostName()})`, () => {
   let app: { dir: string; remove(): void } | undefined;
   let s: Scenario | undefined;
   let browser: Browser | undefined;

@@ -1,6 +1,6 @@
 /**
- * A leader killed (SIGKILL) at a step of starting a job, on real host processes (the development host,
- * or the extensions host with E2E_HOST=extensions) with the real app, Durable backend and Azurite: the leader reaches storage through a proxy that
+ * A leader killed (SIGKILL) at a step of starting a job, on real host processes (the extensions host,
+ * or the development host with E2E_HOST=devhost) with the real app, Durable backend and Azurite: the leader reaches storage through a proxy that
  * holds its request at that step, and the process dies while the request is held, so storage never
  * sees it. The other instance takes over, and the job finishes exactly once with the exact result:
  * - before the Durable instance is written (the start record exists, the start message was sent, no

@@ -1,6 +1,6 @@
 /**
  * A leader killed (SIGKILL) while it finishes taking an HTTP submission, on real host processes (the
- * development host, or the extensions host with E2E_HOST=extensions) with the real app and Azurite: it
+ * extensions host, or the development host with E2E_HOST=devhost) with the real app and Azurite: it
  * dies while the proxy holds its delete of the submission's queue message. The job runs, exactly once,
  * and its status answers from its start (the submission's pending record stays, as for every HTTP job). (Split from interruptedStart.test.ts:
  * its three cases took 168 s of the runner's 180 s per file on the extensions host under load.)

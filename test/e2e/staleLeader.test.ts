@@ -1,6 +1,6 @@
 /**
  * A leader paused (SIGSTOP) between its last check and its act while the newer leader runs the job, on
- * real host processes (the development host, or the extensions host with E2E_HOST=extensions) with the
+ * real host processes (the extensions host, or the development host with E2E_HOST=devhost) with the
  * real app and Azurite (the pause and the hold: test/e2e/support/staleLeader.ts). The newer leader takes
  * the start over as a new start under the next instance id (`job-<id>.2`), so the stale start can only
  * land on an instance of its own (`job-<id>`), whose run stands down: the job runs once, under the newer

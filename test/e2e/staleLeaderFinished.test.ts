@@ -1,7 +1,7 @@
 /**
  * A leader paused (SIGSTOP) between its last check and its act, whose start lands after the newer
- * leader's run finished the job, on real host processes (the development host, or the extensions host
- * with E2E_HOST=extensions) with the real app and Azurite (the pause and the hold:
+ * leader's run finished the job, on real host processes (the extensions host, or the development host
+ * with E2E_HOST=devhost) with the real app and Azurite (the pause and the hold:
  * test/e2e/support/staleLeader.ts). The stale start lands on an instance id of its own, not on the
  * finished run's (Durable would replace a finished instance of the same id), and its run stands down:
  * the job is not run again, its stored result is untouched, and the status still shows the exact

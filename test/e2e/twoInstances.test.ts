@@ -1,6 +1,6 @@
 /**
- * End to end on two development host processes running the real app (this build's
- * functions/*.js) against the run's Azurite, sharing one host id like one app scaled out:
+ * End to end on two host processes (the extensions host unless E2E_HOST=devhost: test/e2e/support/appHost.ts)
+ * running the real app (this build's functions/*.js) against the run's Azurite, sharing one host id like one app scaled out:
  * - a `sum` job over 10,000 integers submitted by HTTP completes with the exact result, with
  *   partial progress visible while it runs, and a job sent as a plain queue message completes too;
  * - the leader's process is killed (SIGKILL) mid-job: the other instance becomes leader and the
@@ -21,7 +21,7 @@ import { QueueServiceClient } from '@azure/storage-queue';
 import { eventually, type HostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
-import { startAppHost } from './support/appHost';
+import { e2eHostName, startAppHost } from './support/appHost';
 
 const OUT_DIR = join(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -67,7 +67,7 @@ function createRealAppRoot(): { dir: string; remove(): void } {
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-describe('two instances of the app on the development host', () => {
+describe(`two instances of the app on the ${e2eHostName()}`, () => {
   const conn = azuriteConnectionString();
   const hostId = uniqueName('e2e').slice(0, 32);
   const env: Record<string, string> = {

@@ -17,7 +17,7 @@ import { AZURITE_ACCOUNT, eventually, type HostProcess } from 'devhost/testing';
 
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../../support/env';
 import { startStorageProxy, type StorageProxy } from '../../support/storageProxy';
-import { startAppHost } from './appHost';
+import { type E2EHost, e2eHost, startAppHost } from './appHost';
 
 const OUT_DIR = join(__dirname, '..', '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
@@ -69,8 +69,12 @@ export function shippedControlQueueVisibilityMs(): number {
   return ((Number(match[1]) * 60 + Number(match[2])) * 60 + Number(match[3])) * 1000;
 }
 
-/** An app folder for the real app: this build's output linked in, the project's host.json (with `queues` settings over its own). */
-export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}): { dir: string; remove(): void } {
+/**
+ * An app folder for the real app: this build's output linked in as `app/`, the project's host.json
+ * (with `queues` settings over its own), and `main` (the functions to load, relative to the folder:
+ * the app's own by default) as package.json says it to both hosts.
+ */
+export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}, main = 'app/functions/*.js'): { dir: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'devhost-fence-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
   // The shipped host.json, with a test's own `extensions.queues` settings (its batch size) over its own,
@@ -88,7 +92,7 @@ export function createRealAppRoot(queues: Readonly<Record<string, unknown>> = {}
       extensions: { ...extensions, queues: { ...extensions.queues, maxPollingInterval: '00:00:00.500', ...queues }, durableTask: { ...durableTask, storageProvider } },
     }),
   );
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fence-e2e-app', main: 'app/functions/*.js' }));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'fence-e2e-app', main }));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
@@ -107,7 +111,11 @@ export class Scenario {
   /** Settings added to every instance started from now on (a test's own, e.g. DEVHOST_LOG_LEVEL). */
   readonly extraEnv: Record<string, string> = {};
 
-  constructor(private readonly appRoot: string) {}
+  /** `host`: the host every instance of the scenario runs on (E2E_HOST's by default). */
+  constructor(
+    private readonly appRoot: string,
+    readonly host: E2EHost = e2eHost(),
+  ) {}
 
   /** Starts an instance with its own host id (its own timers, like a separate app), reaching storage through `conn`. */
   async start(instanceId: string, conn = this.conn): Promise<HostProcess> {
@@ -131,7 +139,7 @@ export class Scenario {
       ...this.extraEnv,
     };
     const hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32);
-    const host = await startAppHost({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 });
+    const host = await startAppHost({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 }, this.host);
     this.hosts.push(host);
     return host;
   }

@@ -41,7 +41,7 @@ describe('chaos plan', () => {
 
   it('parses options and refuses bad ones', () => {
     assert.deepEqual(parseChaosArgs(['--short', '--seed', '5'], () => 9, {}), {
-      host: 'devhost',
+      host: 'extensions',
       mode: 'short',
       seed: 5,
       instances: 3,
@@ -69,7 +69,9 @@ describe('chaos plan', () => {
     assert.equal(parseChaosArgs(['--short', '--host', 'extensions'], () => 9, {}).host, 'extensions');
     assert.equal(parseChaosArgs(['--short', '--host=devhost'], () => 9, { E2E_HOST: 'extensions' }).host, 'devhost');
     assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: 'extensions' }).host, 'extensions');
-    assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: '' }).host, 'devhost');
+    assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: '' }).host, 'extensions');
+    assert.equal(parseChaosArgs(['--short'], () => 9, {}).host, 'extensions');
+    assert.equal(parseChaosArgs(['--short'], () => 9, { E2E_HOST: 'devhost' }).host, 'devhost');
     assert.throws(() => parseChaosArgs(['--short'], () => 9, { E2E_HOST: 'func' }), {
       name: 'ChaosArgsError',
       message: /E2E_HOST must be devhost or extensions/,
