@@ -15,6 +15,7 @@ import { type Json } from '../../worktypes/WorkType';
 import { type DeliveryView } from '../delivery/OutcomeDelivery';
 import { type JobErrorInfo } from '../JobError';
 import { type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
+import { ACTIVITY_MISSING } from '../run/registeredActivities';
 import { type IndexEntry } from '../store/JobIndex';
 import { type JobRecord, type StartRecord } from '../store/JobStore';
 import { type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
@@ -122,16 +123,19 @@ export function fromSnapshot(jobId: string, s: OrchestrationSnapshot, statusPath
         ...(summary.errors === undefined ? {} : { errors: summary.errors }),
       };
     }
-    case 'Failed':
+    case 'Failed': {
+      const text = typeof s.output === 'string' ? s.output : undefined;
       return {
         ...base,
         status: 'failed',
         progress: custom?.progress ?? null,
         error: {
-          code: 'INTERNAL',
-          message: typeof s.output === 'string' ? `The orchestration failed: ${publicMessage(s.output)}` : 'The orchestration failed.',
+          // A deployment without the job activities (run/registeredActivities.ts) says so by its code.
+          code: text?.includes(`${ACTIVITY_MISSING}:`) === true ? ACTIVITY_MISSING : 'INTERNAL',
+          message: text !== undefined ? `The orchestration failed: ${publicMessage(text)}` : 'The orchestration failed.',
         },
       };
+    }
     case 'Terminated':
     case 'Canceled':
       return { ...base, status: 'cancelled', progress: custom?.progress ?? null, error: null };

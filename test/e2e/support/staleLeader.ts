@@ -1,6 +1,6 @@
 /**
  * A leader paused (SIGSTOP) between its last check and its act (test/e2e/staleLeader*.test.ts), on real
- * host processes (the development host, or the extensions host with E2E_HOST=extensions) with the real
+ * host processes (the extensions host, or the development host with E2E_HOST=devhost) with the real
  * app and Azurite. The leader reaches storage through a proxy that holds the request its start makes
  * after every check has passed; the test pauses the leader there, lets the other instance take the
  * lease with a newer epoch, resumes the old leader and only then lets the held request through, so the
