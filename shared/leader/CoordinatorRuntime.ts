@@ -101,6 +101,11 @@ export interface LastPassError {
 
 export interface RuntimeState {
   readonly role: ElectorRole;
+  /**
+   * Whether this instance contends for the lease: false until a function hands it a Durable client
+   * (`offer`, a tick) and again once it stopped; a follower that is not campaigning cannot take over.
+   */
+  readonly campaigning: boolean;
   /** This instance's holder id (what the lease metadata shows when it leads). */
   readonly holder: string;
   /** This instance's epoch while it leads. */
@@ -200,8 +205,10 @@ export class CoordinatorRuntime {
   }
 
   state(): RuntimeState {
+    const electorState = this.elector.state;
     return {
       role: this.elector.role,
+      campaigning: electorState !== 'idle' && electorState !== 'stopping' && electorState !== 'stopped',
       holder: this.elector.holder,
       epoch: this.elector.epoch,
       passes: this.passes,

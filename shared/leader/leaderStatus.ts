@@ -40,6 +40,8 @@ export interface LeaderView extends PublicLeaderView {
   readonly instance: {
     readonly id: string;
     readonly role: ElectorRole;
+    /** RuntimeState.campaigning: whether this instance contends for the lease. */
+    readonly campaigning: boolean;
     readonly epoch: number | null;
     readonly passes: number;
     readonly lastPass: LastPass | null;
@@ -99,6 +101,7 @@ export async function leaderView(runtime: RuntimeStatusSource): Promise<LeaderVi
     instance: {
       id: state.holder,
       role: state.role,
+      campaigning: state.campaigning,
       epoch: state.epoch ?? null,
       passes: state.passes,
       lastPass: state.lastPass ?? null,

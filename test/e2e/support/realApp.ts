@@ -117,9 +117,13 @@ export class Scenario {
     readonly host: E2EHost = e2eHost(),
   ) {}
 
-  /** Starts an instance with its own host id (its own timers, like a separate app), reaching storage through `conn`. */
-  async start(instanceId: string, conn = this.conn): Promise<HostProcess> {
-    const env: Record<string, string> = {
+  /**
+   * Starts an instance with its own host id (its own timers, like a separate app), reaching storage
+   * through `conn`, running the app of `appRoot` (the scenario's by default: another, such as one with
+   * fewer functions, is an instance of the same app with a part of its functions).
+   */
+  async start(instanceId: string, conn = this.conn, appRoot = this.appRoot, env: Readonly<Record<string, string>> = {}): Promise<HostProcess> {
+    const settings: Record<string, string> = {
       FUNCTIONS_WORKER_RUNTIME: 'node',
       AzureWebJobsStorage: conn,
       CoordinatorStorage: conn,
@@ -137,9 +141,10 @@ export class Scenario {
       DEVHOST_HOST_KEYS: KEY,
       DEVHOST_SYSTEM_KEYS: `durabletask_extension=${SYSTEM_KEY}`,
       ...this.extraEnv,
+      ...env,
     };
     const hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32);
-    const host = await startAppHost({ appRoot: this.appRoot, hostId, instanceId, env, timeoutMs: 60_000 }, this.host);
+    const host = await startAppHost({ appRoot, hostId, instanceId, env: settings, timeoutMs: 60_000 }, this.host);
     this.hosts.push(host);
     return host;
   }
