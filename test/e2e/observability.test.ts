@@ -1,6 +1,7 @@
 /**
- * What the app writes for Application Insights, read from a real development host process running
- * the real app against Azurite: leader changes, pass summaries, the job lifecycle (submitted,
+ * What the app writes for Application Insights, read from a real host process (the extensions host,
+ * whose worker's stdout and stderr pass through as the Functions host reads them, unless
+ * E2E_HOST=devhost) running the real app against Azurite: leader changes, pass summaries, the job lifecycle (submitted,
  * started, rejected, planned, chunk done and failed, cancelled, finished) as one JSON object per
  * line, each with the fields the Kusto queries of docs/operations.md read (shared/observability/events.ts).
  *
@@ -19,16 +20,19 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { QueueClient } from '@azure/storage-queue';
-import { eventually, HOST_PROCESS_ENTRY } from 'devhost/testing';
+import { eventually, freePort, HOST_PROCESS_ENTRY } from 'devhost/testing';
 
+import { EXTHOST_READY_PREFIX, extHostCommand } from '../../scripts/extHostProcess';
 import { encodeQueueMessage } from '../../shared/jobs/messageCodec';
 import { eventShapeProblems, OPERATOR_EVENTS } from '../../shared/observability/events';
 import { azuriteConnectionString, uniqueName, uniqueTableName } from '../support/env';
+import { e2eHost } from './support/appHost';
 
 const OUT_DIR = join(__dirname, '..', '..');
 const REPO_ROOT = resolve(OUT_DIR, '..');
 const KEY = 'obs-host-key-not-a-secret';
-const READY = 'Development host listening on ';
+const HOST = e2eHost();
+const READY = HOST === 'extensions' ? EXTHOST_READY_PREFIX : 'Development host listening on ';
 
 type Severity = 'Information' | 'Warning' | 'Error';
 
@@ -75,7 +79,12 @@ describe('structured events for Application Insights, from a real host process',
     writeFileSync(join(appDir, 'index.js'), requires.map((r) => `require(${JSON.stringify(r)});`).join('\n'));
     writeFileSync(join(appDir, 'package.json'), JSON.stringify({ name: 'obs-app', main: 'index.js' }));
     writeFileSync(join(appDir, 'host.json'), readFileSync(join(REPO_ROOT, 'host.json')));
-    child = spawn(process.execPath, [HOST_PROCESS_ENTRY, appDir, '--port', '0', '--host-id', uniqueName('obs').slice(0, 32), '--instance-id', 'obs-instance'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const hostId = uniqueName('obs').slice(0, 32);
+    const { command, args } =
+      HOST === 'extensions'
+        ? extHostCommand({ appRoot: appDir, port: await freePort(), hostId, instanceId: 'obs-instance' })
+        : { command: process.execPath, args: [HOST_PROCESS_ENTRY, appDir, '--port', '0', '--host-id', hostId, '--instance-id', 'obs-instance'] };
+    child = spawn(command, args, { env: { ...env, ...(process.env.HOME === undefined ? {} : { HOME: process.env.HOME }), DOTNET_CLI_TELEMETRY_OPTOUT: '1' }, stdio: ['ignore', 'pipe', 'pipe'] });
     for (const stream of ['stdout', 'stderr'] as const) {
       let partial = '';
       child[stream]?.on('data', (chunk: Buffer) => {
@@ -86,10 +95,11 @@ describe('structured events for Application Insights, from a real host process',
     }
     baseUrl = await eventually(
       () => Promise.resolve(/(http:\/\/\S+)/.exec(lines.find((l) => l.text.startsWith(READY))?.text ?? '')?.[1]),
-      30_000,
+      // The .NET host starts slower (JIT, the extensions' own listeners).
+      HOST === 'extensions' ? 120_000 : 30_000,
       `the host to start:\n${lines.map((l) => l.text).join('\n')}`,
     );
-  });
+  }, { timeout: 180_000 });
   after(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
     rmSync(appDir, { recursive: true, force: true });

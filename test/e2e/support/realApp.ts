@@ -202,6 +202,18 @@ export class Scenario {
     );
   }
 
+  /** Waits until the job shows at least `chunks` chunks done. */
+  finishedChunks(host: HostProcess, jobId: string, chunks: number, timeoutMs: number): Promise<JobView> {
+    return eventually(
+      async () => {
+        const view = await this.job(host, jobId);
+        return view !== undefined && (view.progress?.chunks.done ?? 0) >= chunks ? view : undefined;
+      },
+      timeoutMs,
+      `job ${jobId} to have ${chunks} chunks done`,
+    );
+  }
+
   jobsQueue(): QueueClient {
     return QueueServiceClient.fromConnectionString(this.conn).getQueueClient(this.names.jobsQueue);
   }
