@@ -1,5 +1,5 @@
 /**
- * Ten jobs at once, end to end: two development host processes run the real app (this build's
+ * Ten jobs at once, end to end: two host processes (the extensions host unless E2E_HOST=devhost) run the real app (this build's
  * functions/*.js, the project's host.json) against the run's Azurite, sharing one host id like one app
  * scaled out. Ten `sum` jobs of 600 distinct items (60 chunks of 10) are POSTed together, spread over
  * both instances, and the test checks what fair share by per-job windows promises on real processes:

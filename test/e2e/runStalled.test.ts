@@ -1,6 +1,6 @@
 /**
- * A job's run whose control message is held by a SIGKILLed instance, on real development host
- * processes with the real app and the project's host.json, against Azurite. The victim (not the
+ * A job's run whose control message is held by a SIGKILLed instance, on real host
+ * processes (the extensions host unless E2E_HOST=devhost) with the real app and the project's host.json, against Azurite. The victim (not the
  * leader) received the run's message (an activity's answer) and dies while its episode's commit is
  * held by the storage proxy: the message stays invisible for the control queue's 1 minute, and
  * nothing else would wake the run. The leader's stall check (15 s without an update) raises

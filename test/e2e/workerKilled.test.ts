@@ -1,5 +1,5 @@
 /**
- * A worker SIGKILLed while it holds chunks, on real development host processes with the real app and
+ * A worker SIGKILLed while it holds chunks, on real host processes (the extensions host unless E2E_HOST=devhost) with the real app and
  * the project's own host.json (batchSize 8, the host's 10-minute receive visibility), against Azurite.
  * The victim reaches storage through a proxy that holds its request at the chosen step, and dies
  * while it is held:
