@@ -146,6 +146,8 @@ public static class Program
                 {
                     s.Configure<JobHostFunctionTimeoutOptions>(o => { o.Timeout = limit; o.ThrowOnTimeout = true; o.TimeoutWhileDebugging = true; });
                 }
+                // A timed-out call fails and the host goes on serving (TimeoutHandler.cs says why).
+                s.AddSingleton<Microsoft.Azure.WebJobs.Host.Timers.IWebJobsExceptionHandler, TimeoutHandler>();
             });
         if (!smoke)
         {

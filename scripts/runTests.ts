@@ -188,7 +188,7 @@ class AzuriteSpares {
  * those files fail on their own, saying why.
  */
 function prebuildExtHost(files: readonly string[]): string | undefined {
-  const runsBoth = /(bothHosts|durableDifferential|slowActivityOnce|missingActivity)\.test\.js$/;
+  const runsBoth = /(bothHosts|durableDifferential|slowActivityOnce|missingActivity|functionTimeout)\.test\.js$/;
   const needs = files.some((f) => runsBoth.test(f)) || (files.length > 0 && e2eHost() === 'extensions');
   if (!needs) return undefined;
   try {
