@@ -1,6 +1,7 @@
 /**
- * Black-box harness for the benchmarks: runs the built app on N real development-host processes the
- * way `npm start --instances N --devhost` does (one app root with the SHIPPED host.json, settings from
+ * Black-box harness for the benchmarks: runs the built app on N real host processes, the extensions
+ * host (the real Durable, queue and timer extensions: what `npm start` runs without Core Tools) or
+ * the development host (`--host devhost`), the way `npm start --instances N` does (one app root with the SHIPPED host.json, settings from
  * local.settings.sample.json, one host id, instance ids instance-1..N via WEBSITE_INSTANCE_ID), and talks
  * to it only through its HTTP API and the storage layout the API documents (claim and result blobs,
  * the work-items queue). It imports nothing from shared/ or functions/, so it measures whichever job
@@ -20,11 +21,18 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { type QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { eventually, type HostProcess, startHostProcess } from 'devhost/testing';
 
+import { startExtHostProcess } from '../scripts/extHostProcess';
+
 /** The compiled output folder (dist/), whose functions/*.js is the app `npm start` runs. */
 const OUT_DIR = join(__dirname, '..');
 export const REPO_ROOT = resolve(OUT_DIR, '..');
 
 export type Json = Record<string, unknown>;
+
+/** Which host runs a bench's app: the extensions host (the default: the real extensions), or the development host. */
+export type BenchHost = 'extensions' | 'devhost';
+export const BENCH_HOSTS: readonly BenchHost[] = ['extensions', 'devhost'];
+export const benchHostName = (host: BenchHost): string => (host === 'extensions' ? 'extensions host' : 'development host');
 
 export interface ClusterNames {
   readonly taskHub: string;
@@ -66,6 +74,8 @@ export async function startAppCluster(
   options: {
     instances: number;
     label: string;
+    /** The host every instance runs on (`npm run bench -- ... --host extensions|devhost`). */
+    host: BenchHost;
     env?: Record<string, string>;
     /** The functions to load, relative to the compiled output folder; the app's own by default. */
     main?: string;
@@ -121,14 +131,23 @@ export async function startAppCluster(
   writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'bench-app', main }));
 
   const start = (instanceId: string): Promise<HostProcess> =>
-    startHostProcess({
-      appRoot: root,
-      hostId: names.hostId,
-      instanceId,
-      env: { AzureFunctionsWebHost__hostid: names.hostId, WEBSITE_INSTANCE_ID: instanceId },
-      extraArgs: ['--main', main],
-      timeoutMs: 60_000,
-    });
+    options.host === 'extensions'
+      ? startExtHostProcess({
+          appRoot: root,
+          hostId: names.hostId,
+          instanceId,
+          env: { AzureFunctionsWebHost__hostid: names.hostId, WEBSITE_INSTANCE_ID: instanceId, DEVHOST_LOG_LEVEL: 'info' },
+          main,
+          timeoutMs: 120_000,
+        })
+      : startHostProcess({
+          appRoot: root,
+          hostId: names.hostId,
+          instanceId,
+          env: { AzureFunctionsWebHost__hostid: names.hostId, WEBSITE_INSTANCE_ID: instanceId },
+          extraArgs: ['--main', main],
+          timeoutMs: 60_000,
+        });
   const instances = new Map<string, HostProcess>();
   const started = await Promise.allSettled(instanceIds(options.instances).map(async (id) => instances.set(id, await start(id))));
   const blobs = BlobServiceClient.fromConnectionString(connectionString);

@@ -29,7 +29,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, type HostProcess, startAzurite } from 'devhost/testing';
 
-import { type AppCluster, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, type BenchHost, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { IN_FLIGHT, inFlight, ITEMS, SUM, waitAll } from './jobsScale';
 import { byKindPerJob, countingProxy, endpointPorts } from './jobsThroughput';
@@ -67,7 +67,7 @@ function plannedTwice(hosts: readonly HostProcess[]): number {
   return [...starts.values()].filter((s) => s.size > 1).length;
 }
 
-async function burst(n: number, killAfterMs: number | undefined, note: (m: string) => void, breakdown: boolean, logFile?: string): Promise<Run> {
+async function burst(host: BenchHost, n: number, killAfterMs: number | undefined, note: (m: string) => void, breakdown: boolean, logFile?: string): Promise<Run> {
   const azurite = await startAzurite();
   let hub = '';
   let proxy: Awaited<ReturnType<typeof countingProxy>> | undefined;
@@ -78,7 +78,7 @@ async function burst(n: number, killAfterMs: number | undefined, note: (m: strin
     // With --breakdown the instances talk to Azurite through the counting proxy (the bench's own sends and reads do not).
     proxy = breakdown ? await countingProxy(endpointPorts(azurite.connectionString), () => hub) : undefined;
     const through = proxy === undefined ? azurite.connectionString : connectionStringFor('127.0.0.1', proxy.ports.blob, proxy.ports.queue, proxy.ports.table);
-    cluster = await startAppCluster(through, { instances: 2, label: 'failover' });
+    cluster = await startAppCluster(through, { instances: 2, label: 'failover', host });
     const c = cluster;
     hub = c.names.taskHub;
     const leader = await c.leader();
@@ -184,14 +184,14 @@ export const burstFailoverBench: Bench = {
     if (ctx.options.has('no-kill') && ctx.options.has('no-baseline')) throw new Error('--no-kill and --no-baseline together leave nothing to run');
     const breakdown = ctx.options.has('breakdown');
     const logFile = ctx.options.get('log-file');
-    const baseline = ctx.options.has('no-baseline') ? undefined : await burst(n, undefined, ctx.note, breakdown, logFile);
+    const baseline = ctx.options.has('no-baseline') ? undefined : await burst(ctx.host, n, undefined, ctx.note, breakdown, logFile);
     if (baseline !== undefined) ctx.note(`burst-failover: ${n} jobs without a kill: ${secs(baseline.wallMs)} s`);
     if (baseline !== undefined && ctx.options.has('no-kill')) {
       const only = `${secs(baseline.wallMs)} s, p50 ${secs(baseline.p50Ms)} s, ${baseline.wrong} not exact, ${baseline.plannedTwice} planned by two starts`;
       if (baseline.wrong > 0 || baseline.plannedTwice > 0) throw new Error(`${n} jobs without a kill: ${only}`);
       return { title: 'Burst failover: the baseline only (--no-kill)', lines: [`${n} jobs on two instances without a kill: ${only}.`] };
     }
-    const killed = await burst(n, killAfterMs, ctx.note, breakdown, logFile);
+    const killed = await burst(ctx.host, n, killAfterMs, ctx.note, breakdown, logFile);
     ctx.note(`burst-failover: ${n} jobs with the leader killed: ${secs(killed.wallMs)} s`);
     const lines: string[] = [
       `${n} small sum jobs (${ITEMS.length} items) sent at once as queue messages (${IN_FLIGHT} in flight), two instances, shipped settings.`,

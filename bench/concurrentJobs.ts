@@ -73,7 +73,7 @@ export const concurrentJobsBench: Bench = {
     const jobs = Number(ctx.options.get('jobs') ?? 10);
     const items = Number(ctx.options.get('items') ?? 20_000);
     const chunks = Math.ceil(items / CHUNK_SIZE);
-    const cluster = await startAppCluster(ctx.connectionString, { instances, label: 'conc' });
+    const cluster = await startAppCluster(ctx.connectionString, { instances, label: 'conc', host: ctx.host });
     const window = Number(cluster.settings.JOB_DISPATCH_WINDOW ?? 64);
     const bound = jobs * window;
     try {

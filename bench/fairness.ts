@@ -52,7 +52,7 @@ export const fairnessBench: Bench = {
     const instances = Number(ctx.options.get('instances') ?? 1);
     const chunkSize = 100;
     const bigChunks = Math.ceil(bigItems / chunkSize);
-    const cluster = await startAppCluster(ctx.connectionString, { instances, label: 'fair' });
+    const cluster = await startAppCluster(ctx.connectionString, { instances, label: 'fair', host: ctx.host });
     try {
       await cluster.leader();
       const itemsBlob = await uploadItems(cluster, 'big.json', Array.from({ length: bigItems }, (_, i) => i));

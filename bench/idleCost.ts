@@ -118,6 +118,7 @@ async function measureVariant(ctx: BenchContext, variant: Variant, o: { idleMinu
   const cluster = await startAppCluster(proxied, {
     instances: 1,
     label: `idle${variant.name}`,
+    host: ctx.host,
     ...(variant.queues === undefined ? {} : { queues: variant.queues }),
     ...(variant.durable === undefined ? {} : { durableStorageProvider: variant.durable }),
   });

@@ -3,6 +3,7 @@
  * started for the run and returns what it measured as printable lines. To add one, write a module
  * exporting a `Bench` and append it to `benches`.
  */
+import { type BenchHost } from './appCluster';
 import { azuriteSizeBench } from './azuriteSize';
 import { burstFailoverBench } from './burstFailover';
 import { concurrentJobsBench } from './concurrentJobs';
@@ -19,6 +20,8 @@ import { tooManyItemsBench } from './tooManyItems';
 
 export interface BenchContext {
   readonly connectionString: string;
+  /** The host the bench's app runs on (`--host`, the extensions host by default). */
+  readonly host: BenchHost;
   /** Progress notes (stderr), not results. */
   readonly note: (message: string) => void;
   /** Arguments after the bench names, e.g. `--trials 20`. */

@@ -27,7 +27,7 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, startAzurite } from 'devhost/testing';
 
-import { type AppCluster, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, type BenchHost, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { byKindPerJob, countingProxy, endpointPorts } from './jobsThroughput';
 import { processCpuMs } from './processCpu';
@@ -99,7 +99,7 @@ interface Account {
  * down as its account fills (`azurite-size`), so a burst measured after another on one account pays
  * for the blobs and messages the first one left (the HTTP burst, measured third, did).
  */
-async function onEmptyAccount<T>(work: (account: Account) => Promise<T>): Promise<T> {
+async function onEmptyAccount<T>(host: BenchHost, work: (account: Account) => Promise<T>): Promise<T> {
   const azurite = await startAzurite();
   let hub = '';
   const proxy = await countingProxy(endpointPorts(azurite.connectionString), () => hub);
@@ -108,7 +108,7 @@ async function onEmptyAccount<T>(work: (account: Account) => Promise<T>): Promis
   try {
     const ports = proxy.ports;
     const proxied = connectionStringFor('127.0.0.1', ports.blob, ports.queue, ports.table);
-    const started = await startAppCluster(proxied, { instances: 1, label: 'scale', main: 'bench/fixtures/trivialApp.js' });
+    const started = await startAppCluster(proxied, { instances: 1, label: 'scale', host, main: 'bench/fixtures/trivialApp.js' });
     cluster = started;
     hub = started.names.taskHub;
     let maxPassMs = 0;
@@ -153,7 +153,7 @@ export const jobsScaleBench: Bench = {
     for (const n of sizes) {
       burst += 1;
       // Baseline: trivial orchestrations started through the standard client, IN_FLIGHT at a time.
-      await onEmptyAccount(async ({ cluster, proxy, connectionString, cpuFrom }) => {
+      await onEmptyAccount(ctx.host, async ({ cluster, proxy, connectionString, cpuFrom }) => {
         const instances = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(`${cluster.names.taskHub.toLowerCase()}-instances`);
         const ids = Array.from({ length: n }, (_, i) => `t${burst}-${i}`);
         const t0 = performance.now();
@@ -182,7 +182,7 @@ export const jobsScaleBench: Bench = {
         ctx.note(`${n} trivial orchestrations: ${secs(wallMs)} s`);
       });
       for (const via of vias) {
-        await onEmptyAccount(async ({ cluster, proxy, connectionString, maxPassMs, cpuFrom }) => {
+        await onEmptyAccount(ctx.host, async ({ cluster, proxy, connectionString, maxPassMs, cpuFrom }) => {
           const results: ContainerClient = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(cluster.names.resultsContainer);
           const jobsQueue = QueueServiceClient.fromConnectionString(connectionString).getQueueClient(cluster.names.jobsQueue);
           const finals = new Map<string, { finishedAt: number; ok: boolean }>();

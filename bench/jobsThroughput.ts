@@ -30,7 +30,7 @@ import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor } from 'devhost/testing';
 
 import { JOB_OPTION_DEFAULTS } from '../shared/jobs/jobLimits';
-import { type AppCluster, jobTimeline, runJob, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
+import { type AppCluster, type BenchHost, jobTimeline, runJob, sleep, startAppCluster, submitJob, uploadItems, waitForJob } from './appCluster';
 import { type Bench, type BenchContext } from './index';
 
 interface Counter {
@@ -188,7 +188,7 @@ async function pollCost(cluster: AppCluster, proxy: { counter: Counter }, path: 
 
 export async function runJobsThroughput(
   connectionString: string,
-  options: { items: number; chunkSize: number; activities: number; runs: number; note: BenchContext['note'] },
+  options: { items: number; chunkSize: number; activities: number; runs: number; note: BenchContext['note']; host: BenchHost },
 ): Promise<JobsThroughputFigures> {
   const { items, chunkSize, activities, runs, note } = options;
   let hubName = '';
@@ -226,7 +226,7 @@ export async function runJobsThroughput(
 
     // The job pipeline: one instance of the app, black-box, `runs` jobs one after the other.
     note(`jobs-throughput: raw queue done; the app on one instance, ${runs} noop jobs of ${items} items in ${chunks} chunks`);
-    cluster = await startAppCluster(conn, { instances: 1, label: 'tp' });
+    cluster = await startAppCluster(conn, { instances: 1, label: 'tp', host: options.host });
     hubName = cluster.names.taskHub;
     await cluster.leader();
     const itemsBlob = await uploadItems(cluster, 'items.json', Array.from({ length: items }, (_, i) => i));
@@ -267,7 +267,7 @@ export async function runJobsThroughput(
 
     // One Durable activity per item: the fan-out/fan-in fixture on the same Durable backend and Azurite.
     note(`jobs-throughput: a fan-out/fan-in orchestration of ${activities} activities (one per item)`);
-    cluster = await startAppCluster(conn, { instances: 1, label: 'fan', main: 'bench/fixtures/fanOutApp.js' });
+    cluster = await startAppCluster(conn, { instances: 1, label: 'fan', host: options.host, main: 'bench/fixtures/fanOutApp.js' });
     hubName = cluster.names.taskHub;
     const fanOut = async (n: number): Promise<{ seconds: number; polls: number }> => {
       const from = performance.now();
@@ -398,7 +398,7 @@ export const jobsThroughputBench: Bench = {
     const activities = Number(ctx.options.get('activities') ?? 2_000);
     const runs = Number(ctx.options.get('runs') ?? 3);
     if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a whole number of at least 1, not ${String(ctx.options.get('runs'))}`);
-    const figures = await runJobsThroughput(ctx.connectionString, { items, chunkSize, activities, runs, note: ctx.note });
+    const figures = await runJobsThroughput(ctx.connectionString, { items, chunkSize, activities, runs, note: ctx.note, host: ctx.host });
     return { title: 'Jobs throughput and storage cost', lines: formatJobsThroughput(figures) };
   },
 };

@@ -103,7 +103,7 @@ export const livePageBench: Bench = {
     const sizes = (ctx.options.get('sizes') ?? '100,10000').split(',').map(Number).sort((a, b) => a - b);
     const watchMs = Number(ctx.options.get('watch-seconds') ?? '10') * 1000;
     const table = `livepage${Date.now().toString(36)}`;
-    const cluster = await startAppCluster(ctx.connectionString, { instances: 1, label: 'live', env: { JOB_INDEX_TABLE: table } });
+    const cluster = await startAppCluster(ctx.connectionString, { instances: 1, label: 'live', host: ctx.host, env: { JOB_INDEX_TABLE: table } });
     const index = new JobIndex(TableClient.fromConnectionString(ctx.connectionString, table, { allowInsecureConnection: true }), memoryLogger('bench'));
     const figures: PageFigures[] = [];
     try {

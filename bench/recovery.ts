@@ -138,6 +138,7 @@ export const recoveryBench: Bench = {
     const cluster = await startAppCluster(ctx.connectionString, {
       instances: 3,
       label: 'rec',
+      host: ctx.host,
       main: 'bench/fixtures/slowSumApp.js',
       env: { BENCH_SLOWSUM_ITEM_MS: String(itemMs) },
       ...(batchSize === undefined ? {} : { queues: { batchSize, newBatchThreshold: Math.floor(batchSize / 2) } }),

@@ -1,6 +1,6 @@
 /**
  * Benchmark: how long a small job takes from its HTTP submission to `completed`, on one instance of
- * the real app (a development host process and its pass interval), where the time goes (until the
+ * the real app (a host process, the extensions host unless --host devhost, and its pass interval), where the time goes (until the
  * leader takes it, `pending` -> anything else; until it completes), and what an idle instance
  * costs in storage transactions per second (every request counted by a proxy in front of Azurite).
  * Two host.json variants in the same run: the shipped one, and the previous polling ceilings
@@ -15,6 +15,8 @@ import { join, resolve } from 'node:path';
 
 import { connectionStringFor, eventually, startHostProcess } from 'devhost/testing';
 
+import { startExtHostProcess } from '../scripts/extHostProcess';
+import { type BenchHost } from './appCluster';
 import { type Bench } from './index';
 import { countingProxy, endpointPorts } from './jobsThroughput';
 
@@ -38,7 +40,13 @@ export interface SmallJobLatencyFigures {
 
 type HostJson = { extensions: { queues: Record<string, unknown>; durableTask: { storageProvider: Record<string, unknown> } } };
 
-export async function measureSmallJobLatency(connectionString: string, jobs: number, idleSeconds: number, adjust: (h: HostJson) => void = () => undefined): Promise<SmallJobLatencyFigures> {
+export async function measureSmallJobLatency(
+  connectionString: string,
+  host: BenchHost,
+  jobs: number,
+  idleSeconds: number,
+  adjust: (h: HostJson) => void = () => undefined,
+): Promise<SmallJobLatencyFigures> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-latency-'));
   symlinkSync(OUT_DIR, join(dir, 'app'), 'dir');
   const hostJson = JSON.parse(readFileSync(join(REPO_ROOT, 'host.json'), 'utf8')) as HostJson;
@@ -49,7 +57,7 @@ export async function measureSmallJobLatency(connectionString: string, jobs: num
   const proxied = connectionStringFor('127.0.0.1', proxy.ports.blob, proxy.ports.queue, proxy.ports.table);
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'bench-latency', main: 'app/functions/*.js' }));
   const suffix = suffixForHub;
-  const host = await startHostProcess({
+  const launch = {
     appRoot: dir,
     hostId: `bench-latency-${suffix}`.slice(0, 32),
     instanceId: 'bench-1',
@@ -65,10 +73,11 @@ export async function measureSmallJobLatency(connectionString: string, jobs: num
       DEVHOST_HOST_KEYS: KEY,
       COORDINATOR_LOG_LEVEL: 'warn',
     },
-    timeoutMs: 60_000,
-  });
+  };
+  const app =
+    host === 'extensions' ? await startExtHostProcess({ ...launch, timeoutMs: 120_000 }) : await startHostProcess({ ...launch, timeoutMs: 60_000 });
   const call = async (method: string, path: string, body?: string): Promise<{ status: number; json: Record<string, unknown> }> => {
-    const res = await fetch(`${host.baseUrl}${path}`, { method, headers: { 'x-functions-key': KEY, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body }) });
+    const res = await fetch(`${app.baseUrl}${path}`, { method, headers: { 'x-functions-key': KEY, 'content-type': 'application/json' }, ...(body === undefined ? {} : { body }) });
     return { status: res.status, json: (await res.json()) as Record<string, unknown> };
   };
   try {
@@ -111,7 +120,7 @@ export async function measureSmallJobLatency(connectionString: string, jobs: num
       completedMs: { p50: r(percentile(completed, 50)), p99: r(percentile(completed, 99)), max: r(Math.max(...completed)) },
     };
   } finally {
-    await host.stop();
+    await app.stop();
     await proxy.close();
     rmSync(dir, { recursive: true, force: true });
   }
@@ -130,8 +139,8 @@ export const smallJobLatencyBench: Bench = {
     const jobs = Number(ctx.options.get('jobs') ?? 20);
     const idle = Number(ctx.options.get('idle-seconds') ?? 30);
     ctx.note(`small-job-latency: ${jobs} jobs of 4 items, one after another, twice (shipped host.json, then the previous polling ceilings)`);
-    const shipped = await measureSmallJobLatency(ctx.connectionString, jobs, idle);
-    const previous = await measureSmallJobLatency(ctx.connectionString, jobs, idle, (h) => {
+    const shipped = await measureSmallJobLatency(ctx.connectionString, ctx.host, jobs, idle);
+    const previous = await measureSmallJobLatency(ctx.connectionString, ctx.host, jobs, idle, (h) => {
       h.extensions.durableTask.storageProvider.maxQueuePollingInterval = '00:00:05';
       h.extensions.queues.maxPollingInterval = '00:00:02';
     });

@@ -36,7 +36,7 @@ export const tooManyItemsBench: Bench = {
   async run(ctx) {
     const jobs = Number(ctx.options.get('jobs') ?? '8');
     const timeoutMs = Number(ctx.options.get('timeout-seconds') ?? '120') * 1000;
-    const cluster = await startAppCluster(ctx.connectionString, { instances: 1, label: 'tmi' });
+    const cluster = await startAppCluster(ctx.connectionString, { instances: 1, label: 'tmi', host: ctx.host });
     const lines: string[] = [];
     try {
       const { body, items } = zerosBody(63 * 1024 * 1024);

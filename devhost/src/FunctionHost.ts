@@ -203,6 +203,10 @@ export class FunctionHost {
       // The backend names its own child logger.
       logger: this.options.logger,
       durableTask,
+      dispatch: {
+        episodes: functions.some((fn) => fn.triggerType === 'orchestrationTrigger' || fn.triggerType === 'entityTrigger'),
+        activities: functions.some((fn) => fn.triggerType === 'activityTrigger'),
+      },
       ...(systemKey === undefined ? {} : { webhookAuth: { systemKey, authorize: (presented: string | undefined) => keys.authorizeSystem(DURABLE_SYSTEM_KEY_NAME, presented) } }),
     });
     this.#durable = backend;

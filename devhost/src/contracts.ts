@@ -93,6 +93,13 @@ export interface DurableBackendOptions {
   readonly durableTask?: DurableTaskOptions;
   /** With keys on: the webhooks require the extension's system key (or the master key). */
   readonly webhookAuth?: WebhookAuth;
+  /**
+   * What this process dispatches, as the extension starts its listeners per trigger: orchestration
+   * episodes only when the app registers an orchestration (or entity), activities only when it
+   * registers an activity. An app with neither (an HTTP front with a Durable client only) runs no
+   * Durable work. Absent: both.
+   */
+  readonly dispatch?: { readonly episodes: boolean; readonly activities: boolean };
 }
 
 /** Implemented by the Durable backend; the host core mounts it and starts/stops it with the host. */

@@ -5,6 +5,8 @@
  * E2E_HOST=devhost). What it holds, as docs/guarantees.md lists:
  * - campaign only on change: reading routes never make the API instance contend for the lease; the
  *   first submission it takes does (it hands over its Durable client), and it stays a follower;
+ * - a status read costs at most two storage requests for a pending or running job, one for a
+ *   finished one (counted at the proxy: the requests that name the job);
  * - an accepted job is never "not found": the API instance reaches storage through a proxy, and
  *   for each request of a status read in turn (the n-th request that names the job), the read is
  *   held there while the leader starts the job, then released: every answer is 200, whichever step
@@ -109,6 +111,7 @@ describe(`the jobs API on an instance that only serves HTTP, on the ${e2eHostNam
           hold.cancel();
           assert.equal(first.answer.status, 200, JSON.stringify(first.answer.json));
           assert.ok(n > 1, 'a status read made no request that names the job');
+          assert.ok(n - 1 <= 2, `a status read of a pending job makes at most two storage requests: ${held.join('; ')}`);
           t.diagnostic(`a status read of a pending job made ${n - 1} requests naming it; held in turn: ${held.join('; ')}`);
           break;
         }
@@ -133,6 +136,36 @@ describe(`the jobs API on an instance that only serves HTTP, on the ${e2eHostNam
         await reading?.catch(() => undefined);
       }
     }
+  });
+  it('reads a running job in at most two storage requests and a finished one in one', async () => {
+    assert.ok(s !== undefined && api !== undefined && leader !== undefined && proxy !== undefined);
+    const jobId = `reads-${randomBytes(3).toString('hex')}`;
+    // Long enough to be read while it runs: 2,000 chunks (under the 48 KiB a request may carry).
+    const items = Array.from({ length: 8_000 }, (_, i) => i);
+    await s.submitByHttp(api, { jobId, workType: 'sum', items, options: { chunkSize: 4 } });
+    const reads = readsOf(jobId);
+    const count = async (): Promise<{ requests: string[]; view: JobView }> => {
+      const before = proxy?.requests().length ?? 0;
+      const answer = await s?.call(api as HostProcess, 'GET', `/api/jobs/${jobId}`);
+      assert.equal(answer?.status, 200, JSON.stringify(answer?.json));
+      const requests = (proxy?.requests() ?? []).slice(before).filter(reads).map((r) => `${r.method} ${r.path}`);
+      return { requests, view: answer?.json as JobView };
+    };
+    const seen: string[] = [];
+    const running = await eventually(async () => {
+      const read = await count();
+      seen.push(`${read.view.status}/${read.view.progress?.chunks.done ?? '-'}`);
+      return read.view.status === 'running' ? read : undefined;
+    }, 60_000, `${jobId} to show running`).catch((err: unknown) => {
+      throw new Error(`${String(err)}; seen ${[...new Set(seen)].join(', ')}`);
+    });
+    assert.ok(running.requests.length <= 2, `a running job read in ${running.requests.length} requests: ${running.requests.join('; ')}`);
+    await s.finished(leader, jobId, 120_000);
+    const finished = await eventually(async () => {
+      const read = await count();
+      return read.view.status === 'completed' ? read : undefined;
+    }, 30_000, `${jobId} to show completed on the API instance`);
+    assert.deepEqual(finished.requests.length, 1, `a finished job read in ${finished.requests.length} requests: ${finished.requests.join('; ')}`);
   });
 });
 

@@ -17,6 +17,8 @@ export interface DispatcherDeps {
   readonly logger: Logger;
   readonly tuning: DispatcherTuning;
   readonly clock?: () => Date;
+  /** DurableBackendOptions.dispatch. */
+  readonly dispatch?: { readonly episodes: boolean; readonly activities: boolean };
 }
 
 export interface DispatchContext {

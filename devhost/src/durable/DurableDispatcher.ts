@@ -7,8 +7,10 @@
  * queues for another host.
  *
  * Not guaranteed: exactly-once activity execution (the real extension does not promise it either).
- * Not reproduced: partition leases (every process polls every control queue; the etag on the
- * instance keeps two processes from applying one episode twice).
+ * Not reproduced: partition leases (every process that registers an orchestration polls every
+ * control queue; the etag on the instance keeps two processes from applying one episode twice). A
+ * process polls only the queues of the functions it registers (DispatcherDeps.dispatch), as the
+ * extension starts a listener per trigger: an HTTP front with a Durable client runs no episode.
  */
 import { ActivityDispatcher } from './ActivityDispatcher';
 import { type DispatchContext, type DispatcherDeps } from './DispatchContext';
@@ -48,20 +50,25 @@ export class DurableDispatcher {
     const { tuning, queues } = this.#deps;
     this.#pollers.length = 0;
     const loops: Array<Promise<void>> = [];
+    const dispatch = this.#deps.dispatch ?? { episodes: true, activities: true };
+    const controlPollers: Array<QueuePoller | undefined> = [];
     for (let partition = 0; partition < queues.controlQueueCount; partition += 1) {
+      if (!dispatch.episodes) break;
       const poller = new QueuePoller(tuning.minPollIntervalMs, tuning.maxPollIntervalMs);
       this.#pollers.push(poller);
+      controlPollers.push(poller);
       loops.push(this.#episodes.pollControlQueue(partition, poller));
     }
-    const workPoller = new QueuePoller(tuning.minPollIntervalMs, tuning.maxPollIntervalMs);
-    this.#pollers.push(workPoller);
-    loops.push(this.#activities.pollWorkQueue(workPoller));
+    const workPoller = dispatch.activities ? new QueuePoller(tuning.minPollIntervalMs, tuning.maxPollIntervalMs) : undefined;
+    if (workPoller !== undefined) {
+      this.#pollers.push(workPoller);
+      loops.push(this.#activities.pollWorkQueue(workPoller));
+    }
     this.#loops = loops;
     // A message this process adds wakes its own poller of that queue (TaskHubQueue.AddMessageAsync
     // resets the queue's BackoffPollingHelper). Every process here polls every control queue (no
     // partition leases); on Azure only the partition's owner polls it, so only a send by the owner wakes it.
-    const pollers = this.#pollers;
-    if (tuning.wakeOnSend !== false) queues.onSent((to) => (to.kind === 'work' ? workPoller : pollers[to.partition])?.reset());
+    if (tuning.wakeOnSend !== false) queues.onSent((to) => (to.kind === 'work' ? workPoller : controlPollers[to.partition])?.reset());
   }
 
   /** Stops receiving; waits (bounded) for running work; whatever is left reappears on the queues for another host. */

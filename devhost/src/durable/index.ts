@@ -37,7 +37,14 @@ export function createDurableBackend(options: DurableBackendOptions, extras: Dur
   const queues = new TaskHubQueues(options.storage, names, logger, extras.maxTimerMessageDelaySeconds);
   const wakeOnSend = process.env.DEVHOST_DURABLE_WAKE_ON_SEND?.trim().toLowerCase() !== 'false';
   const tuning: DispatcherTuning = { ...tuningFrom(durableTask), wakeOnSend, ...extras.tuning };
-  const dispatcher = new DurableDispatcher({ invoker: options.invoker, store, queues, logger, tuning });
+  const dispatcher = new DurableDispatcher({
+    invoker: options.invoker,
+    store,
+    queues,
+    logger,
+    tuning,
+    ...(options.dispatch === undefined ? {} : { dispatch: options.dispatch }),
+  });
   const api = new DurableHttpApi({
     taskHub: options.taskHub,
     baseUrl: options.baseUrl,

@@ -175,10 +175,7 @@ export class JobService {
   async cancel(jobId: string, orchestrations: OrchestrationClient): Promise<JobView> {
     assertJobId(jobId);
     const { snapshot } = await this.reader.current(jobId, orchestrations);
-    const view =
-      snapshot === undefined
-        ? await this.reader.get(jobId, orchestrations)
-        : this.reader.fromSnapshot(jobId, await this.reader.settled(jobId, snapshot));
+    const view = snapshot === undefined ? await this.reader.get(jobId, orchestrations) : this.reader.fromSnapshot(jobId, snapshot);
     if (view.status !== 'pending' && view.status !== 'running') {
       throw new JobError('JOB_ALREADY_FINISHED', `Job "${jobId}" is ${view.status}; only pending or running jobs can be cancelled.`);
     }

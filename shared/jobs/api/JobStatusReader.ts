@@ -1,13 +1,14 @@
 /**
- * One job's status, read from where its state is: its current Durable instance (`job-<jobId>`, or
- * the generation its start record names after a stuck start was repaired), else its start record
- * (accepted, starting: pending), else its record (pending or rejected).
+ * One job's status, read from where its state is (`current`): its start record, which carries a
+ * finished job's outcome and names the instance of an unfinished one (its own, or a shared run);
+ * that instance; else the HTTP submission's pending record (pending or rejected).
  *
- * Guarantees: once a job is accepted (202) a read never answers JOB_NOT_FOUND, as the reads follow
- * the order in which its records come to exist (`current`); a run that stood down is never shown
- * as the job's outcome; a running job whose outcome is already recorded shows that outcome
- * (`settled`); a job that asked for a reply shows where its outcome went. Job ids are validated
- * before they touch storage.
+ * Guarantees: at most two storage reads for a job that exists, one for a finished one (plus the
+ * delivery record of a finished job that asked for a reply); once a job is accepted (202) a read
+ * never answers JOB_NOT_FOUND (`current` says why); a run that stood down is never shown as the
+ * job's outcome; a running job whose outcome is already recorded shows that outcome (it is in the
+ * start record, read first); a job that asked for a reply shows where its outcome went. Job ids
+ * are validated before they touch storage.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 8.
  */
 import { hasReply, type JobReply } from '../delivery/DeliveryTargets';
@@ -42,8 +43,7 @@ export class JobStatusReader {
     assertJobId(jobId);
     const current = await this.current(jobId, orchestrations);
     if (current.snapshot !== undefined) {
-      const snapshot = await this.settled(jobId, current.snapshot);
-      return this.withDelivery(this.fromSnapshot(jobId, snapshot), runOf(snapshot)?.reply);
+      return this.withDelivery(this.fromSnapshot(jobId, current.snapshot), runOf(current.snapshot)?.reply);
     }
     if (current.start !== undefined) return this.withDelivery(fromStart(current.start), current.start.run.reply);
     if (current.record !== undefined) return this.withDelivery(fromRecord(current.record), current.record.reply);
@@ -53,30 +53,42 @@ export class JobStatusReader {
   }
 
   /**
-   * Where the job's state is. The common case is one read: its first instance shows it. Past that,
-   * the reads follow the order in which the job's records come to exist: the HTTP submission's
-   * pending record, then the start record, then the instance the start names. Nothing a read skips
-   * can appear before the reads after it: the pending record stays once the job is started (the
-   * start record speaks for the job then), and the start record is created before the instance.
-   * (Read the other way round, a start made between the reads hid both, and an accepted job
-   * answered JOB_NOT_FOUND.) `start` is set when the job is accepted and no instance of it shows
-   * its state yet.
+   * Where the job's state is, in at most two reads for a job that exists (a third only to find one
+   * that does not, or one left in an old layout):
+   * 1. its start record: a finished job's carries its outcome (`StartRecord.outcome`, copied there
+   *    when it is recorded): one read; an unfinished one names its instance;
+   * 2. that instance (its own `job-<jobId>[.<n>]`, or the shared run it is in), for its phase and
+   *    progress; or, with no start record yet, the HTTP submission's pending record.
+   * Never JOB_NOT_FOUND once the job is accepted, whatever happens between the reads: each document
+   * read is never deleted once written (the pending record stays once the job is started, the start
+   * record until the job is purged), and a start record is created before its instance, so a read
+   * that misses one finds what came before it. `start` is set when the job is accepted and no
+   * instance of it shows its state yet.
    */
   async current(jobId: string, orchestrations: OrchestrationClient): Promise<JobState> {
-    const first = await orchestrations.getStatus(instanceIdFor(jobId));
-    if (first !== undefined && first.runtimeStatus !== 'Pending' && !isSuperseded(first.output)) return { snapshot: first };
-    const record = await this.deps.store.readRecord(jobId);
     const start = (await this.deps.store.readStart(jobId))?.value;
     if (start !== undefined && start.state === 'active') {
-      // Read again even for generation 1: the start may have been made since the first read.
+      if (start.outcome !== undefined && !isSuperseded(start.outcome)) return { snapshot: recordedSnapshot(start, start.outcome) };
       const named = jobViewOf(await orchestrations.getStatus(startInstanceId(start)), jobId);
       if (named !== undefined && !isSuperseded(named.output)) return { snapshot: named };
       // A shared run purged with another of its jobs (Retention): the outcome recorded shows.
       const final = start.instance !== undefined && named === undefined ? await this.deps.store.readFinal(jobId) : undefined;
       return final === undefined ? { start } : { snapshot: recordedSnapshot(start, final) };
     }
-    if (first !== undefined && !isSuperseded(first.output)) return { snapshot: first };
-    return { ...(record === undefined ? {} : { record }), ...(first === undefined ? {} : { stoodDown: first }) };
+    const record = await this.deps.store.readRecord(jobId);
+    if (record !== undefined) return { record };
+    // No start record and no submission: a job of an older layout, or a run started by hand, whose
+    // outcome may be recorded before its run hears of it (`settled`: one more read while it runs).
+    const first = await orchestrations.getStatus(instanceIdFor(jobId));
+    if (first === undefined) return {};
+    return isSuperseded(first.output) ? { stoodDown: first } : { snapshot: await this.settled(jobId, first) };
+  }
+
+  /** The job's current run as Durable shows it (the instance its start record names, else `job-<jobId>`), whatever outcome is recorded. */
+  async run(jobId: string, orchestrations: OrchestrationClient): Promise<OrchestrationSnapshot | undefined> {
+    const start = (await this.deps.store.readStart(jobId))?.value;
+    if (start === undefined || start.state !== 'active') return orchestrations.getStatus(instanceIdFor(jobId));
+    return jobViewOf(await orchestrations.getStatus(startInstanceId(start)), jobId);
   }
 
   /**

@@ -56,7 +56,8 @@ export class Retention {
     }
     // Ended (its outcome recorded) while its run may still be finishing in Durable, which purges only finished instances.
     for (let waited = 0; ; waited += PURGE_WAIT.pollMs) {
-      const { snapshot } = await this.reader.current(jobId, orchestrations);
+      // The run itself, not the outcome its start record carries: Durable purges only finished instances.
+      const snapshot = await this.reader.run(jobId, orchestrations);
       // A shared run may run on for its other jobs: it is purged only with the last of them (`purgeShared`).
       if (snapshot === undefined || isFinished(snapshot.runtimeStatus) || isBatchInstanceId(snapshot.instanceId)) break;
       if (waited >= PURGE_WAIT.maxMs) {

@@ -362,18 +362,35 @@ export class JobStore {
     return this.docs.get<JobSummary>(JobStore.finalBlob(jobId), signal);
   }
 
-  /** Records the job's final summary once; answers the stored one (an earlier run's, if it finished first). */
+  /**
+   * Records the job's final summary once; answers the stored one (an earlier run's, if it finished
+   * first). A recorded outcome is then copied into the job's start record (`StartRecord.outcome`),
+   * so a status read finds a finished job in one read; a failure there throws (the activity is
+   * retried, and the retry copies it, finding the summary recorded).
+   */
   async writeFinal(summary: JobSummary, signal?: AbortSignal, createdAt?: string): Promise<JobSummary> {
-    if ((await this.docs.put(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written') {
-      if (!isSuperseded(summary)) {
-        this.#noteFinal(summary.jobId);
-        await this.indexFinal(summary, createdAt);
-      }
-      return summary;
+    const written = (await this.docs.put(JobStore.finalBlob(summary.jobId), summary, { ifNoneMatch: true, signal })) === 'written';
+    const recorded = written ? summary : ((await this.readFinal(summary.jobId, signal)) ?? summary);
+    if (isSuperseded(recorded)) return recorded;
+    this.#noteFinal(recorded.jobId);
+    const folded = await this.#foldOutcome(recorded, signal);
+    // The index row once per outcome: when it was recorded here, or when an earlier try recorded it
+    // and failed before its copy (and so before its row).
+    if (written || folded.changed) await this.indexFinal(recorded, createdAt ?? folded.submittedAt);
+    return recorded;
+  }
+
+  /** Copies the outcome into the start record (over the version read; a writer in between is read again). */
+  async #foldOutcome(outcome: JobSummary, signal?: AbortSignal): Promise<{ changed: boolean; submittedAt?: string }> {
+    for (let attempt = 1; ; attempt++) {
+      const start = await this.readStart(outcome.jobId, signal);
+      if (start === undefined) return { changed: false };
+      const submittedAt = start.value.run.submittedAt;
+      if (start.value.outcome !== undefined) return { changed: false, submittedAt };
+      const replaced = await this.replaceStart({ ...start.value, outcome }, start.etag, signal);
+      if (replaced !== 'conflict') return { changed: true, submittedAt };
+      if (attempt >= 5) throw new Error(`the start record of ${outcome.jobId} kept changing while its outcome was copied into it`);
     }
-    const stored = await this.readFinal(summary.jobId, signal);
-    if (stored !== undefined && !isSuperseded(stored)) this.#noteFinal(stored.jobId);
-    return stored ?? summary;
   }
 
   /**

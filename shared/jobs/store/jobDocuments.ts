@@ -4,6 +4,7 @@
  * Route: docs/architecture.md, "A submission from POST to result blob".
  */
 import { type Json } from '../../worktypes/WorkType';
+import { type JobSummary } from '../api/JobSummary';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
@@ -60,6 +61,11 @@ export interface StartRecord {
   readonly run: JobRun;
   /** Why the record last changed hands (absent for the first start). */
   readonly reason?: string;
+  /**
+   * The job's final summary, copied here once it is recorded (`final.json` stays the record of it),
+   * so that one read of this record shows a finished job (JobStatusReader). Absent until then.
+   */
+  readonly outcome?: JobSummary;
   /** Earlier starts, oldest first, at most a few (for people reading the record). */
   readonly previous?: ReadonlyArray<{ readonly startId: string; readonly generation: number; readonly epoch: number; readonly at: string }>;
 }

@@ -1,6 +1,6 @@
 /**
- * The benchmarks' black-box harness (bench/appCluster.ts) against the real app: a development-host
- * process started as `npm start` starts one (instance id instance-1, settings from the sample file),
+ * The benchmarks' black-box harness (bench/appCluster.ts) against the real app: an extensions-host
+ * process (the benches' default host) started as `npm start` starts one (instance id instance-1, settings from the sample file),
  * a job run through the HTTP API, and the claim-blob reading the recovery bench uses to pick the
  * instance to kill, on real blobs in Azurite.
  */
@@ -11,12 +11,12 @@ import { type AppCluster, claimedUnfinished, listNames, runJob, startAppCluster 
 
 const CONNECTION = process.env.AZURITE_CONNECTION_STRING ?? '';
 
-describe('the bench harness (development host, Azurite)', () => {
+describe('the bench harness (extensions host, Azurite)', () => {
   let cluster: AppCluster;
 
   before(async () => {
     assert.notEqual(CONNECTION, '', 'run through scripts/runTests (it starts Azurite)');
-    cluster = await startAppCluster(CONNECTION, { instances: 1, label: 'test' });
+    cluster = await startAppCluster(CONNECTION, { instances: 1, label: 'test', host: 'extensions' });
   });
 
   after(async () => {
