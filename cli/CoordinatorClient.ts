@@ -58,6 +58,9 @@ export class CoordinatorClient {
     this.baseUrl = url.href.replace(/\/+$/, '').replace(/\/api$/, '');
   }
 
+  /** The `Retry-After` of the last answer, in seconds (absent when it gave none). */
+  lastRetryAfterSeconds: number | undefined;
+
   get hasKey(): boolean {
     return this.options.key !== undefined && this.options.key !== '';
   }
@@ -79,6 +82,8 @@ export class CoordinatorClient {
       const cause = err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err);
       throw new CliError(EXIT.unavailable, `Cannot reach ${this.baseUrl}: ${cause}. Is the app running (npm start)? Set --url or COORDINATOR_URL.`, 'UNREACHABLE');
     }
+    const retryAfter = Number(res.headers.get('retry-after') ?? Number.NaN);
+    this.lastRetryAfterSeconds = Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : undefined;
     const text = await res.text();
     let json: unknown;
     try {

@@ -44,7 +44,7 @@ Options:
   --wait                 submit with --reply-to: read the reply queue until the outcome arrives
                          (Azurite locally; on Azure as you, az login), print its result, exit as watch
   --status <status>      list: only jobs with this status
-  --interval <seconds>   watch: how often to poll (default 1)
+  --interval <seconds>   watch: how often to poll (default: each answer's Retry-After, else 1)
   --timeout <seconds>    watch, --wait: give up after this long (exit 14)
 
 Exit codes:
@@ -286,7 +286,10 @@ async function waitOnReply(client: CoordinatorClient, job: Record<string, unknow
 }
 
 async function watch(client: CoordinatorClient, jobId: string, args: Args, io: Io): Promise<number> {
-  const intervalMs = positiveNumber(args, 'interval', 1) * 1000;
+  // --interval, when given; else each answer's Retry-After (when to ask again), else 1 s.
+  const fixedMs = flag(args, 'interval') === undefined ? undefined : positiveNumber(args, 'interval', 1) * 1000;
+  const nextMs = (): number => fixedMs ?? (client.lastRetryAfterSeconds ?? 1) * 1000;
+  const intervalMs = fixedMs ?? 1000;
   const timeoutSeconds = flag(args, 'timeout') === undefined ? undefined : positiveNumber(args, 'timeout', 1);
   const deadline = timeoutSeconds === undefined ? Infinity : Date.now() + timeoutSeconds * 1000;
   const tty = io.stderr.isTTY === true;
@@ -317,12 +320,13 @@ async function watch(client: CoordinatorClient, jobId: string, args: Args, io: I
       await printOutcome(client, view, args, io);
       return exit;
     }
-    if (Date.now() + intervalMs > deadline) {
+    const waitMs = nextMs();
+    if (Date.now() + waitMs > deadline) {
       if (tty) io.stderr.write('\n');
       io.stderr.write(`${jobId} is still ${view.status} after ${timeoutSeconds} s.\n`);
       return EXIT.timedOut;
     }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
   }
 }
 

@@ -17,6 +17,7 @@ import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type In
 import * as df from 'durable-functions';
 
 import { appRoot } from '../shared/app/appRoot';
+import { RETRY_AFTER, retryAfterSeconds } from '../shared/jobs/api/retryAfter';
 import { JobError } from '../shared/jobs/JobError';
 import { WAKE_WORKERS_MESSAGE } from '../shared/jobs/messageCodec';
 import { durableOrchestrationClient, type OrchestrationClient } from '../shared/jobs/run/OrchestrationClient';
@@ -89,15 +90,20 @@ export const submitJob = guarded(async (request, context) => {
   const location = new URL(submitted.location, request.url).href;
   return {
     status: 202,
-    headers: { Location: location },
+    // A new submission waits for the leader's next pass (shared/jobs/api/retryAfter.ts).
+    headers: { Location: location, 'Retry-After': String(RETRY_AFTER.pendingSeconds) },
     jsonBody: { jobId: submitted.jobId, statusUrl: location, enqueued: submitted.enqueued },
   };
 });
 
 export const getJob = guarded(async (request, context) => {
   const view = await root.jobs.service.get(request.params.jobId ?? '', reading(context));
+  // Until it ends, when to ask again (shared/jobs/api/retryAfter.ts).
+  const retryAfter = retryAfterSeconds(view, Date.now());
+  const headers = retryAfter === undefined ? undefined : { 'Retry-After': String(retryAfter) };
   // Absolute, like statusUrl and Location: the service knows the route, the request knows the host.
-  return { status: 200, jsonBody: view.resultUrl === undefined ? view : { ...view, resultUrl: new URL(view.resultUrl, request.url).href } };
+  const jsonBody = view.resultUrl === undefined ? view : { ...view, resultUrl: new URL(view.resultUrl, request.url).href };
+  return { status: 200, ...(headers === undefined ? {} : { headers }), jsonBody };
 });
 
 export const getJobResult = guarded(async (request) => {

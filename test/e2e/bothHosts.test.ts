@@ -7,6 +7,7 @@
  * - 500 items in chunks of 25 (20 chunks through the work-items queue and back) complete with theirs;
  * - the orchestration instance is Completed in the Durable HTTP API (the extension's own handler on
  *   the extensions host), its output the job's summary;
+ * - the 202 and each status answer of a job that has not ended carry `Retry-After`; an ended one's none;
  * - function keys are enforced alike: each route at its function's authLevel (a function key, a host
  *   key or the master key; anonymous routes open), the Durable webhooks at the system level.
  * How long each job took on each host is reported (t.diagnostic) for exthost/README.md's comparison;
@@ -66,7 +67,7 @@ for (const kind of HOSTS) {
     let app: { dir: string; remove(): void } | undefined;
     let host: HostProcess | undefined;
 
-    const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> => {
+    const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; retryAfter: string | null }> => {
       assert.ok(host !== undefined);
       const res = await fetch(`${host.baseUrl}${path}`, {
         method,
@@ -74,7 +75,7 @@ for (const kind of HOSTS) {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
       const text = await res.text();
-      return { status: res.status, json: text === '' ? null : (JSON.parse(text) as unknown) };
+      return { status: res.status, json: text === '' ? null : (JSON.parse(text) as unknown), retryAfter: res.headers.get('retry-after') };
     };
 
     const runJob = async (items: readonly unknown[], chunkSize: number): Promise<{ view: JobView; ms: number }> => {
@@ -82,10 +83,16 @@ for (const kind of HOSTS) {
       const started = Date.now();
       const posted = await call('POST', '/api/jobs', { jobId, workType: 'sum', items, options: { chunkSize } });
       assert.equal(posted.status, 202, JSON.stringify(posted.json));
+      assert.equal(posted.retryAfter, '1', 'the 202 says when to ask first');
       const view = await eventually(
         async () => {
-          const got = (await call('GET', `/api/jobs/${jobId}`)).json as JobView;
-          return ['completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'].includes(got.status) ? got : undefined;
+          const answer = await call('GET', `/api/jobs/${jobId}`);
+          const got = answer.json as JobView;
+          const ended = ['completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'].includes(got.status);
+          // Until it ends, when to ask again (1-10 s); once ended, nothing to wait for.
+          if (ended) assert.equal(answer.retryAfter, null, JSON.stringify(got));
+          else assert.match(answer.retryAfter ?? '', /^([1-9]|10)$/, JSON.stringify(got));
+          return ended ? got : undefined;
         },
         60_000,
         `job ${jobId} to finish on the ${kind.name}`,

@@ -58,11 +58,13 @@ describe('jobs HTTP API and registrations (development host, Azurite)', () => {
     const { jobId } = res.json as { jobId: string };
     assert.match(jobId, /^j-[0-9a-f-]{36}$/);
     assert.equal(res.headers.get('location'), `${h.baseUrl}/api/jobs/${jobId}`);
+    assert.equal(res.headers.get('retry-after'), '1', 'the 202 says when to ask first');
     assert.deepEqual(await queuedMessages(), [{ ...body, jobId }]);
 
     const status = await h.request('GET', `/api/jobs/${jobId}`);
     assert.equal(status.status, 200);
     assert.equal((status.json as { status: string }).status, 'pending');
+    assert.equal(status.headers.get('retry-after'), '1', 'a pending job says when to ask again');
     assert.equal((status.json as { workType: string | null }).workType, 'sum', 'a pending job shows its work type');
     const list = await h.request('GET', '/api/jobs?status=pending');
     const entry = (list.json as { jobs: Array<{ jobId: string; workType: string | null }> }).jobs.find((j) => j.jobId === jobId);
