@@ -57,6 +57,8 @@ export interface AppCluster {
   readonly workItems: QueueClient;
   /** HTTP to one running instance (the first alive one unless named). */
   call(method: string, path: string, body?: unknown, instanceId?: string): Promise<{ status: number; json: Json }>;
+  /** The same, answering the Response itself (its headers: Location, Retry-After). */
+  fetch(method: string, path: string, body?: unknown, instanceId?: string): Promise<Response>;
   /** The lease holder per GET /api/leader, once it is one of the running instances. */
   leader(timeoutMs?: number): Promise<string>;
   /** SIGKILL one instance. */
@@ -159,14 +161,17 @@ export async function startAppCluster(
     results: blobs.getContainerClient(names.resultsContainer),
     inputs: blobs.getContainerClient(names.inputsContainer),
     workItems: queues.getQueueClient(names.workItemsQueue),
-    async call(method, path, body, instanceId) {
+    fetch(method, path, body, instanceId) {
       const host = instanceId === undefined ? [...instances.values()][0] : instances.get(instanceId);
-      if (host === undefined) throw new Error(`no running instance ${instanceId ?? ''}`);
-      const res = await fetch(`${host.baseUrl}${path}`, {
+      if (host === undefined) return Promise.reject(new Error(`no running instance ${instanceId ?? ''}`));
+      return fetch(`${host.baseUrl}${path}`, {
         method,
         headers: { 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
       });
+    },
+    async call(method, path, body, instanceId) {
+      const res = await cluster.fetch(method, path, body, instanceId);
       const text = await res.text();
       let json: Json = {};
       try {

@@ -1,25 +1,24 @@
 /**
- * Benchmark: scale in jobs. Bursts of N small `sum` jobs (20 items each) on one instance of the real
- * app (a development-host process, shipped host.json and settings), submitted at once, 16 requests in
- * flight: by HTTP (POST /api/jobs) and by queue (base64 messages straight onto the jobs queue). Per
- * burst: the time from the first submission to the last job's recorded completion, jobs/s, POST ->
- * completed p50 / p99 (the summary's `finishedAt`), storage transactions per job (every request the
- * instance makes, counted by a proxy in front of Azurite), the leader pass's longest duration seen
- * (GET /api/cluster every second), `GET /api/jobs?limit=100` latency with the burst stored, and the CPU
- * milliseconds a job of the Azurite process and of the app's host process over the burst (from the
- * first submission to the last completion, read from /proc: Linux only). Azurite is one Node.js
- * thread, busy 82-90% of a 1,000-job burst on a 2-core machine: its CPU a job is what the burst's
- * time follows.
- *
- * Every burst starts on empty storage (an Azurite of its own, a new instance), as the scale issue
- * measured: on one shared account a burst paid for what the ones before it left stored.
- * Baseline, same run, same settings, its own empty Azurite: N trivial orchestrations (one activity
+ * Benchmark: scale in jobs, as a client sees it. Bursts of N small `sum` jobs (20 items each, in 1, 2
+ * or 4 chunks) on one instance of the real app (the extensions host unless --host devhost; shipped
+ * host.json and settings), on an empty account each:
+ * - by HTTP: POST /api/jobs with the client's own job id, 16 in flight; each client then follows its
+ *   own `Location`, first after the 202's `Retry-After`, then after each answer's, and its job is
+ *   done when that client sees it ended (the answer it got). POST latency p50 / p99;
+ * - by queue: base64 messages straight onto the jobs queue, 16 in flight; followed by the list's
+ *   counts (`GET /api/jobs?counts=true&limit=1` every second), done when they show N ended.
+ * Baseline, same host, same run, an empty account of its own: N trivial orchestrations (one activity
  * each) started through the standard durable-functions client at the same concurrency
- * (bench/fixtures/trivialApp.ts): the ceiling the intake sits under. Completion is read from storage by the bench itself (final
- * summaries, the development host's instance blobs), outside the count.
+ * (bench/fixtures/trivialApp.ts), each followed by its client the same way (its status route answers
+ * `Retry-After: 1` until the instance has ended). Per burst: first submission -> last seen ended,
+ * the ratio to the baseline, POST p50 / p99, status reads a job, storage transactions per job
+ * (every request the instance makes, counted by a proxy in front of Azurite), the longest leader
+ * pass, the list's first page (limit 100) p50 / max while the burst runs (every 2 s), and whether
+ * every job ended exact (read from storage after the burst, outside the count).
  *
- * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue] [--breakdown 1 [--log-file F]]` (--breakdown prints the
- * transactions per job by kind of request and where the jobs' time went; --log-file F keeps each burst's log lines in F.<via><n>).
+ * Run: `npm run bench -- jobs-scale [--sizes 10,100,1000] [--via http,queue] [--chunks 1,2,4]
+ * [--host extensions|devhost] [--breakdown 1 [--log-file F]]` (--breakdown prints the transactions
+ * per job by kind of request and where the jobs' time went; --log-file F keeps each burst's log lines).
  */
 import { writeFileSync } from 'node:fs';
 
@@ -27,7 +26,7 @@ import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { connectionStringFor, startAzurite } from 'devhost/testing';
 
-import { type AppCluster, type BenchHost, jobTimelines, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
+import { type AppCluster, type BenchHost, benchHostName, jobTimelines, type Json, monitor, percentile, secs, sleep, startAppCluster } from './appCluster';
 import { type Bench } from './index';
 import { byKindPerJob, countingProxy, endpointPorts } from './jobsThroughput';
 import { processCpuMs } from './processCpu';
@@ -37,19 +36,6 @@ export const ITEMS = Array.from({ length: 20 }, (_, i) => i + 1);
 export const SUM = ITEMS.reduce((a, b) => a + b, 0);
 export const IN_FLIGHT = 16;
 
-interface BurstFigures {
-  readonly label: string;
-  readonly n: number;
-  readonly wallMs: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-  readonly txPerJob: number;
-  readonly maxPassMs: number;
-  readonly listMs: number | undefined;
-  readonly wrong: number;
-  /** CPU milliseconds a job of Azurite's process, and of the app's host process, over the burst (Linux only). */
-  readonly cpu: CpuPerJob;
-}
 
 interface CpuPerJob {
   readonly azuriteMs: number | undefined;
@@ -142,147 +128,246 @@ async function onEmptyAccount<T>(host: BenchHost, work: (account: Account) => Pr
 
 export const jobsScaleBench: Bench = {
   name: 'jobs-scale',
-  description: 'bursts of small jobs (10 .. 10,000) by HTTP and by queue on one instance, against plain Durable starts of a trivial orchestration',
+  description: 'bursts of small jobs (10 .. 10,000) by HTTP and by queue on one instance, followed as clients follow them, against plain Durable starts of a trivial orchestration',
   async run(ctx) {
     const sizes = (ctx.options.get('sizes') ?? '10,100,1000').split(',').map(Number);
     const vias = (ctx.options.get('via') ?? 'http,queue').split(',');
+    const chunkCounts = (ctx.options.get('chunks') ?? '1,2,4').split(',').map(Number);
+    if (chunkCounts.some((c) => !(c >= 1 && ITEMS.length % c === 0))) throw new Error(`--chunks must divide ${ITEMS.length}: ${chunkCounts.join(',')}`);
     const breakdown = ctx.options.has('breakdown');
     const lines: string[] = [];
     const rows: BurstFigures[] = [];
     let burst = 0;
     for (const n of sizes) {
       burst += 1;
-      // Baseline: trivial orchestrations started through the standard client, IN_FLIGHT at a time.
-      await onEmptyAccount(ctx.host, async ({ cluster, proxy, connectionString, cpuFrom }) => {
-        const instances = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(`${cluster.names.taskHub.toLowerCase()}-instances`);
+      let trivialMs = Number.NaN;
+      // Baseline: trivial orchestrations started through the standard client, IN_FLIGHT at a time, each followed by its client.
+      await onEmptyAccount(ctx.host, async ({ cluster, proxy, maxPassMs, cpuFrom }) => {
         const ids = Array.from({ length: n }, (_, i) => `t${burst}-${i}`);
+        const clients = new ClientFollows(cluster);
         const t0 = performance.now();
         const cpu = cpuFrom();
-        let retried = 0;
         await inFlight(ids, IN_FLIGHT, async (id) => {
-          for (let attempt = 1; ; attempt++) {
-            const res = await cluster.call('PUT', `/api/trivial/${id}`);
-            if (res.status === 202) return;
-            if (attempt >= 5) throw new Error(`trivial start answered ${res.status}: ${JSON.stringify(res.json).slice(0, 300)}`);
-            retried += 1;
-            await sleep(500 * attempt);
-          }
+          const started = await clients.submit('PUT', `/api/trivial/${id}`, undefined);
+          clients.follow(id, `/api/trivial/${id}`, started.retryAfterMs);
         });
-        if (retried > 0) lines.push(`${n} trivial orchestrations: ${retried} starts failed (5xx) and were sent again.`);
-        await waitAll(ids, async (id) => {
-          const body = await instances.getBlobClient(id).downloadToBuffer().catch(() => undefined);
-          try {
-            return body !== undefined && (JSON.parse(body.toString('utf8')) as { runtimeStatus?: string }).runtimeStatus === 'Completed';
-          } catch {
-            return false; // read while it was being replaced: asked again
-          }
-        }, Math.max(600_000, n * 120));
-        const wallMs = performance.now() - t0;
-        rows.push({ label: 'trivial orchestrations', n, wallMs, p50Ms: NaN, p99Ms: NaN, txPerJob: proxy.counter.total / n, maxPassMs: NaN, listMs: undefined, wrong: 0, cpu: cpu(n) });
-        ctx.note(`${n} trivial orchestrations: ${secs(wallMs)} s`);
+        const seen = await clients.all(Math.max(600_000, n * 120));
+        trivialMs = Math.max(...[...seen.values()].map((v) => v.at)) - t0;
+        rows.push(figures({ label: 'trivial orchestrations', chunks: undefined, n, wallMs: trivialMs, baselineMs: trivialMs, clients, proxy, maxPassMs, cpu: cpu(n), wrong: 0 }));
+        ctx.note(`${n} trivial orchestrations: ${secs(trivialMs)} s`);
       });
-      for (const via of vias) {
-        await onEmptyAccount(ctx.host, async ({ cluster, proxy, connectionString, maxPassMs, cpuFrom }) => {
-          const results: ContainerClient = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(cluster.names.resultsContainer);
-          const jobsQueue = QueueServiceClient.fromConnectionString(connectionString).getQueueClient(cluster.names.jobsQueue);
-          const finals = new Map<string, { finishedAt: number; ok: boolean }>();
-          const finalOf = async (jobId: string): Promise<boolean> => {
-            if (finals.has(jobId)) return true;
-            const body = await results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
-            if (body === undefined) return false;
-            const summary = JSON.parse(body.toString('utf8')) as { finishedAt?: string; status?: string; result?: { sum?: unknown } };
-            finals.set(jobId, { finishedAt: Date.parse(summary.finishedAt ?? ''), ok: summary.status === 'completed' && summary.result?.sum === SUM });
-            return true;
-          };
-          const ids = Array.from({ length: n }, (_, i) => `${via[0]}${burst}-${i}`);
-          const posted = new Map<string, number>();
-          let retried = 0;
-          const t0 = performance.now();
-          const wall0 = Date.now();
-          const cpu = cpuFrom();
-          await inFlight(ids, IN_FLIGHT, async (jobId) => {
-            const submission = { jobId, workType: 'sum', items: ITEMS };
-            posted.set(jobId, Date.now());
-            if (via === 'http') {
-              // A 503 says "try again" (storage did not answer in time): a client does, and it is counted.
-              for (let attempt = 1; ; attempt++) {
-                const res = await cluster.call('POST', '/api/jobs', submission);
-                if (res.status === 202) break;
-                if (res.status !== 503 || attempt >= 5) throw new Error(`POST /api/jobs answered ${res.status}: ${JSON.stringify(res.json)}`);
-                retried += 1;
-                await sleep(500 * attempt);
+      for (const chunks of chunkCounts) {
+        for (const via of vias) {
+          await onEmptyAccount(ctx.host, async ({ cluster, proxy, connectionString, maxPassMs, cpuFrom }) => {
+            const ids = Array.from({ length: n }, (_, i) => `${via[0]}${burst}c${chunks}-${i}`);
+            const clients = new ClientFollows(cluster);
+            const jobsQueue = QueueServiceClient.fromConnectionString(connectionString).getQueueClient(cluster.names.jobsQueue);
+            const list = listProbe(cluster);
+            const t0 = performance.now();
+            const cpu = cpuFrom();
+            await inFlight(ids, IN_FLIGHT, async (jobId) => {
+              const submission = { jobId, workType: 'sum', items: ITEMS, options: { chunkSize: ITEMS.length / chunks } };
+              if (via === 'http') {
+                const accepted = await clients.submit('POST', '/api/jobs', submission);
+                clients.follow(jobId, new URL(accepted.location ?? `/api/jobs/${jobId}`, 'http://x').pathname, accepted.retryAfterMs);
+              } else {
+                await jobsQueue.sendMessage(Buffer.from(JSON.stringify(submission)).toString('base64'));
               }
-            } else {
-              await jobsQueue.sendMessage(Buffer.from(JSON.stringify(submission)).toString('base64'));
-            }
-          });
-          ctx.note(`${n} by ${via}: submitted in ${secs(performance.now() - t0)} s${retried > 0 ? ` (${retried} POSTs answered 503 and were sent again)` : ''}`);
-          if (retried > 0) lines.push(`${n} by ${via}: ${retried} POSTs answered 503 SERVICE_UNAVAILABLE and were sent again.`);
-          // 15 minutes, or half a second a job for the largest bursts.
-          await waitAll(ids, finalOf, Math.max(900_000, n * 500));
-          const cpuPerJob = cpu(n);
-          const wallMs = Math.max(...ids.map((id) => finals.get(id)?.finishedAt ?? NaN)) - wall0;
-          const latencies = ids.map((id) => (finals.get(id)?.finishedAt ?? NaN) - (posted.get(id) ?? NaN));
-          const tx = proxy.counter.total;
-          const longestPass = maxPassMs();
-          const l0 = performance.now();
-          const list = await cluster.call('GET', '/api/jobs?limit=100');
-          const listMs = list.status === 200 ? performance.now() - l0 : undefined;
-          rows.push({
-            label: `jobs by ${via}`,
-            n,
-            wallMs,
-            p50Ms: percentile(latencies, 50),
-            p99Ms: percentile(latencies, 99),
-            txPerJob: tx / n,
-            maxPassMs: longestPass,
-            listMs,
-            wrong: ids.filter((id) => finals.get(id)?.ok !== true).length,
-            cpu: cpuPerJob,
-          });
-          ctx.note(`${n} by ${via}: last completed ${secs(wallMs)} s after the first submission`);
-          if (breakdown) {
-            // Where a job's time went: submission -> each stage's first log line, percentiles over the burst.
-            const stages = ['intake.started', 'job.planned', 'workitem.done', 'job.aggregated'];
-            const timelines = jobTimelines(cluster, ids, 0, stages);
-            const at = ids.map((id) => ({ t0: posted.get(id) ?? NaN, tl: timelines.get(id) ?? {} }));
-            const rowsOf = stages.map((stage) => {
-              const ms = at.map(({ t0: from, tl }) => (tl[stage] ?? NaN) - from).filter((v) => Number.isFinite(v));
-              return `  ${stage.padEnd(16)} p10 ${secs(percentile(ms, 10))} s, p50 ${secs(percentile(ms, 50))} s, p90 ${secs(percentile(ms, 90))} s (${ms.length} jobs)`;
             });
-            ctx.note(`${n} by ${via}, submission -> first log line of each stage:\n${rowsOf.join('\n')}`);
-            const logFile = ctx.options.get('log-file');
-            if (logFile !== undefined && logFile !== '') {
-              const file = `${logFile}.${via}${n}`;
-              writeFileSync(file, [...cluster.instances.values()].flatMap((h) => h.lines()).join('\n'));
-              ctx.note(`the instance's log lines: ${file}`);
+            ctx.note(`${n} by ${via} in ${chunks} chunk(s): submitted in ${secs(performance.now() - t0)} s`);
+            const timeoutMs = Math.max(900_000, n * 500);
+            const lastSeen = via === 'http' ? Math.max(...[...(await clients.all(timeoutMs)).values()].map((v) => v.at)) : await countsShowEnded(cluster, n, timeoutMs);
+            const wallMs = lastSeen - t0;
+            const listed = await list.stop();
+            const wrong = await inexact(connectionString, cluster.names.resultsContainer, ids);
+            rows.push(figures({ label: `jobs by ${via}`, chunks, n, wallMs, baselineMs: trivialMs, clients, proxy, maxPassMs, cpu: cpu(n), wrong, listed }));
+            ctx.note(`${n} by ${via} in ${chunks} chunk(s): last seen ended ${secs(wallMs)} s after the first submission (${(wallMs / trivialMs).toFixed(2)}x)`);
+            if (breakdown) {
+              const stages = ['intake.started', 'job.planned', 'workitem.done', 'job.aggregated'];
+              const timelines = jobTimelines(cluster, ids, 0, stages);
+              const rowsOf = stages.map((stage) => {
+                const ms = ids.map((id) => (timelines.get(id)?.[stage] ?? NaN) - (clients.postedAt(id) ?? NaN)).filter((v) => Number.isFinite(v));
+                return `  ${stage.padEnd(16)} p10 ${secs(percentile(ms, 10))} s, p50 ${secs(percentile(ms, 50))} s, p90 ${secs(percentile(ms, 90))} s (${ms.length} jobs)`;
+              });
+              ctx.note(`${n} by ${via}, submission -> first log line of each stage:\n${rowsOf.join('\n')}`);
+              const logFile = ctx.options.get('log-file');
+              if (logFile !== undefined && logFile !== '') {
+                const file = `${logFile}.${via}${n}c${chunks}`;
+                writeFileSync(file, [...cluster.instances.values()].flatMap((h) => h.lines()).join('\n'));
+                ctx.note(`the instance's log lines: ${file}`);
+              }
+              ctx.note(`${n} by ${via}, transactions per job by kind:\n${byKindPerJob(proxy.counter, n, 40)}`);
             }
-            ctx.note(`${n} by ${via}, transactions per job by kind:\n${byKindPerJob(proxy.counter, n, 40)}`);
-          }
-        });
+          });
+        }
       }
     }
-    lines.push(`Small sum jobs (${ITEMS.length} items) in bursts, ${IN_FLIGHT} submissions in flight, one instance, shipped settings.`);
+    lines.push(`Small sum jobs (${ITEMS.length} items) in bursts, ${IN_FLIGHT} submissions in flight, one instance, shipped settings, the app on the ${benchHostName(ctx.host)}.`);
+    lines.push('By HTTP each client follows its Location at the Retry-After it is given; by queue the list\'s counts are read every second; done is when the client saw it.');
     lines.push('');
     lines.push(
-      '| burst | n | first submission -> last completed | per second | POST -> completed p50 / p99 | transactions per job | ' +
-        'Azurite CPU per job | host CPU per job | bench CPU per job | longest pass | list (limit 100) |',
+      '| burst | chunks | n | first submission -> last seen ended | vs trivial | POST p50 / p99 | status reads a job | transactions per job | ' +
+        'Azurite CPU per job | longest pass | list p50 / max while it ran |',
     );
     lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
-    for (const r of rows) {
-      const p = Number.isNaN(r.p50Ms) ? '-' : `${secs(r.p50Ms)} / ${secs(r.p99Ms)} s`;
-      const pass = Number.isNaN(r.maxPassMs) ? '-' : `${(r.maxPassMs / 1000).toFixed(1)} s`;
-      const list = r.listMs === undefined ? '-' : `${r.listMs.toFixed(0)} ms`;
-      const ms = (v: number | undefined): string => (v === undefined ? '-' : `${v.toFixed(1)} ms`);
-      const rate = (r.n / (r.wallMs / 1000)).toFixed(1);
-      lines.push(
-        `| ${r.label} | ${r.n} | ${secs(r.wallMs)} s | ${rate} | ${p} | ${r.txPerJob.toFixed(1)} | ${ms(r.cpu.azuriteMs)} | ${ms(r.cpu.hostMs)} | ${ms(r.cpu.benchMs)} | ${pass} | ${list} |`,
-      );
-    }
+    for (const r of rows) lines.push(r.line);
     const wrong = rows.reduce((a, r) => a + r.wrong, 0);
     lines.push('');
     lines.push(wrong === 0 ? 'Every job completed with its exact sum.' : `${wrong} jobs did not complete exact.`);
     if (wrong > 0) throw new Error(lines.join('\n'));
-    return { title: 'Jobs scale: bursts of small jobs against plain Durable starts', lines };
+    return { title: 'Jobs scale, as a client sees it: bursts of small jobs against plain Durable starts', lines };
   },
 };
+
+/** One row of the table. */
+function figures(r: {
+  label: string;
+  chunks: number | undefined;
+  n: number;
+  wallMs: number;
+  baselineMs: number;
+  clients: ClientFollows;
+  proxy: Account['proxy'];
+  maxPassMs: () => number;
+  cpu: CpuPerJob;
+  wrong: number;
+  listed?: { p50Ms: number; maxMs: number };
+}): BurstFigures {
+  const posts = r.clients.submitMs();
+  const post = posts.length === 0 ? '-' : `${(percentile(posts, 50) / 1000).toFixed(2)} / ${(percentile(posts, 99) / 1000).toFixed(2)} s`;
+  const reads = r.clients.reads === 0 ? '-' : (r.clients.reads / r.n).toFixed(1);
+  const pass = r.maxPassMs();
+  const list = r.listed === undefined ? '-' : `${r.listed.p50Ms.toFixed(0)} / ${r.listed.maxMs.toFixed(0)} ms`;
+  const cpu = r.cpu.azuriteMs === undefined ? '-' : `${r.cpu.azuriteMs.toFixed(1)} ms`;
+  const line =
+    `| ${r.label} | ${r.chunks ?? '-'} | ${r.n} | ${secs(r.wallMs)} s | ${(r.wallMs / r.baselineMs).toFixed(2)}x | ${post} | ${reads} | ` +
+    `${(r.proxy.counter.total / r.n).toFixed(1)} | ${cpu} | ${(pass / 1000).toFixed(1)} s | ${list} |`;
+  return { wrong: r.wrong, line };
+}
+
+interface BurstFigures {
+  readonly wrong: number;
+  readonly line: string;
+}
+
+/** The clients of a burst: each submits, then follows its own status URL at the Retry-After it is given. */
+class ClientFollows {
+  readonly #cluster: AppCluster;
+  readonly #posted = new Map<string, number>();
+  readonly #submitMs: number[] = [];
+  readonly #follows: Array<Promise<void>> = [];
+  readonly #seen = new Map<string, { at: number; view: Json }>();
+  reads = 0;
+
+  constructor(cluster: AppCluster) {
+    this.#cluster = cluster;
+  }
+
+  postedAt(id: string): number | undefined {
+    return this.#posted.get(id);
+  }
+
+  submitMs(): number[] {
+    return this.#submitMs;
+  }
+
+  /** One submission (a 503 is sent again, as a client would); its Location and Retry-After. */
+  async submit(method: string, path: string, body: unknown): Promise<{ location: string | undefined; retryAfterMs: number }> {
+    const id = path.split('/').pop() ?? '';
+    for (let attempt = 1; ; attempt++) {
+      const t = performance.now();
+      const res = await this.#cluster.fetch(method, path, body);
+      if (res.status === 202) {
+        this.#submitMs.push(performance.now() - t);
+        this.#posted.set((body as { jobId?: string } | undefined)?.jobId ?? id, t);
+        return { location: res.headers.get('location') ?? undefined, retryAfterMs: retryAfterMs(res.headers) };
+      }
+      if (res.status !== 503 || attempt >= 5) throw new Error(`${method} ${path} answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
+      await sleep(500 * attempt);
+    }
+  }
+
+  follow(id: string, path: string, firstWaitMs: number): void {
+    this.#follows.push(
+      (async () => {
+        await sleep(firstWaitMs);
+        for (;;) {
+          this.reads += 1;
+          const res = await this.#cluster.fetch('GET', path).catch(() => undefined);
+          if (res !== undefined && res.status === 200) {
+            const view = (await res.json()) as Json;
+            const status = String(view.status ?? view.runtimeStatus);
+            if (!['pending', 'running', 'Pending', 'Running'].includes(status)) {
+              this.#seen.set(id, { at: performance.now(), view });
+              return;
+            }
+            await sleep(retryAfterMs(res.headers));
+          } else {
+            await res?.text().catch(() => undefined);
+            await sleep(1_000);
+          }
+        }
+      })(),
+    );
+  }
+
+  async all(timeoutMs: number): Promise<Map<string, { at: number; view: Json }>> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${this.#follows.length - this.#seen.size} clients still waiting after ${timeoutMs / 1000} s`)), timeoutMs);
+    });
+    try {
+      await Promise.race([Promise.all(this.#follows), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.#seen;
+  }
+}
+
+/** A `Retry-After` in ms (1 s when absent or not a number of seconds). */
+function retryAfterMs(headers: Headers): number {
+  const seconds = Number(headers.get('retry-after') ?? Number.NaN);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1_000;
+}
+
+/** Reads the list's counts every second until they show `n` jobs ended; answers when it saw that. */
+async function countsShowEnded(cluster: AppCluster, n: number, timeoutMs: number): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const res = await cluster.call('GET', '/api/jobs?counts=true&limit=1').catch(() => undefined);
+    const counts = (res?.json.counts ?? {}) as Record<string, unknown>;
+    const ended = ['completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'].reduce((a, k) => a + (typeof counts[k] === 'number' ? counts[k] : 0), 0);
+    if (ended >= n) return performance.now();
+    if (performance.now() > deadline) throw new Error(`the list's counts showed ${ended} of ${n} ended after ${timeoutMs / 1000} s: ${JSON.stringify(counts)}`);
+    await sleep(1_000);
+  }
+}
+
+/** The list's first page (limit 100), timed every 2 s while a burst runs. */
+function listProbe(cluster: AppCluster): { stop(): Promise<{ p50Ms: number; maxMs: number }> } {
+  const times: number[] = [];
+  const probe = monitor(2_000, async () => {
+    const t = performance.now();
+    const res = await cluster.call('GET', '/api/jobs?limit=100');
+    if (res.status === 200) times.push(performance.now() - t);
+  });
+  return {
+    async stop() {
+      await probe.stop();
+      return { p50Ms: percentile(times, 50), maxMs: Math.max(...times) };
+    },
+  };
+}
+
+/** Jobs whose recorded summary is not `completed` with the exact sum (read from storage, outside the count). */
+async function inexact(connectionString: string, container: string, ids: readonly string[]): Promise<number> {
+  const results: ContainerClient = BlobServiceClient.fromConnectionString(connectionString).getContainerClient(container);
+  let wrong = 0;
+  await inFlight(ids, 32, async (jobId) => {
+    const body = await results.getBlobClient(`jobs/${jobId}/final.json`).downloadToBuffer().catch(() => undefined);
+    const summary = body === undefined ? undefined : (JSON.parse(body.toString('utf8')) as { status?: string; result?: { sum?: unknown } });
+    if (summary?.status !== 'completed' || summary.result?.sum !== SUM) wrong += 1;
+  });
+  return wrong;
+}
