@@ -59,6 +59,8 @@ export interface AppCluster {
   call(method: string, path: string, body?: unknown, instanceId?: string): Promise<{ status: number; json: Json }>;
   /** The same, answering the Response itself (its headers: Location, Retry-After). */
   fetch(method: string, path: string, body?: unknown, instanceId?: string): Promise<Response>;
+  /** Puts a submission on the jobs queue as a queue client would (base64 JSON). */
+  submitToQueue(submission: Json): Promise<void>;
   /** The lease holder per GET /api/leader, once it is one of the running instances. */
   leader(timeoutMs?: number): Promise<string>;
   /** SIGKILL one instance. */
@@ -83,6 +85,8 @@ export async function startAppCluster(
     main?: string;
     /** host.json `extensions.queues` settings over the shipped ones (a bench's batch size). */
     queues?: Readonly<Record<string, unknown>>;
+    /** Top-level host.json sections over the shipped ones (`singleton`, say). */
+    hostJson?: Readonly<Record<string, unknown>>;
     /** host.json `extensions.durableTask.storageProvider` settings over the shipped ones (a bench's polling variant). */
     durableStorageProvider?: Readonly<Record<string, unknown>>;
   },
@@ -128,7 +132,7 @@ export async function startAppCluster(
     const storageProvider = (durableTask.storageProvider ?? {}) as Record<string, unknown>;
     hostJson.extensions = { ...extensions, durableTask: { ...durableTask, storageProvider: { ...storageProvider, ...options.durableStorageProvider } } };
   }
-  writeFileSync(join(root, 'host.json'), JSON.stringify(hostJson, null, 2));
+  writeFileSync(join(root, 'host.json'), JSON.stringify({ ...hostJson, ...options.hostJson }, null, 2));
   writeFileSync(join(root, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: settings }, null, 2));
   writeFileSync(join(root, 'package.json'), JSON.stringify({ name: 'bench-app', main }));
 
@@ -180,6 +184,11 @@ export async function startAppCluster(
         json = { text };
       }
       return { status: res.status, json };
+    },
+    async submitToQueue(submission) {
+      const jobs = queues.getQueueClient(names.jobsQueue);
+      await jobs.createIfNotExists();
+      await jobs.sendMessage(Buffer.from(JSON.stringify(submission), 'utf8').toString('base64'));
     },
     async leader(timeoutMs = 60_000) {
       return eventually(

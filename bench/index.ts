@@ -9,6 +9,7 @@ import { burstFailoverBench } from './burstFailover';
 import { concurrentJobsBench } from './concurrentJobs';
 import { fairnessBench } from './fairness';
 import { idleCostBench } from './idleCost';
+import { idleFailoverBench } from './idleFailover';
 import { inputStagingBench } from './inputStaging';
 import { jobsScaleBench } from './jobsScale';
 import { jobsThroughputBench } from './jobsThroughput';
@@ -54,5 +55,6 @@ export const benches: Bench[] = [
   burstFailoverBench,
   livePageBench,
   idleCostBench,
+  idleFailoverBench,
   azuriteSizeBench,
 ];

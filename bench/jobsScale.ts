@@ -253,7 +253,7 @@ interface BurstFigures {
 /** The clients of a burst: each submits, then follows its own status URL at the Retry-After it is given. */
 class ClientFollows {
   readonly #cluster: AppCluster;
-  readonly #posted = new Map<string, number>();
+  readonly #postedWall = new Map<string, number>();
   readonly #submitMs: number[] = [];
   readonly #follows: Array<Promise<void>> = [];
   readonly #seen = new Map<string, { at: number; view: Json }>();
@@ -263,8 +263,9 @@ class ClientFollows {
     this.#cluster = cluster;
   }
 
+  /** When the job's submission was sent, as Date.now() (the instances' log lines are wall-clock). */
   postedAt(id: string): number | undefined {
-    return this.#posted.get(id);
+    return this.#postedWall.get(id);
   }
 
   submitMs(): number[] {
@@ -279,7 +280,8 @@ class ClientFollows {
       const res = await this.#cluster.fetch(method, path, body);
       if (res.status === 202) {
         this.#submitMs.push(performance.now() - t);
-        this.#posted.set((body as { jobId?: string } | undefined)?.jobId ?? id, t);
+        const key = (body as { jobId?: string } | undefined)?.jobId ?? id;
+        this.#postedWall.set(key, Date.now() - (performance.now() - t));
         return { location: res.headers.get('location') ?? undefined, retryAfterMs: retryAfterMs(res.headers) };
       }
       if (res.status !== 503 || attempt >= 5) throw new Error(`${method} ${path} answered ${res.status}: ${(await res.text()).slice(0, 300)}`);

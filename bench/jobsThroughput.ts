@@ -65,7 +65,7 @@ export function kindOf(service: string, method: string, url: string, hub: string
 
 /** A name's part folded when it is a number, an id or a generated name (`kindOf`). */
 function foldName(part: string): string {
-  return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?([thq][0-9]+|f[bk])-[0-9]+/i.test(part) ? '*' : part;
+  return /^[a-z]?[0-9]+-?[0-9]*(\.json)?$|^[0-9a-f-]{20,}|^(job-)?([thq][0-9]+(c[0-9]+)?|f[bk])-[0-9]+/i.test(part) ? '*' : part;
 }
 
 /** The `limit` most frequent kinds of request, a line each: count per job (of `n`), then the kind (`--breakdown`). */

@@ -12,15 +12,17 @@ const items = (done: number, total: number, failed = 0): { chunks: { total: numb
 });
 
 describe('Retry-After for a job that has not ended', () => {
-  it('asks a pending job again in 1 s, or 5 s once it has waited 30 s', () => {
+  it('asks a pending job again after a third of its wait so far, within 1 and 5 s', () => {
     assert.equal(retryAfterSeconds({ status: 'pending', createdAt: at(0), progress: null }, T0 + 500), 1);
-    assert.equal(retryAfterSeconds({ status: 'pending', createdAt: at(0), progress: null }, T0 + 31_000), RETRY_AFTER.backlogSeconds);
+    assert.equal(retryAfterSeconds({ status: 'pending', createdAt: at(0), progress: null }, T0 + 9_000), 3);
+    assert.equal(retryAfterSeconds({ status: 'pending', createdAt: at(0), progress: null }, T0 + 60_000), RETRY_AFTER.pendingMaxSeconds);
   });
 
-  it('asks a running job again at half the time its progress says is left, within 1-10 s', () => {
-    // Nothing done yet: 1 s.
-    assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: null }, T0 + 4_000), 1);
-    assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: items(0, 100) }, T0 + 4_000), 1);
+  it('asks a running job again at half the time its progress says is left (a third of its age with none), within 1-10 s', () => {
+    // Nothing done yet: a third of its age.
+    assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: null }, T0 + 2_000), 1);
+    assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: items(0, 100) }, T0 + 12_000), 4);
+    assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: null }, T0 + 120_000), 10);
     // Half done in 8 s: 8 s left, asked again in 4 s.
     assert.equal(retryAfterSeconds({ status: 'running', createdAt: at(0), progress: items(50, 100) }, T0 + 8_000), 4);
     // Failed items count as finished.
