@@ -24,6 +24,9 @@ import { cachedStatusSource } from '../leader/leaderStatus';
 import { DurableClientHolder } from './DurableClientHolder';
 import { buildJobComponents, type JobComponents } from './jobComponents';
 
+/** How long a stopping leader's doorbell may take (AppRoot.stop). */
+const RING_TIMEOUT_MS = 1_500;
+
 /** Anonymous probes of the leader and health share one lease read per 2 s per instance. */
 export const LEADER_READ_TTL_MS = 2_000;
 
@@ -86,9 +89,22 @@ export class AppRoot {
     this.builtLeader?.runtime.nudge();
   }
 
-  /** Graceful stop of the runtime, if there is one (the host's app-terminate hook). */
-  stop(): Promise<void> {
-    return this.builtLeader?.runtime.stop() ?? Promise.resolve();
+  /**
+   * Graceful stop of the runtime, if there is one (the host's app-terminate hook). A leader that
+   * released its lease then rings the work-items doorbell (JobComponents.ringWorkers), so that an
+   * instance nothing had been asked of yet (it has no Durable client, so it does not campaign) is
+   * handed one by its worker and takes over, instead of waiting for the host to move the timer's
+   * listener lock. Best effort, bounded: the host gives a worker 5 s to end.
+   */
+  async stop(): Promise<void> {
+    const runtime = this.builtLeader?.runtime;
+    if (runtime === undefined) return;
+    const leading = runtime.state().role === 'leader';
+    await runtime.stop();
+    if (!leading || runtime.counters().released === 0) return;
+    await this.jobs
+      .ringWorkers(AbortSignal.timeout(RING_TIMEOUT_MS))
+      .catch((err: unknown) => this.jobs.logger.warn('leader.ring_failed', { error: err }));
   }
 }
 

@@ -21,6 +21,7 @@ import { stagedInput, stageInput } from '../jobs/input/InputStager';
 import { BlobInputStore } from '../jobs/input/InputStore';
 import { JobIntake } from '../jobs/intake/JobIntake';
 import { JOB_LIMITS } from '../jobs/jobLimits';
+import { encodeQueueMessage, WAKE_WORKERS_MESSAGE } from '../jobs/messageCodec';
 import { onceUntilSuccess } from '../jobs/onceUntilSuccess';
 import { BlobCallClaimStore, CallClaims } from '../jobs/run/CallClaims';
 import { JobActivities } from '../jobs/run/JobActivities';
@@ -58,6 +59,14 @@ export interface JobComponents {
    * trigger finds its queue from the start instead of asking whether it exists at every poll.
    */
   readonly ensureStorage: (signal?: AbortSignal) => Promise<void>;
+  /**
+   * Rings the work-items doorbell (messageCodec WAKE_WORKERS_MESSAGE): whichever instance's worker
+   * takes it is handed a Durable client by that invocation and so campaigns (AppRoot.offer). A
+   * leader that stops gracefully rings it after its release, so that in an app where no other
+   * instance has been handed one (nothing but the timer ran) another instance takes over at its next
+   * poll of the queue rather than when the host moves the timer's listener lock.
+   */
+  readonly ringWorkers: (signal?: AbortSignal) => Promise<void>;
   /** Where a client puts a job's items as a blob (GET /api/job-inputs; `coordinator submit` above the inline limit). */
   readonly inputTarget: InputTarget;
   /** Outcome delivery: reply queues, the outcome stream, callbacks (shared/jobs/delivery). */
@@ -191,6 +200,9 @@ export function buildJobComponents(
     store,
     logger,
     ensureStorage,
+    ringWorkers: async (signal) => {
+      await workItemsQueue.sendMessage(encodeQueueMessage(WAKE_WORKERS_MESSAGE), { abortSignal: signal });
+    },
     activities,
     calls,
     delivery,

@@ -21,6 +21,9 @@
  * - `two-leaders`: a process answered "leader" for epoch E to a request sent after an epoch above E
  *   existed (so at that moment two processes believed they led).
  * - `unexpected-exit`: a process ended without the harness sending the signal.
+ * - `slow-failover`: after the leader was killed (SIGKILL, at a step or not), the next leader
+ *   acquired more than L + 5 s later (FAILOVER_BOUNDS); after its graceful stop (SIGTERM: `term`,
+ *   `restart`), more than 3 s later.
  */
 import {
   type ChaosRecord,
@@ -41,7 +44,8 @@ export type ViolationKind =
   | 'decreasing-epoch'
   | 'duplicate-epoch'
   | 'two-leaders'
-  | 'unexpected-exit';
+  | 'unexpected-exit'
+  | 'slow-failover';
 
 export interface Violation {
   readonly kind: ViolationKind;
@@ -121,15 +125,42 @@ export class EpochTimeline {
   }
 }
 
-export function checkRun(record: ChaosRecord): Violation[] {
+export function checkRun(record: ChaosRecord, bounds: FailoverBounds = FAILOVER_BOUNDS): Violation[] {
   const timeline = new EpochTimeline(record);
   const violations = [
     ...checkJobs(record, timeline),
     ...checkEpochs(record),
     ...checkLeaderAnswers(record, timeline),
     ...checkExits(record),
+    ...checkFailovers(record, bounds),
   ];
   return violations.sort((a, b) => a.at - b.at);
+}
+
+/** How soon a new leader must act after the leader's end (docs/leader-election.md's goals, at L = 15 s). */
+export interface FailoverBounds {
+  /** After a kill: the dead leader's lease (L) plus 5 s. */
+  readonly afterKillMs: number;
+  /** After a graceful stop, which releases the lease. */
+  readonly afterStopMs: number;
+}
+
+export const FAILOVER_BOUNDS: FailoverBounds = { afterKillMs: 15_000 + 5_000, afterStopMs: 3_000 };
+
+function checkFailovers(record: ChaosRecord, bounds: FailoverBounds): Violation[] {
+  return failovers(record).flatMap((f) => {
+    const kind = f.cause.split('@')[0];
+    const bound = kind === 'kill' ? bounds.afterKillMs : kind === 'term' || kind === 'restart' ? bounds.afterStopMs : undefined;
+    if (bound === undefined || f.gapMs <= bound) return [];
+    return [
+      {
+        kind: 'slow-failover' as const,
+        at: f.acquiredAt,
+        summary: `after ${f.cause} of ${f.fromHolder} (epoch ${f.fromEpoch}) the next leader, ${f.toHolder}, acquired ${(f.gapMs / 1000).toFixed(1)} s later (bound ${(bound / 1000).toFixed(0)} s)`,
+        evidence: [`ended ${clock(f.endedAt)}, acquired ${clock(f.acquiredAt)} (epoch ${f.toEpoch})`],
+      },
+    ];
+  });
 }
 
 function sameProcess(a: ProcessRef, b: ProcessRef): boolean {

@@ -4,7 +4,10 @@
  * E2E_HOST=devhost), two instances of the app each campaigning on its own timer: the leader drains
  * its pass and releases the lease, its process exits 0 within the Functions host's grace for a worker
  * (5 s), the other instance leads within 3 s of the signal (docs/leader-election.md's goal for a
- * graceful stop), and the job completes exactly once.
+ * graceful stop), and the job completes exactly once. And in an idle app of one host id, where only
+ * the timer's instance campaigns, the stopping leader's doorbell (AppRoot.stop) hands the other
+ * instance a Durable client through its worker, so it takes over at its next poll of the queue
+ * instead of when the host moves the timer's listener lock (a minute or more before).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +20,8 @@ import { createRealAppRoot, type LeaderView, Scenario, sumOf } from './support/r
 /** The Functions host gives a Node.js worker this long to end after it asks it to (WorkerTerminate). */
 const WORKER_GRACE_MS = 5_000;
 const HANDOVER_BOUND_MS = 3_000;
+/** In an idle app: the work-items queue's polling ceiling (5 s shipped), a campaign, and a loaded machine's slack. */
+const IDLE_HANDOVER_BOUND_MS = 10_000;
 
 describe(`a graceful stop of the leader mid-job, on the ${e2eHostName()}`, () => {
   let app: { dir: string; remove(): void } | undefined;
@@ -78,3 +83,53 @@ describe(`a graceful stop of the leader mid-job, on the ${e2eHostName()}`, () =>
     assert.deepEqual(done.result, sumOf(items));
   });
 });
+
+describe(`a graceful stop of the leader of an idle app (one host id), on the ${e2eHostName()}`, () => {
+  let app: { dir: string; remove(): void } | undefined;
+  let s: Scenario | undefined;
+  let first: HostProcess | undefined;
+  let second: HostProcess | undefined;
+  const hostId = 'grace-idle-app';
+
+  before(
+    async () => {
+      // The shipped queue polling (maxPollingInterval 5 s), which decides how soon the doorbell is heard.
+      app = createRealAppRoot({ maxPollingInterval: '00:00:05' });
+      s = new Scenario(app.dir);
+      first = await s.start('idle-a', s.conn, app.dir, {}, hostId);
+      await s.leading(first);
+      second = await s.start('idle-b', s.conn, app.dir, {}, hostId);
+    },
+    { timeout: 240_000 },
+  );
+  after(async () => {
+    await s?.stopAll();
+    app?.remove();
+  });
+
+  it('hands over within the doorbell\'s poll although the other instance was never asked to campaign', async (t) => {
+    assert.ok(s !== undefined && first !== undefined && second !== undefined);
+    const old = await s.leading(first);
+    // The timer fires on one instance of an app at a time, and nothing else has run: the other one
+    // has no Durable client, so it does not contend (it would wait for the timer's listener lock).
+    const idle = (await s.call(second, 'GET', '/api/cluster')).json as { instance: { campaigning: boolean } };
+    assert.equal(idle.instance.campaigning, false, 'the other instance of the idle app does not campaign');
+    const signalledAt = Date.now();
+    first.child.kill('SIGTERM');
+    let takenAt: number | undefined;
+    while (Date.now() - signalledAt < 30_000) {
+      const view = (await s.call(second, 'GET', '/api/cluster')).json as LeaderView;
+      if (view.instance.role === 'leader' && (view.instance.epoch ?? 0) > (old.epoch ?? 0)) {
+        takenAt = Date.now();
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(takenAt !== undefined, 'the other instance did not lead within 30 s (the doorbell rung on release woke no worker)');
+    const handoverMs = takenAt - signalledAt;
+    t.diagnostic(`idle handover ${handoverMs} ms after SIGTERM`);
+    // The stopping leader's doorbell is taken at the other worker's next poll (up to 5 s), which then campaigns (1-2 s).
+    assert.ok(handoverMs <= IDLE_HANDOVER_BOUND_MS, `handover took ${handoverMs} ms (bound ${IDLE_HANDOVER_BOUND_MS})`);
+  });
+});
+

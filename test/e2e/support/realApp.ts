@@ -118,11 +118,18 @@ export class Scenario {
   ) {}
 
   /**
-   * Starts an instance with its own host id (its own timers, like a separate app), reaching storage
+   * Starts an instance with its own host id (its own timers, like a separate app) unless `hostId`
+   * names one (instances of one app share one, and its timer's listener lock), reaching storage
    * through `conn`, running the app of `appRoot` (the scenario's by default: another, such as one with
    * fewer functions, is an instance of the same app with a part of its functions).
    */
-  async start(instanceId: string, conn = this.conn, appRoot = this.appRoot, env: Readonly<Record<string, string>> = {}): Promise<HostProcess> {
+  async start(
+    instanceId: string,
+    conn = this.conn,
+    appRoot = this.appRoot,
+    env: Readonly<Record<string, string>> = {},
+    hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32),
+  ): Promise<HostProcess> {
     const settings: Record<string, string> = {
       FUNCTIONS_WORKER_RUNTIME: 'node',
       AzureWebJobsStorage: conn,
@@ -143,7 +150,6 @@ export class Scenario {
       ...this.extraEnv,
       ...env,
     };
-    const hostId = `fence-${instanceId}`.toLowerCase().slice(0, 32);
     const host = await startAppHost({ appRoot, hostId, instanceId, env: settings, timeoutMs: 60_000 }, this.host);
     this.hosts.push(host);
     return host;

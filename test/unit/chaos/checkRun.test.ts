@@ -217,6 +217,28 @@ describe('chaos checker', () => {
       ],
     );
   });
+  it('flags a failover slower than L + 5 s after a kill, or 3 s after a graceful stop', () => {
+    const fault = (kind: FaultRecord['planned']['kind'], at: number): FaultRecord => ({
+      planned: { id: 'F1', at: 0, kind, target: 'leader', durationMs: 1_000 },
+      outcome: 'injected',
+      at: T0 + at,
+      target: A,
+      role: 'leader',
+      epoch: 1,
+    });
+    const run = (kind: FaultRecord['planned']['kind'], gapMs: number): string[] =>
+      kinds(record({ logs: [acquired(A, 1, 500), acquired(B, 2, 10_000 + gapMs)], faults: [fault(kind, 10_000)] }));
+    assert.deepEqual(run('kill', 19_900), []);
+    assert.deepEqual(run('kill', 20_100), ['slow-failover']);
+    assert.deepEqual(run('term', 2_900), []);
+    assert.deepEqual(run('term', 3_100), ['slow-failover']);
+    assert.deepEqual(run('restart', 56_600), ['slow-failover']);
+    // A pause or a cut of storage has no bound here (the leader steps down at its renew deadline, D).
+    assert.deepEqual(run('pause', 40_000), []);
+    const found = checkRun(record({ logs: [acquired(A, 1, 500), acquired(B, 2, 40_000)], faults: [fault('kill', 10_000)] }));
+    assert.match(found[0]?.summary ?? '', /after kill of instance-1\.g1 \(epoch 1\) the next leader, instance-2\.g1, acquired 30\.0 s later \(bound 20 s\)/);
+  });
+
   it('flags a finished job whose reply queue never got its outcome (missing, or another status)', () => {
     assert.deepEqual(kinds(record({ jobs: [job({ replies: [] })] })), ['missing-reply']);
     assert.deepEqual(kinds(record({ jobs: [job({ replies: [{ jobId: 'j1', status: 'failed', correlationId: 'j1' }] })] })), ['missing-reply']);
