@@ -81,13 +81,16 @@ param leaderRequestTimeoutSeconds string = ''
 param leaderStallTimeoutSeconds string = '120'
 
 @description('LEADER_DRAIN_TIMEOUT_SECONDS: graceful stop waits this long for leader work before releasing the lease.')
-param leaderDrainTimeoutSeconds string = '10'
+param leaderDrainTimeoutSeconds string = '2'
 
 @description('LEADER_PASS_INTERVAL_SECONDS: while leading, run a coordination pass this often.')
 param leaderPassIntervalSeconds string = '1'
 
 @description('LEADER_IDLE_PASS_INTERVAL_SECONDS: while passes find no work, the pass interval grows up to this.')
 param leaderIdlePassIntervalSeconds string = '15'
+
+@description('LEADER_WATCH_INTERVAL_SECONDS: an instance that does not campaign reads the lease this often and rings the work-items doorbell while nobody holds it; 0 turns it off.')
+param leaderWatchIntervalSeconds string = '2'
 
 @description('LEADER_TIMER_SCHEDULE: six-field NCRONTAB (UTC) of the leader timer.')
 param leaderTimerSchedule string = '*/5 * * * * *'
@@ -323,6 +326,7 @@ var appSettings = {
   LEADER_DRAIN_TIMEOUT_SECONDS: leaderDrainTimeoutSeconds
   LEADER_PASS_INTERVAL_SECONDS: leaderPassIntervalSeconds
   LEADER_IDLE_PASS_INTERVAL_SECONDS: leaderIdlePassIntervalSeconds
+  LEADER_WATCH_INTERVAL_SECONDS: leaderWatchIntervalSeconds
   LEADER_TIMER_SCHEDULE: leaderTimerSchedule
   JOBS_QUEUE: jobsQueue
   WORK_ITEMS_QUEUE: workItemsQueue

@@ -21,11 +21,12 @@ import { jobCoordinationPass } from '../jobs/run/jobCoordinationPass';
 import { ClusterRecords } from '../leader/ClusterRecords';
 import { type CoordinatorRuntime, createCoordinatorRuntime, type RuntimeState } from '../leader/CoordinatorRuntime';
 import { cachedStatusSource } from '../leader/leaderStatus';
+import { LeaseWatch } from '../leader/LeaseWatch';
 import { DurableClientHolder } from './DurableClientHolder';
 import { buildJobComponents, type JobComponents } from './jobComponents';
 
 /** How long a stopping leader's doorbell may take (AppRoot.stop). */
-const RING_TIMEOUT_MS = 1_500;
+const RING_TIMEOUT_MS = 1_000;
 
 /** Anonymous probes of the leader and health share one lease read per 2 s per instance. */
 export const LEADER_READ_TTL_MS = 2_000;
@@ -42,6 +43,7 @@ export class AppRoot {
   readonly durableClient = new DurableClientHolder();
   private jobComponents: JobComponents | undefined;
   private builtLeader: Leader | undefined;
+  private watch: LeaseWatch | undefined;
 
   constructor(readonly settings: Settings) {}
 
@@ -64,6 +66,20 @@ export class AppRoot {
       );
       runtime.installSignalHandlers();
       this.builtLeader = { runtime, status: cachedStatusSource(runtime, LEADER_READ_TTL_MS), clusterRecords };
+      // Not campaigning (no Durable client yet), this instance still notices a leader that died (LeaseWatch.ts).
+      if (this.settings.leader.watchIntervalMs > 0) {
+        this.watch = new LeaseWatch({
+          leaseState: async () => (await runtime.currentLeader()).leaseState,
+          ring: (signal) => this.jobs.ringWorkers(signal),
+          idle: () => {
+            const state = runtime.state();
+            return !state.campaigning && state.role !== 'stopped' && this.durableClient.get() === undefined;
+          },
+          logger: this.jobs.logger.child('watch'),
+          periodMs: this.settings.leader.watchIntervalMs,
+        });
+        this.watch.start();
+      }
     }
     return this.builtLeader;
   }
@@ -97,6 +113,7 @@ export class AppRoot {
    * listener lock. Best effort, bounded: the host gives a worker 5 s to end.
    */
   async stop(): Promise<void> {
+    this.watch?.stop();
     const runtime = this.builtLeader?.runtime;
     if (runtime === undefined) return;
     const leading = runtime.state().role === 'leader';

@@ -34,6 +34,7 @@ export const SETTING_NAMES = {
   drainTimeoutSeconds: 'LEADER_DRAIN_TIMEOUT_SECONDS',
   passIntervalSeconds: 'LEADER_PASS_INTERVAL_SECONDS',
   idlePassIntervalSeconds: 'LEADER_IDLE_PASS_INTERVAL_SECONDS',
+  watchIntervalSeconds: 'LEADER_WATCH_INTERVAL_SECONDS',
   timerSchedule: 'LEADER_TIMER_SCHEDULE',
   jobsQueue: 'JOBS_QUEUE',
   workItemsQueue: 'WORK_ITEMS_QUEUE',
@@ -66,7 +67,7 @@ export const DEFAULTS = {
   /** The watchdog: a leader whose work reported no progress for this long steps down. */
   stallTimeoutSeconds: 120,
   /** Graceful stop waits at most this long for leader work to finish before releasing the lease. */
-  drainTimeoutSeconds: 10,
+  drainTimeoutSeconds: 2,
   /** While leading, run a coordination pass this often even when this instance's timer does not fire. */
   passIntervalSeconds: 1,
   /**
@@ -76,6 +77,11 @@ export const DEFAULTS = {
    * stall timeout when that is set lower.
    */
   idlePassIntervalSeconds: 15,
+  /**
+   * An instance that does not campaign reads the lease this often and, when nobody holds it, rings
+   * the work-items doorbell (shared/leader/LeaseWatch.ts); 0 turns the watch off.
+   */
+  watchIntervalSeconds: 2,
   /** A finished job's history, records and blobs are purged this many days after it ended; 0 keeps them. */
   retentionDays: 30,
   /**
@@ -145,6 +151,8 @@ export interface LeaderSettings {
   readonly passIntervalMs: number;
   /** The longest wait between the leader's own passes while they find no work. */
   readonly idlePassIntervalMs: number;
+  /** How often an instance that does not campaign watches the lease (LeaseWatch); 0: never. */
+  readonly watchIntervalMs: number;
   readonly timerSchedule: string;
 }
 
@@ -227,6 +235,11 @@ export function loadSettings(env: Env = process.env): Settings {
   // The same check the elector and the runtime make at construction, in the settings' names and units.
   checkLeaderTiming({ ...timing, idlePassIntervalMs: Math.round(idlePassIntervalSeconds * 1000) }, TIMING_SETTINGS);
   const timerSchedule = readSchedule(env);
+  const watchIntervalSeconds = readNumber(env, SETTING_NAMES.watchIntervalSeconds, DEFAULTS.watchIntervalSeconds, {
+    min: 0,
+    max: 60,
+    hint: '0 turns the watch off',
+  });
   const leaseContainer = readName(env, SETTING_NAMES.leaseContainer, DEFAULTS.leaseContainer, CONTAINER_NAME);
   const resultsContainer = readName(env, SETTING_NAMES.resultsContainer, DEFAULTS.resultsContainer, CONTAINER_NAME);
   const taskHubName = readName(env, SETTING_NAMES.taskHubName, DEFAULTS.taskHubName, TASK_HUB_NAME);
@@ -242,6 +255,7 @@ export function loadSettings(env: Env = process.env): Settings {
       blob: readName(env, SETTING_NAMES.leaseBlob, DEFAULTS.leaseBlob, BLOB_NAME),
       ...timing,
       idlePassIntervalMs: Math.round(idlePassIntervalSeconds * 1000),
+      watchIntervalMs: Math.round(watchIntervalSeconds * 1000),
       timerSchedule,
     },
     jobs: {
