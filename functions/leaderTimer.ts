@@ -27,9 +27,6 @@ export async function leaderTimer(_timer: Timer, context: InvocationContext): Pr
 
 app.timer('leaderTimer', {
   schedule: root.settings.leader.timerSchedule,
-  // Fires as soon as this instance's listener takes the host's lock (its start, or a dead holder's
-  // lock lapsing): the campaign begins then instead of at the next schedule. A firing is idempotent.
-  runOnStartup: true,
   extraInputs: [df.input.durableClient()],
   handler: leaderTimer,
 });

@@ -14,6 +14,8 @@
  *   forces one.
  * - `--instances N`: N host processes on ports port, port+1, ... with instance ids instance-1..N,
  *   sharing one host id (one scaled-out app) unless `--separate-apps` gives each its own.
+ * - `--flex`: Flex Consumption's shape instead (scripts/flexShape.ts): timer-1, durable-1, http-1,
+ *   worker-1, worker-2, each loading only its scale group's functions, one host id.
  * - Ctrl-C / SIGTERM / SIGHUP stops every instance gracefully (a second one kills), then Azurite if
  *   it was started here; so does npm (or the shell it runs this in) going away. An instance killed
  *   on its own leaves the others running (scripts/supervise.ts says why and what else it watches).
@@ -30,6 +32,7 @@ import { HOST_PROCESS_ENTRY } from 'devhost';
 import { startAzurite } from 'devhost/testing';
 
 import { buildExtHost, dotnetVersion, extHostCommand } from './extHostProcess';
+import { type FlexGroup, flexInstances, flexMain } from './flexShape';
 import { ancestorPids, clearRunRecord, findLeftovers, leftoverMessage, superviseInstances, watchProcesses, writeRunRecord } from './supervise';
 
 
@@ -53,6 +56,8 @@ export interface StartArgs {
   readonly separateApps: boolean;
   readonly host: HostChoice;
   readonly hostId: string;
+  /** `--flex`: Flex Consumption's shape, one instance per scale group and two workers (scripts/flexShape.ts). */
+  readonly flex: boolean;
 }
 
 export class StartError extends Error {
@@ -65,6 +70,7 @@ export function parseStartArgs(argv: readonly string[]): StartArgs {
   let separateApps = false;
   let host: HostChoice = 'auto';
   let hostId = 'leader-coordinator';
+  let flex = false;
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i] as string;
     const [name, inline] = arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
@@ -77,22 +83,26 @@ export function parseStartArgs(argv: readonly string[]): StartArgs {
     else if (name === '--instances') instances = Number(value());
     else if (name === '--host-id') hostId = value();
     else if (name === '--separate-apps') separateApps = true;
+    else if (name === '--flex') flex = true;
     else if (name === '--devhost') host = 'devhost';
     else if (name === '--host') {
       const choice = value();
       if (!(HOST_CHOICES as readonly string[]).includes(choice)) throw new StartError(`--host must be one of ${HOST_CHOICES.join(', ')}`);
       host = choice as HostChoice;
-    } else throw new StartError(`unknown option ${arg} (known: --port N, --instances N, --separate-apps, --host devhost|func|extensions, --devhost, --host-id ID)`);
+    } else throw new StartError(`unknown option ${arg} (known: --port N, --instances N, --separate-apps, --flex, --host devhost|func|extensions, --devhost, --host-id ID)`);
   }
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new StartError('--port must be an integer from 1 to 65535');
   if (!Number.isInteger(instances) || instances < 1 || instances > 16) throw new StartError('--instances must be an integer from 1 to 16');
   if (port + instances - 1 > 65535) throw new StartError('--port plus --instances goes past port 65535');
   if (!/^[a-z0-9](?:[a-z0-9-]{0,27}[a-z0-9])?$/.test(hostId)) throw new StartError('--host-id must be 1-29 lowercase letters, digits and dashes');
-  return { port, instances, separateApps, host, hostId };
+  if (flex && (instances !== 1 || separateApps)) throw new StartError('--flex runs its own instances (one per scale group, two workers): leave out --instances and --separate-apps');
+  if (flex && host === 'func') throw new StartError('--flex runs each instance with only its group\'s functions, which Core Tools cannot: use --host extensions or --devhost');
+  return { port, instances: flex ? flexInstances().length : instances, separateApps, host, hostId, flex };
 }
 
-/** Ports, instance ids and host ids of the instances to run. */
-export function planInstances(args: StartArgs): Array<{ port: number; instanceId: string; hostId: string }> {
+/** Ports, instance ids and host ids of the instances to run (and, with --flex, each one's scale group). */
+export function planInstances(args: StartArgs): Array<{ port: number; instanceId: string; hostId: string; group?: FlexGroup }> {
+  if (args.flex) return flexInstances().map((f, i) => ({ port: args.port + i, instanceId: f.instanceId, hostId: args.hostId, group: f.group }));
   return Array.from({ length: args.instances }, (_, i) => ({
     port: args.port + i,
     instanceId: `instance-${i + 1}`,
@@ -287,7 +297,8 @@ async function main(): Promise<number> {
 
   const choice = chooseHost(
     args.host,
-    () => detectCoreTools(),
+    // Core Tools loads the whole app: Flex's shape needs a host that loads a part of it.
+    () => (args.flex ? { usable: false, reason: '--flex given (Core Tools cannot run one scale group alone)' } : detectCoreTools()),
     () => dotnetVersion(),
   );
   console.log(`Host: ${HOST_NAMES[choice.kind]} (${choice.reason})`);
@@ -306,26 +317,28 @@ async function main(): Promise<number> {
   const children: Array<{ child: ChildProcess; label: string; port: number }> = [];
   for (const instance of planInstances(args)) {
     const label = `[${instance.instanceId}]`;
+    const instanceMain = instance.group === undefined ? appMain : flexMain(root, instance.group);
     const env = {
       ...process.env,
       AzureFunctionsWebHost__hostid: instance.hostId,
       // Core Tools sets no instance id of its own; the app falls back to WEBSITE_INSTANCE_ID.
       WEBSITE_INSTANCE_ID: instance.instanceId,
     };
-    const ext = kind === 'extensions' ? extHostCommand({ appRoot: root, main: appMain, port: instance.port, instanceId: instance.instanceId, hostId: instance.hostId }, extHostDll) : undefined;
+    const ext = kind === 'extensions' ? extHostCommand({ appRoot: root, main: instanceMain, port: instance.port, instanceId: instance.instanceId, hostId: instance.hostId }, extHostDll) : undefined;
     const child = kind === 'func'
       ? spawn('func', ['start', '--port', String(instance.port)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, shell: process.platform === 'win32' })
       : ext !== undefined
       ? spawn(ext.command, ext.args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
       : spawn(
           process.execPath,
-          [HOST_PROCESS_ENTRY, root, '--main', appMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],
+          [HOST_PROCESS_ENTRY, root, '--main', instanceMain, '--port', String(instance.port), '--instance-id', instance.instanceId, '--host-id', instance.hostId],
           // Own process group: Ctrl-C reaches this script only, which then stops each instance once.
           { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
         );
     pipeWithPrefix(child, label);
     children.push({ child, label, port: instance.port });
-    console.log(`${label} http://localhost:${instance.port}/api  (host id ${instance.hostId}, pid ${String(child.pid)})`);
+    const group = instance.group === undefined ? '' : `, scale group ${instance.group}`;
+    console.log(`${label} http://localhost:${instance.port}/api  (host id ${instance.hostId}${group}, pid ${String(child.pid)})`);
   }
   writeRunRecord(root, {
     startedAt: new Date().toISOString(),
@@ -333,7 +346,8 @@ async function main(): Promise<number> {
     hosts: children.flatMap(({ child, label, port }) => (child.pid === undefined ? [] : [{ label, pid: child.pid, port }])),
     ...(azurite.started?.pid === undefined ? {} : { azuritePid: azurite.started.pid }),
   });
-  if (args.instances > 1) console.log(args.separateApps ? 'Each instance is its own app (own host id).' : 'All instances are one scaled-out app (one host id).');
+  if (args.flex) console.log('Flex Consumption\'s shape: each instance runs one scale group\'s functions (http, durable, timer, worker x2), one app (one host id).');
+  else if (args.instances > 1) console.log(args.separateApps ? 'Each instance is its own app (own host id).' : 'All instances are one scaled-out app (one host id).');
   console.log(stopBanner(process.pid, npmParent()));
 
   const supervision = superviseInstances(children, {

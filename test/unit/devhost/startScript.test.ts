@@ -1,7 +1,10 @@
 /** `npm start` options and the instances they produce. */
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
+import { FLEX_GROUPS } from '../../../scripts/flexShape';
 import { chooseHost, parseStartArgs, planInstances } from '../../../scripts/start';
 
 describe('npm start options', () => {
@@ -28,6 +31,32 @@ describe('npm start options', () => {
     assert.equal(parseStartArgs(['--host', 'extensions']).host, 'extensions');
     assert.equal(parseStartArgs(['--host=func']).host, 'func');
     assert.equal(parseStartArgs(['--devhost']).host, 'devhost');
+  });
+
+  it('runs Flex Consumption\'s shape with --flex: one instance per scale group, two workers, one host id', () => {
+    const plan = planInstances(parseStartArgs(['--flex', '--port', '9000']));
+    assert.deepEqual(
+      plan.map((i) => [i.port, i.instanceId, i.group, i.hostId]),
+      [
+        [9000, 'timer-1', 'timer', 'leader-coordinator'],
+        [9001, 'durable-1', 'durable', 'leader-coordinator'],
+        [9002, 'http-1', 'http', 'leader-coordinator'],
+        [9003, 'worker-1', 'worker', 'leader-coordinator'],
+        [9004, 'worker-2', 'worker', 'leader-coordinator'],
+      ],
+    );
+    assert.throws(() => parseStartArgs(['--flex', '--instances', '3']), { name: 'StartError' });
+    assert.throws(() => parseStartArgs(['--flex', '--host', 'func']), { name: 'StartError', message: /Core Tools/ });
+  });
+
+  it('gives every function file of functions/ to exactly one Flex scale group', () => {
+    const files = readdirSync(join(__dirname, '..', '..', '..', 'functions')).filter((f) => f.endsWith('.js')).map((f) => f.replace(/\.js$/, '')).sort();
+    const grouped = Object.values(FLEX_GROUPS).flatMap((g) => g.functions).sort();
+    assert.deepEqual(grouped, files);
+    for (const [group, { entry, functions }] of Object.entries(FLEX_GROUPS)) {
+      const text = readFileSync(join(__dirname, '..', '..', '..', 'scripts', 'flex', entry), 'utf8');
+      for (const fn of functions) assert.match(text, new RegExp(`functions/${fn}`), `${group} loads ${fn}`);
+    }
   });
 
   it('rejects bad options with a message', () => {

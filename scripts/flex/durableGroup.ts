@@ -1,0 +1,3 @@
+/** Flex Consumption's `durable` scale group: the orchestrations and activities only (scripts/flexShape.ts). */
+import '../../functions/jobActivities';
+import '../../functions/jobOrchestrator';
