@@ -114,6 +114,14 @@ describe('structured events for Application Insights, from a real host process',
     return { status: res.status, json: (await res.json()) as Record<string, unknown> };
   }
 
+  /** A POST answered 202; otherwise the answer and the app's lines so far (what refused it). */
+  async function accepted(body: Record<string, unknown>): Promise<void> {
+    const started = Date.now();
+    const { status, json } = await api('POST', '/jobs', body);
+    const took = Date.now() - started;
+    assert.equal(status, 202, `POST ${String(body.jobId)} answered ${status} after ${took} ms: ${JSON.stringify(json)}\n${lines.map((l) => l.text).join('\n')}`);
+  }
+
   const finished = (jobId: string): Promise<string> =>
     eventually(
       async () => {
@@ -125,23 +133,26 @@ describe('structured events for Application Insights, from a real host process',
     );
 
   it('emits every lifecycle event with its fields, on the stream whose host severity matches its level', async () => {
-    assert.equal((await api('POST', '/jobs', { jobId: 'obs-sum', workType: 'sum', items: [1, 2, 3, 4, 5], options: { chunkSize: 2 } })).status, 202);
-    assert.equal((await api('POST', '/jobs', { jobId: 'obs-boom', workType: 'explode', items: ['a', 'boom', 'b'], options: { chunkSize: 1, attempts: 1 } })).status, 202);
-    // Long enough (120 chunks of 6 s, 48 at a time: 12 messages of 4 chunks, 15 s) that it is still running
-    // when its first progress shows and the two jobs before it have finished (at 60 chunks of 1.5 s, 12 at a
-    // time, a loaded CI run saw it end first).
-    const slowItems = Array.from({ length: 120 }, () => 6_000);
-    assert.equal((await api('POST', '/jobs', { jobId: 'obs-slow', workType: 'slow', items: slowItems, options: { chunkSize: 1 } })).status, 202);
+    await accepted({ jobId: 'obs-sum', workType: 'sum', items: [1, 2, 3, 4, 5], options: { chunkSize: 2 } });
+    await accepted({ jobId: 'obs-boom', workType: 'explode', items: ['a', 'boom', 'b'], options: { chunkSize: 1, attempts: 1 } });
+    // Long enough (240 chunks of 6 s, 48 at a time: at least 30 s) that it is still running when its
+    // first progress shows, which it does although it may start in a shared run with the two above and
+    // go on alone (a CI run saw no progress until it had completed: the status showed the shared run's).
+    // Cancelled before those two are waited for: their chunks may queue behind its 6 s ones.
+    const slowItems = Array.from({ length: 240 }, () => 6_000);
+    await accepted({ jobId: 'obs-slow', workType: 'slow', items: slowItems, options: { chunkSize: 1 } });
     const jobs = new QueueClient(conn, env.JOBS_QUEUE ?? '');
     await jobs.sendMessage(encodeQueueMessage({ jobId: 'obs-unknown', workType: 'no-such-type', items: [1] }));
 
-    assert.equal(await finished('obs-sum'), 'completed');
-    assert.equal(await finished('obs-boom'), 'completed_with_errors');
     // Past planning (a chunk done): the cancel ends the job as cancelled (aggregating what was done).
     const chunksDone = (json: Record<string, unknown>): number => (json.progress as { chunks?: { done?: number } } | null)?.chunks?.done ?? 0;
-    await eventually(async () => (chunksDone((await api('GET', '/jobs/obs-slow')).json) >= 1 ? true : undefined), 60_000, 'obs-slow to have a chunk done');
-    assert.equal((await api('DELETE', '/jobs/obs-slow')).status, 202);
+    await eventually(async () => (chunksDone((await api('GET', '/jobs/obs-slow')).json) >= 1 ? true : undefined), 90_000, 'obs-slow to have a chunk done');
+    const before = await api('GET', '/jobs/obs-slow');
+    const cancel = await api('DELETE', '/jobs/obs-slow');
+    assert.equal(cancel.status, 202, `DELETE answered ${cancel.status}: ${JSON.stringify(cancel.json)}; the status just before: ${JSON.stringify(before.json)}`);
     assert.equal(await finished('obs-slow'), 'cancelled');
+    assert.equal(await finished('obs-sum'), 'completed');
+    assert.equal(await finished('obs-boom'), 'completed_with_errors');
     assert.equal(await finished('obs-unknown'), 'rejected');
 
     // A graceful stop: the leader releases its lease and the pass summary is flushed.

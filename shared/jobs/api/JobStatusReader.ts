@@ -4,7 +4,8 @@
  * that instance; else the HTTP submission's pending record (pending or rejected).
  *
  * Guarantees: at most two storage reads for a job that exists, one for a finished one (plus the
- * delivery record of a finished job that asked for a reply); once a job is accepted (202) a read
+ * delivery record of a finished job that asked for a reply; and a third for a job that went on
+ * alone from a shared run, whose own run shows its progress); once a job is accepted (202) a read
  * never answers JOB_NOT_FOUND (`current` says why); a run that stood down is never shown as the
  * job's outcome; a running job whose outcome is already recorded shows that outcome (it is in the
  * start record, read first); a job that asked for a reply shows where its outcome went. Job ids
@@ -16,6 +17,7 @@ import { type DeliveryRecord, deliveryView, waitingView } from '../delivery/Outc
 import { startInstanceId } from '../intake/startSteps';
 import { JobError } from '../JobError';
 import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
+import { type BatchCustomStatus, type BatchOutput } from '../run/batchOrchestration';
 import { jobViewOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord } from '../store/JobStore';
 import { isSuperseded, type JobCustomStatus, type JobSummary } from './JobSummary';
@@ -58,7 +60,8 @@ export class JobStatusReader {
    * 1. its start record: a finished job's carries its outcome (`StartRecord.outcome`, copied there
    *    when it is recorded): one read; an unfinished one names its instance;
    * 2. that instance (its own `job-<jobId>[.<n>]`, or the shared run it is in), for its phase and
-   *    progress; or, with no start record yet, the HTTP submission's pending record.
+   *    progress (and, for a job that went on alone from its shared run, its own run after it); or,
+   *    with no start record yet, the HTTP submission's pending record.
    * Never JOB_NOT_FOUND once the job is accepted, whatever happens between the reads: each document
    * read is never deleted once written (the pending record stays once the job is started, the start
    * record until the job is purged), and a start record is created before its instance, so a read
@@ -69,7 +72,12 @@ export class JobStatusReader {
     const start = (await this.deps.store.readStart(jobId))?.value;
     if (start !== undefined && start.state === 'active') {
       if (start.outcome !== undefined && !isSuperseded(start.outcome)) return { snapshot: recordedSnapshot(start, start.outcome) };
-      const named = jobViewOf(await orchestrations.getStatus(startInstanceId(start)), jobId);
+      const shown = await orchestrations.getStatus(startInstanceId(start));
+      // A job that went on alone from its shared run: its own run (`job-<jobId>`) has its phase and
+      // progress, the shared run only that it waits (a third read, for such a job only; until its
+      // own run exists the shared run's view stands).
+      const own = goneAlone(shown, jobId) ? await orchestrations.getStatus(instanceIdFor(jobId)) : undefined;
+      const named = own ?? jobViewOf(shown, jobId);
       if (named !== undefined && !isSuperseded(named.output)) return { snapshot: named };
       // A shared run purged with another of its jobs (Retention): the outcome recorded shows.
       const final = start.instance !== undefined && named === undefined ? await this.deps.store.readFinal(jobId) : undefined;
@@ -128,6 +136,14 @@ export class JobStatusReader {
   fromSnapshot(jobId: string, s: OrchestrationSnapshot): JobView {
     return fromSnapshot(jobId, s, this.deps.statusPath);
   }
+}
+
+/** Whether a shared run's snapshot says the job went on alone and has no outcome in it yet. */
+function goneAlone(shared: OrchestrationSnapshot | undefined, jobId: string): boolean {
+  if (shared === undefined || !isBatchInstanceId(shared.instanceId)) return false;
+  const alone = (shared.customStatus as Partial<BatchCustomStatus> | null | undefined)?.alone;
+  const output = (shared.output as BatchOutput | null | undefined)?.[jobId];
+  return alone?.includes(jobId) === true && output === undefined;
 }
 
 /** What a finished run would show of a job whose outcome is recorded and whose shared run is gone. */

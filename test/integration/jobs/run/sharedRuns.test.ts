@@ -62,6 +62,10 @@ describe('shared runs: small jobs started together share one Durable instance (d
     assert.equal(alone.runtimeStatus, 'Running');
     const running = (await h.request('GET', '/api/jobs/held-1')).json as JobView;
     assert.equal(running.status, 'running');
+    // Its status is its own run's (the shared run's custom status has no progress, and its last update stays put).
+    assert.equal(running.phase, 'running');
+    assert.equal(running.progress?.chunks.total, 6, JSON.stringify(running));
+    assert.ok((running.updatedAt ?? '') >= alone.lastUpdatedTime.toISOString(), `${String(running.updatedAt)} is its own run's last update or later`);
     release();
     const done = await finished('held-1');
     assert.equal(done.status, 'completed');
