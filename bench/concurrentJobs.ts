@@ -1,5 +1,5 @@
 /**
- * Benchmark: ten jobs at once on the real app. Development-host processes as `npm start --instances N`
+ * Benchmark: ten jobs at once on the real app. Host processes (the extensions host unless --host devhost) as `npm start --instances N`
  * runs them (shipped host.json and settings, one Azurite), `noop` jobs whose items are in a blob, chunks
  * of 100. First one such job alone (the baseline, same cluster), then `--jobs` of them POSTed together
  * (spread over the instances). It prints POST -> `completed` of the job alone and the first / median / last

@@ -1,5 +1,5 @@
 /**
- * Benchmark: does a small job wait behind a huge one? On the real app (development-host processes
+ * Benchmark: does a small job wait behind a huge one? On the real app (host processes, the extensions host unless --host devhost,
  * as `npm start` runs them, shipped host.json and settings, one Azurite), a 4-item `sum` job's
  * POST -> `completed` latency alone (median of a few, the baseline), then the same job submitted
  * as soon as a huge `noop` job (items by itemsBlob, chunks of 100) shows `running`, and again once the

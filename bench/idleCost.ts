@@ -1,6 +1,6 @@
 /**
  * Benchmark: what an idle instance costs, and how fast the first job after an idle spell runs.
- * One instance of the real app (a development-host process as `npm start` runs it: the shipped
+ * One instance of the real app (a host process as `npm start` runs it, the extensions host unless --host devhost: the shipped
  * host.json and local.settings.sample.json), every storage request of the process counted by the
  * same proxy as jobs-throughput (bench/jobsThroughput.ts `countingProxy`, by kind of request).
  *

@@ -5,10 +5,10 @@
  * - raw queue: send, receive (batches of 32) and delete chunk-sized messages with the SDK alone,
  *   what Azurite itself can carry for the work-items traffic;
  * - one Durable activity per item: a real fan-out/fan-in orchestration (bench/fixtures/fanOutApp.ts,
- *   one activity call per item, `Task.all`) run on a development-host process, the same Durable
+ *   one activity call per item, `Task.all`) run on a host process, the same Durable
  *   backend the app runs on, with the shipped host.json.
  *
- * The app runs black-box: one development-host process as `npm start` runs it (shipped host.json and
+ * The app runs black-box: one host process (the extensions host unless --host devhost) as `npm start` runs it (shipped host.json and
  * settings), the job submitted by POST /api/jobs with its items in a blob and followed by
  * GET /api/jobs/{id}, so whichever pipeline is built is what is measured. Every storage request of
  * the host processes goes through a counting HTTP proxy in front of Azurite, so transaction counts
@@ -384,7 +384,7 @@ export function formatJobsThroughput(f: JobsThroughputFigures): string[] {
     `items/s ratios: pipeline / raw queue ${ratio(j.itemsPerSecond, f.rawQueue.itemsPerSecondEquivalent)} (to a status poll seeing it: ` +
       `${ratio(j.itemsPerSecondSeen, f.rawQueue.itemsPerSecondEquivalent)}), pipeline / one activity per item ${ratio(j.itemsPerSecond, a.itemsPerSecond)}; ` +
       `transactions per item, one activity per item / pipeline: ${ratio(a.transactionsPerItem, j.transactionsPerItem)}.`,
-    'Transactions are every storage request of the host processes (app, development host, Durable backend), counted by an HTTP proxy in front of Azurite;',
+    'Transactions are every storage request of the host processes (the app, the host and its Durable backend), counted by an HTTP proxy in front of Azurite;',
     'they include the bench\'s status polls. The item counts differ (the per-item fan-out is sized to finish in minutes), so compare rates and per-item costs.',
   ];
 }

@@ -1,5 +1,5 @@
 /**
- * The live page and the job list with many jobs stored: the app on the development host (one
+ * The live page and the job list with many jobs stored: the app on the extensions host unless --host devhost (one
  * instance, shipped host.json), its job index filled with N finished jobs' rows (100, then 10,000:
  * the rows the app itself writes, put through the index's own batch write; the jobs' other records
  * are not made, and the list reads only the index for finished jobs), then Debian's chromium opens

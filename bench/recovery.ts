@@ -1,5 +1,5 @@
 /**
- * Benchmark: recovery from a killed worker. Three development-host processes as
+ * Benchmark: recovery from a killed worker. Three host processes (the extensions host unless --host devhost) as
  * `npm start --instances 3` runs them (one app, one host id), one Azurite, the shipped host.json and
  * settings (or `--batch-size N`: host.json's queues batchSize N, newBatchThreshold N/2). The job is
  * `slowsum` (bench/fixtures/slowSumApp.ts: `sum`, exact, with `--item-ms` of waiting per item, the items
