@@ -13,6 +13,8 @@
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.
  */
+import '../shared/app/stopHook';
+
 import { app, type HttpHandler, type HttpRequest, type HttpResponseInit, type InvocationContext, output } from '@azure/functions';
 import * as df from 'durable-functions';
 

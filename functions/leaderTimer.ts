@@ -6,6 +6,8 @@
  * is released.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 2; "The lease epoch from the elector to the fence", step 1.
  */
+import '../shared/app/stopHook';
+
 import { app, type InvocationContext, type Timer } from '@azure/functions';
 import * as df from 'durable-functions';
 
@@ -30,4 +32,3 @@ app.timer('leaderTimer', {
   extraInputs: [df.input.durableClient()],
   handler: leaderTimer,
 });
-app.hook.appTerminate(() => root.stop());

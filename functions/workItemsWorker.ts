@@ -7,6 +7,8 @@
  * Its Durable client input is there for leader election, not for the work: see AppRoot.offer.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 6.
  */
+import '../shared/app/stopHook';
+
 import { app, type InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
