@@ -94,8 +94,9 @@ export class AppRoot {
    * A function that should make this instance campaign (the work-items worker on every instance, a
    * mutating jobs route) hands over its client, so this instance can lead even when the host's timer
    * lock sits on another instance and its own timer never fires (CoordinatorRuntime.offer). It
-   * builds the runtime if nothing has yet: an instance that serves only the worker (Flex
-   * Consumption's `workItemsWorker` group) has no timer or API to build it, and would never campaign.
+   * builds the runtime if nothing has yet: an instance that loaded only the worker's file (`npm
+   * start -- --flex`; on Azure every instance loads every file, health.ts builds it) has no timer or
+   * API to build it, and would never campaign.
    */
   offer(client: DurableClient): void {
     this.durableClient.set(client);
