@@ -1,2 +1,3 @@
 /** Flex Consumption's `function:workItemsWorker` group: the work-items worker only (scripts/flexShape.ts). */
+import './leaderRuntime';
 import '../../functions/workItemsWorker';

@@ -93,14 +93,13 @@ export class AppRoot {
   /**
    * A function that should make this instance campaign (the work-items worker on every instance, a
    * mutating jobs route) hands over its client, so this instance can lead even when the host's timer
-   * lock sits on another instance and its own timer never fires (CoordinatorRuntime.offer). It
-   * builds the runtime if nothing has yet: an instance that loaded only the worker's file (`npm
-   * start -- --flex`; on Azure every instance loads every file, health.ts builds it) has no timer or
-   * API to build it, and would never campaign.
+   * lock sits on another instance and its own timer never fires (CoordinatorRuntime.offer). The
+   * runtime is built when the app loads (functions/health.ts, leaderApi.ts: every instance on Azure
+   * loads every function file; `npm start -- --flex` builds it in each group's entry).
    */
   offer(client: DurableClient): void {
     this.durableClient.set(client);
-    this.leader().runtime.offer();
+    this.builtLeader?.runtime.offer();
   }
 
   /** A submission just arrived: a leading runtime takes it now rather than at its next pass. */

@@ -13,7 +13,9 @@
  *   (the workers campaign once an invocation hands them a Durable client: AppRoot.offer builds the
  *   runtime, which nothing else does on an instance of the worker's group), and a queue submission
  *   made then completes once the group is back (read from storage).
- * Not shown here: kill-mid-job and bursts in this shape, and the short chaos run in it.
+ * - a burst of 40 small jobs by queue (shared runs) completes exact, planned on the Durable group
+ *   and worked on the workers.
+ * Not shown here: a worker killed mid-job in this shape, and the short chaos run in it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -111,6 +113,23 @@ describe(`the app in Flex Consumption's shape (one instance per scale group), on
     const root = group === undefined ? undefined : roots.get(group);
     assert.ok(root !== undefined);
     hosts.set(old.holder, await s.start(old.holder, s.conn, root.dir, {}, hostId));
+  });
+
+  it('runs a burst of 40 small jobs by queue exact, shared runs included', async () => {
+    assert.ok(s !== undefined);
+    const jobs = Array.from({ length: 40 }, (_, n) => ({ jobId: `flex-burst-${n}`, workType: 'sum', items: Array.from({ length: 20 }, (_, i) => n * 100 + i), options: { chunkSize: 10 } }));
+    const scenario = s;
+    await Promise.all(jobs.map((job) => scenario.submitByQueue(job)));
+    for (const job of jobs) {
+      const summary = await finalOf(job.jobId);
+      assert.equal(summary.status, 'completed', job.jobId);
+      assert.equal(String(summary.result?.sum), String(sumOf(job.items).sum), job.jobId);
+    }
+    // Planned on the Durable group only; worked on the workers only.
+    const planned = host('durable-1').events('job.planned').filter((e) => String(e.jobId).startsWith('flex-burst-'));
+    assert.ok(planned.length >= 40, `${planned.length} of the 40 planned on durable-1`);
+    const worked = ['worker-1', 'worker-2'].flatMap((id) => host(id).events('workitem.done').filter((e) => String(e.jobId).startsWith('flex-burst-')));
+    assert.ok(worked.length >= 80, `${worked.length} chunks done on the workers`);
   });
 
   it("the leader's scale group scaled in to zero: another group's instance leads within 3 s and a queue submission completes", async (t) => {
