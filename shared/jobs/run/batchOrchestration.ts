@@ -162,6 +162,10 @@ export const jobBatchOrchestration: OrchestrationHandler = function* (
       goAlone(run, initialState(run, undefined, prestaged));
     } else if (!outcome.ok && 'standDown' in outcome) {
       output[run.jobId] = outcome.standDown;
+      // The job's recorded outcome (its plan found it finished: an earlier call of this very plan
+      // recorded it and died before answering) is delivered, as a job run delivers it; a superseded
+      // stand-down is not (`delivery` leaves it out). The delivery is idempotent.
+      out.push(...delivery(run, outcome.standDown));
     } else if (!outcome.ok) {
       const failed: JobSummary = { ...failedSummary(run, ''), error: outcome.error };
       records(run, context.df.callActivityWithRetry(JOB_ACTIVITIES.finish, retry, failed), 'Its failure could not be recorded.');

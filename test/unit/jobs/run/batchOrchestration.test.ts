@@ -71,6 +71,24 @@ describe('shared run (replayed by the durable-functions SDK)', () => {
     assert.equal(last.epoch, 4);
   });
 
+  it('delivers a stand-down that answers the recorded outcome (a repeat of a plan that recorded it and died), as a job run does; never a superseded one', async () => {
+    const delivered: DeliverInput[] = [];
+    const state: BatchState = { runs: [{ run: smallRun('again', { deliver: true }) }, { run: smallRun('gone', { deliver: true }) }] };
+    const finished: ActivityScript = (input) =>
+      (input as PlanInput[]).map((p): PlanOutcome =>
+        p.run.jobId === 'again' ? { ok: false, standDown: summary('again') } : { ok: false, standDown: { ...summary('gone', 'failed'), superseded: { reason: 'another start' } } },
+      );
+    const result = await runOrchestration(jobBatchOrchestration, {
+      name: JOB_BATCH_ORCHESTRATOR,
+      input: state,
+      activities: { [JOB_BATCH_PLAN]: finished, [JOB_ACTIVITIES.deliver]: (input) => (delivered.push(input as DeliverInput), undefined) },
+      start: START,
+    });
+    assert.equal(result.runtimeStatus, 'Completed');
+    assert.equal((result.output as BatchOutput).again?.status, 'completed');
+    assert.deepEqual(delivered.map((d) => d.summary.jobId), ['again']);
+  });
+
   it('aggregates a job cancelled before its plan finished it as cancelled (recorded, then delivered), as a job run does', async () => {
     const delivered: DeliverInput[] = [];
     const state: BatchState = { runs: [{ run: smallRun('done') }, { run: smallRun('cx', { deliver: true }) }] };
