@@ -13,12 +13,14 @@ import { app, type InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 
 import { appRoot } from '../shared/app/appRoot';
+import { doorbellOf } from '../shared/jobs/messageCodec';
 
 const root = appRoot();
 
 export async function workItemsWorker(message: unknown, context: InvocationContext): Promise<void> {
-  // Not used by the worker itself: it lets this instance campaign for leadership (AppRoot.offer).
-  root.offer(df.getClient(context));
+  // Not used by the worker itself: it lets this instance campaign for leadership (AppRoot.offer), at
+  // once when the message is the doorbell that says the lease is free.
+  root.offer(df.getClient(context), { leaseFree: doorbellOf(message) === 'lease-free' });
   const meta = context.triggerMetadata ?? {};
   const dequeueCount = Number(meta.dequeueCount ?? 1);
   const outcomes = await root.jobs.worker.handleMessage(message, {

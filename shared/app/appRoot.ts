@@ -63,6 +63,11 @@ export class AppRoot {
           await pass(ctx);
         },
         clusterRecords,
+        // A graceful release rings the doorbell that says the lease is free (see stop()).
+        () =>
+          this.jobs
+            .ringWorkers(AbortSignal.timeout(RING_TIMEOUT_MS))
+            .catch((err: unknown) => this.jobs.logger.warn('leader.ring_failed', { error: err })),
       );
       runtime.installSignalHandlers();
       this.builtLeader = { runtime, status: cachedStatusSource(runtime, LEADER_READ_TTL_MS), clusterRecords };
@@ -96,10 +101,12 @@ export class AppRoot {
    * lock sits on another instance and its own timer never fires (CoordinatorRuntime.offer). The
    * runtime is built when the app loads (functions/health.ts, leaderApi.ts: every instance on Azure
    * loads every function file; `npm start -- --flex` builds it in each group's entry).
+   * `leaseFree`: the invocation was the doorbell that says the lease is free (a leader's graceful
+   * release, a lease watch that found it free): a campaign attempt now rather than at the next period.
    */
-  offer(client: DurableClient): void {
+  offer(client: DurableClient, options: { readonly leaseFree?: boolean } = {}): void {
     this.durableClient.set(client);
-    this.builtLeader?.runtime.offer();
+    this.builtLeader?.runtime.offer({ attemptNow: options.leaseFree === true });
   }
 
   /** A submission just arrived: a leading runtime takes it now rather than at its next pass. */
@@ -108,23 +115,18 @@ export class AppRoot {
   }
 
   /**
-   * Graceful stop of the runtime, if there is one (the host's app-terminate hook). A leader that
-   * released its lease then rings the work-items doorbell (JobComponents.ringWorkers), so that an
-   * instance nothing had been asked of yet (it has no Durable client, so it does not campaign) is
-   * handed one by its worker and takes over, instead of waiting for the host to move the timer's
-   * listener lock. Best effort, bounded: the host gives a worker 5 s to end.
+   * Graceful stop of the runtime, if there is one (the host's app-terminate hook, or SIGTERM). A
+   * leader that released its lease then rings the doorbell that says so (JobComponents.ringWorkers,
+   * as soon as the release is done): the instance whose worker takes it campaigns at once, and one
+   * that nothing had been asked of yet (no Durable client, so it did not campaign) is handed one and
+   * takes over, instead of waiting for the host to move the timer's listener lock. Best effort,
+   * bounded: the host gives a worker 5 s to end.
    */
   async stop(): Promise<void> {
     this.watch?.stop();
-    const runtime = this.builtLeader?.runtime;
-    if (runtime === undefined) return;
-    const leading = runtime.state().role === 'leader';
-    await runtime.stop();
-    if (!leading || runtime.counters().released === 0) return;
-    await this.jobs
-      .ringWorkers(AbortSignal.timeout(RING_TIMEOUT_MS))
-      .catch((err: unknown) => this.jobs.logger.warn('leader.ring_failed', { error: err }));
+    await this.builtLeader?.runtime.stop();
   }
+
 }
 
 let root: AppRoot | undefined;

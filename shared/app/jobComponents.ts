@@ -21,7 +21,7 @@ import { stagedInput, stageInput } from '../jobs/input/InputStager';
 import { BlobInputStore } from '../jobs/input/InputStore';
 import { JobIntake } from '../jobs/intake/JobIntake';
 import { JOB_LIMITS } from '../jobs/jobLimits';
-import { encodeQueueMessage, WAKE_WORKERS_MESSAGE } from '../jobs/messageCodec';
+import { encodeQueueMessage, LEASE_FREE_MESSAGE } from '../jobs/messageCodec';
 import { onceUntilSuccess } from '../jobs/onceUntilSuccess';
 import { BlobCallClaimStore, CallClaims } from '../jobs/run/CallClaims';
 import { JobActivities } from '../jobs/run/JobActivities';
@@ -60,11 +60,13 @@ export interface JobComponents {
    */
   readonly ensureStorage: (signal?: AbortSignal) => Promise<void>;
   /**
-   * Rings the work-items doorbell (messageCodec WAKE_WORKERS_MESSAGE): whichever instance's worker
-   * takes it is handed a Durable client by that invocation and so campaigns (AppRoot.offer). A
-   * leader that stops gracefully rings it after its release, so that in an app where no other
-   * instance has been handed one (nothing but the timer ran) another instance takes over at its next
-   * poll of the queue rather than when the host moves the timer's listener lock.
+   * Rings the work-items doorbell that says the lease is free (messageCodec LEASE_FREE_MESSAGE):
+   * whichever instance's worker takes it is handed a Durable client by that invocation and makes a
+   * campaign attempt at once (AppRoot.offer). A leader that stops gracefully rings it after its
+   * release, so that another instance takes over when its worker next polls the queue (at once while
+   * chunks flow) rather than at its next campaign period, and in an app where no other instance has
+   * been handed a client (nothing but the timer ran) rather than when the host moves the timer's
+   * listener lock.
    */
   readonly ringWorkers: (signal?: AbortSignal) => Promise<void>;
   /** Where a client puts a job's items as a blob (GET /api/job-inputs; `coordinator submit` above the inline limit). */
@@ -201,7 +203,7 @@ export function buildJobComponents(
     logger,
     ensureStorage,
     ringWorkers: async (signal) => {
-      await workItemsQueue.sendMessage(encodeQueueMessage(WAKE_WORKERS_MESSAGE), { abortSignal: signal });
+      await workItemsQueue.sendMessage(encodeQueueMessage(LEASE_FREE_MESSAGE), { abortSignal: signal });
     },
     activities,
     calls,

@@ -91,18 +91,34 @@ export interface WorkItemEnvelope {
  */
 export const WAKE_WORKERS_MESSAGE = { wake: 1 } as const;
 
-/** True for the doorbell (`WAKE_WORKERS_MESSAGE`), as the queue trigger hands it over (text or parsed JSON). */
-export function isWakeMessage(value: unknown): boolean {
+/**
+ * The doorbell that says the lease is free: rung by a leader right after its graceful release and by
+ * an instance whose lease watch found nobody holding it (JobComponents.ringWorkers). The instance
+ * whose worker takes it campaigns at once (AppRoot.offer), instead of at its next campaign period.
+ * Workers skip it too.
+ */
+export const LEASE_FREE_MESSAGE = { wake: 1, lease: 'free' } as const;
+
+/** The doorbell as the queue trigger hands it over (text or parsed JSON): `work`, `lease-free`, or undefined for anything else. */
+export function doorbellOf(value: unknown): 'work' | 'lease-free' | undefined {
   let parsed = value;
   if (typeof value === 'string') {
-    if (!value.includes('"wake"')) return false;
+    if (!value.includes('"wake"')) return undefined;
     try {
       parsed = JSON.parse(value);
     } catch {
-      return false;
+      return undefined;
     }
   }
-  return isRecord(parsed) && parsed.wake === 1 && Object.keys(parsed).length === 1;
+  if (!isRecord(parsed) || parsed.wake !== 1) return undefined;
+  const keys = Object.keys(parsed).length;
+  if (keys === 1) return 'work';
+  return keys === 2 && parsed.lease === 'free' ? 'lease-free' : undefined;
+}
+
+/** True for either doorbell (`WAKE_WORKERS_MESSAGE`, `LEASE_FREE_MESSAGE`): no work in it. */
+export function isWakeMessage(value: unknown): boolean {
+  return doorbellOf(value) !== undefined;
 }
 
 /** The JSON an envelope adds around its parts: `{"v":1,"parts":[]}`. */

@@ -84,6 +84,12 @@ export interface CoordinatorRuntimeOptions {
   readonly clock?: Clock;
   readonly logger?: Logger;
   readonly observer?: RuntimeObserver;
+  /**
+   * Runs once a graceful stop (stop(), SIGTERM/SIGINT) released this instance's lease, beside the
+   * observer's flush: the app rings the doorbell that tells the other instances the lease is free.
+   * Must not throw.
+   */
+  readonly released?: () => Promise<void>;
 }
 
 /** The last pass that finished, and the last that failed (cleared by the next success). */
@@ -138,6 +144,7 @@ export class CoordinatorRuntime {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly observer: RuntimeObserver;
+  private readonly released: (() => Promise<void>) | undefined;
   /** Set by the first tick or offer: nothing campaigns or passes before one (see offer). */
   private offered = false;
   private term: LeaderTerm | undefined;
@@ -161,6 +168,7 @@ export class CoordinatorRuntime {
     this.clock = options.clock ?? options.elector.clock ?? systemClock;
     this.log = options.logger ?? options.elector.logger ?? createLogger('leader');
     this.observer = options.observer ?? {};
+    this.released = options.released;
     this.elector = new LeaseElector({
       ...options.elector,
       callbacks: {
@@ -197,11 +205,16 @@ export class CoordinatorRuntime {
    * work-items worker or a mutating jobs route) calls this. From then on this instance campaigns
    * between ticks too, so it can take over without its own timer firing: on Azure one app's timer
    * fires on one instance at a time (the host's listener lock), and waiting for that lock to move
-   * would make failover as slow as the host's lock period.
+   * would make failover as slow as the host's lock period. `attemptNow` (the lease was just freed:
+   * the doorbell of a leader's graceful release) makes one campaign attempt now instead of at the
+   * next campaign period; a leader's renewals go on unchanged.
    */
-  offer(): void {
+  offer(options: { readonly attemptNow?: boolean } = {}): void {
     this.offered = true;
-    if (this.stopping === undefined) this.elector.start();
+    if (this.stopping !== undefined) return;
+    if (options.attemptNow !== true) return this.elector.start();
+    if (this.elector.role === 'follower') this.log.info('leader.campaign_now', { holder: this.elector.holder, reason: 'lease-free' });
+    void this.elector.campaignNow();
   }
 
   state(): RuntimeState {
@@ -229,9 +242,14 @@ export class CoordinatorRuntime {
 
   /** Graceful: abort the pass, wait for it (bounded), release the lease. Idempotent. */
   stop(): Promise<void> {
-    this.stopping ??= this.elector
-      .stop()
-      .then(() => this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err })));
+    this.stopping ??= (async () => {
+      const releasedBefore = this.elector.counters().released;
+      await this.elector.stop();
+      // What tells the others the lease is free goes beside the observer's flush, not after it.
+      const released = this.elector.counters().released > releasedBefore ? this.released?.() : undefined;
+      const flushed = this.observer.stopped?.().catch((err: unknown) => this.log.warn('leader.observer_failed', { error: err }));
+      await Promise.all([released, flushed]);
+    })();
     return this.stopping;
   }
 
@@ -379,6 +397,7 @@ export function createCoordinatorRuntime(
   settings: Settings,
   pass: CoordinationPass,
   records: ClusterRecords = ClusterRecords.fromSettings(settings),
+  released?: () => Promise<void>,
 ): CoordinatorRuntime {
   const leader = settings.leader;
   // The recorder reads the runtime's state for its heartbeats; it starts beating only below, once the runtime exists.
@@ -401,6 +420,7 @@ export function createCoordinatorRuntime(
     idlePassIntervalMs: leader.idlePassIntervalMs,
     stallTimeoutMs: leader.stallTimeoutMs,
     observer: recorder,
+    ...(released === undefined ? {} : { released }),
   });
   recorder.start();
   return created;

@@ -78,7 +78,7 @@ export class WorkItemProcessor {
    * the parts that wrote their results skip on that delivery (it is not a first delivery).
    */
   async handleMessage(body: unknown, delivery: Delivery): Promise<WorkOutcome[]> {
-    // The doorbell (messageCodec WAKE_WORKERS_MESSAGE) woke this instance's trigger; it carries no work.
+    // A doorbell (messageCodec WAKE_WORKERS_MESSAGE, LEASE_FREE_MESSAGE) woke this instance's trigger; it carries no work.
     if (isWakeMessage(body)) return [];
     const parts = parseWorkItemDelivery(typeof body === 'string' ? parseText(body) : body);
     const [only] = parts;

@@ -10,9 +10,13 @@ import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
 import { JOB_LIMITS } from '../../../shared/jobs/jobLimits';
 import {
   decodeQueueMessage,
+  doorbellOf,
   encodeQueueMessage,
+  isWakeMessage,
+  LEASE_FREE_MESSAGE,
   MAX_ENVELOPE_PARTS,
   parseWorkItemDelivery,
+  WAKE_WORKERS_MESSAGE,
   type WorkItemMessage,
   workItemPayload,
 } from '../../../shared/jobs/messageCodec';
@@ -72,5 +76,17 @@ describe('message codec', () => {
     const packs = packMessages(big, 4);
     assert.deepEqual(packs.map((p) => p.length), [2, 2, 1]);
     for (const pack of packs) assert.ok(Buffer.byteLength(JSON.stringify(workItemPayload(pack))) <= JOB_LIMITS.maxMessageJsonBytes);
+  });
+
+  it('tells the two doorbells apart, as text or parsed, and takes nothing else for one', () => {
+    assert.equal(doorbellOf(WAKE_WORKERS_MESSAGE), 'work');
+    assert.equal(doorbellOf(JSON.stringify(WAKE_WORKERS_MESSAGE)), 'work');
+    assert.equal(doorbellOf(LEASE_FREE_MESSAGE), 'lease-free');
+    assert.equal(doorbellOf(JSON.stringify(LEASE_FREE_MESSAGE)), 'lease-free');
+    assert.ok(isWakeMessage(LEASE_FREE_MESSAGE) && isWakeMessage(WAKE_WORKERS_MESSAGE));
+    for (const other of [{ wake: 1, lease: 'held' }, { wake: 1, lease: 'free', jobId: 'x' }, { wake: 2 }, '{"wake":', 'wake', { v: 1, parts: [] }]) {
+      assert.equal(doorbellOf(other), undefined, JSON.stringify(other));
+      assert.equal(isWakeMessage(other), false);
+    }
   });
 });

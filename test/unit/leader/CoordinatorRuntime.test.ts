@@ -103,6 +103,36 @@ describe('CoordinatorRuntime', () => {
     await leader.stop();
   });
 
+  it('an offer that says the lease is free makes a follower attempt at once, not at its next campaign period', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const leader = runtime(clock, store, () => Promise.resolve(), 'leader');
+    const ticked = tickWith(leader, 'l');
+    await clock.advance(0);
+    await ticked;
+    const follower = runtime(clock, store, () => Promise.resolve(), 'follower');
+    const plain = runtime(clock, store, () => Promise.resolve(), 'plain');
+    offerWith(follower, 'f');
+    offerWith(plain, 'p');
+    await clock.advance(0);
+    assert.equal(follower.state().role, 'follower');
+    // Both followers now wait out their campaign period (random() = 0: the full retry period).
+    await clock.advance(100);
+    await leader.stop();
+    assert.equal(store.leaseState, 'available');
+    // The doorbell of the release reaches one of them: it campaigns now; the other is still pausing.
+    follower.offer({ attemptNow: true });
+    await clock.advance(0);
+    assert.equal(follower.state().role, 'leader', 'the follower the doorbell reached took the lease without waiting for its period');
+    assert.equal(plain.state().role, 'follower');
+    // An attempt asked of a leader changes nothing.
+    follower.offer({ attemptNow: true });
+    await clock.advance(0);
+    assert.equal(follower.state().role, 'leader');
+    await follower.stop();
+    await plain.stop();
+  });
+
   it('runs passes on its own interval while leading, with what was handed over last, without ticks', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
