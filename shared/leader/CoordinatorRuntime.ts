@@ -20,6 +20,8 @@
  * twice for one epoch (passes must be idempotent; the epoch is their fencing token).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 2; "The lease epoch from the elector to the fence", step 4.
  */
+import { setMaxListeners } from 'node:events';
+
 import { type Settings } from '../config/settings';
 import { toCoordinatorError } from '../errors';
 import { createLogger, type Logger } from '../observability/log';
@@ -56,6 +58,23 @@ export interface CoordinationContext {
 }
 
 export type CoordinationPass = (ctx: CoordinationContext) => Promise<void>;
+
+/**
+ * The 'abort' listeners a term's signal may hold at once before Node warns of a possible leak. The
+ * signal is every pass's `ctx.signal`, and the job pipeline hands it to each storage request of the
+ * pass and of the work the pass leaves running (the intake's 48 lanes, its receives, the first-window
+ * sends of up to 192 starts under way, the stall check and the upkeep): the storage SDK adds one
+ * listener per request in flight and removes it when the request and its body end
+ * (@typespec/ts-http-runtime NodeHttpClient.sendRequest), TableWrites one per write waiting for its
+ * partition. A 60-job burst held 88 at once, and none was left once its work had ended
+ * (test/integration/jobs/run/termSignalListeners.test.ts). Node 20 and earlier Node 22 releases warn
+ * at the 11th listener, once per signal (12 MaxListenersExceededWarnings in a chaos run, issue 48);
+ * later ones (nodejs/node#55816; 22.23 has it) set no limit on AbortSignals. This one is above the
+ * most the passes can hold (about 3,300 if every start under way sent a 16-message window at once)
+ * and below what a leak of one listener per request would reach in a busy term (about four requests
+ * a job), so a real leak still warns.
+ */
+export const TERM_SIGNAL_MAX_LISTENERS = 10_000;
 
 /**
  * What operators' records hear from the runtime (term history, heartbeats, pass summaries:
@@ -291,6 +310,7 @@ export class CoordinatorRuntime {
   private wake: AbortController | undefined;
 
   private async lead(leadership: Leadership): Promise<void> {
+    setMaxListeners(TERM_SIGNAL_MAX_LISTENERS, leadership.signal);
     const term = { leadership, startedAt: this.clock.now(), lastProgressAt: this.clock.now() };
     this.term = term;
     this.currentIntervalMs = this.passIntervalMs;
