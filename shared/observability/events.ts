@@ -56,7 +56,12 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     fields: { totalMs: 'number', ms: 'object', epoch: 'number' },
     optional: { received: 'number', checked: 'number' },
   },
-  'job.submitted': { level: 'info', what: 'an HTTP submission was queued', fields: { jobId: 'string', workType: 'string', via: 'string' } },
+  'job.submitted': {
+    level: 'info',
+    what: 'an HTTP submission was queued, with the time (ms) of its reads with its record, and of its index row with its send',
+    fields: { jobId: 'string', workType: 'string', via: 'string' },
+    optional: { ms: 'object' },
+  },
   'intake.started': {
     level: 'info',
     what: "the leader started a job's orchestration",

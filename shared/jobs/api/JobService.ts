@@ -92,16 +92,10 @@ export class JobService {
     const location = this.deps.statusPath(job.jobId);
 
     // A job id made here just now (random) names nothing yet: no reads (the record's create-once
-    // write would still catch a clash). Otherwise what the id holds (whatTheIdHolds).
-    const [existing, startRead] = generated ? [undefined, undefined] : await this.whatTheIdHolds(job.jobId, orchestrations);
-    if (existing !== undefined) {
-      if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
-      throw duplicate(job.jobId);
-    }
-    // Accepted by the leader, its start under way: nothing to send again.
-    const accepted = startRead?.value;
-    if (accepted !== undefined && accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
-    if (accepted?.state === 'active') return { jobId: job.jobId, location, enqueued: false };
+    // write would still catch a clash). Otherwise what the id holds (whatTheIdHolds), read while the
+    // pending record is created: a POST waits for two storage round trips, not four, one after the
+    // other (the record and what the id holds at once, then the index row beside the send). Its
+    // index row waits for the read: a row of a job already under way must not go back to pending.
     const at = this.now().toISOString();
     const record: JobRecord = {
       jobId: job.jobId,
@@ -113,7 +107,28 @@ export class JobService {
       workType: job.workType,
       ...(job.reply === undefined ? {} : { reply: job.reply }),
     };
-    const created = (await store.createRecord(record)) === 'written';
+    const began = performance.now();
+    const [[existing, startRead], outcome] = await Promise.all([
+      generated ? Promise.resolve([undefined, undefined] as const) : this.whatTheIdHolds(job.jobId, orchestrations),
+      store.createRecordOnly(record),
+    ]);
+    const created = outcome === 'written';
+    const readAt = performance.now();
+    // The id is taken already (a job started from the queue, or an earlier start): the record made
+    // just now speaks for nothing, so it goes; the answer is the id's.
+    const taken = (): Promise<void> => (created ? store.deleteRecord(job.jobId).catch(() => undefined) : Promise.resolve());
+    if (existing !== undefined) {
+      await taken();
+      if (fingerprintOf(existing) === job.fingerprint) return { jobId: job.jobId, location, enqueued: false };
+      throw duplicate(job.jobId);
+    }
+    // Accepted by the leader, its start under way: nothing to send again.
+    const accepted = startRead?.value;
+    if (accepted !== undefined && (accepted.fingerprint !== job.fingerprint || accepted.state === 'active')) {
+      await taken();
+      if (accepted.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
+      return { jobId: job.jobId, location, enqueued: false };
+    }
     if (!created) {
       const current = await store.readRecord(job.jobId);
       if (current?.status !== 'pending' || current.fingerprint !== job.fingerprint) throw duplicate(job.jobId);
@@ -121,18 +136,23 @@ export class JobService {
       // (a storage fault, a recycled process), and nothing else would ever send it. Send it again;
       // the leader's intake starts a job once however many identical messages arrive.
     }
+    const noted = created ? store.noteRecord(record) : Promise.resolve();
     try {
       await this.ensureQueue();
       await this.deps.jobsQueue.sendMessage(encoded);
     } catch (err) {
       // Only our own new record goes (and its index row); an earlier identical submission's record stays pending.
+      await noted;
       if (created) {
         await store.deleteRecord(job.jobId).catch(() => undefined);
         await store.index?.forget(job.jobId, record.createdAt, 'submit_undone');
       }
       throw new JobError('SERVICE_UNAVAILABLE', 'The jobs queue could not be reached; nothing was submitted. Try again.', { cause: err });
     }
-    this.deps.logger.info('job.submitted', { jobId: job.jobId, workType: job.workType, via: 'http' });
+    await noted;
+    // Where a slow POST's time went: what the id holds with the record, then the index row with the send.
+    const ms = { readAndRecord: Math.round(readAt - began), indexAndSend: Math.round(performance.now() - readAt) };
+    this.deps.logger.info('job.submitted', { jobId: job.jobId, workType: job.workType, via: 'http', ms });
     return { jobId: job.jobId, location, enqueued: true };
   }
 

@@ -218,10 +218,19 @@ export class JobStore {
 
   /** Creates the record unless one exists; answers which. */
   async createRecord(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
-    const options = { ifNoneMatch: true, metadata: recordMetadata(record), signal };
-    const outcome = await this.docs.put(JobStore.recordBlob(record.jobId), record, options);
-    if (outcome === 'written') await this.index?.note(recordEntry(record), 'record');
+    const outcome = await this.createRecordOnly(record, signal);
+    if (outcome === 'written') await this.noteRecord(record);
     return outcome;
+  }
+
+  /** The record alone, create-once; its index row is the caller's (`noteRecord`), when it knows the row may go. */
+  createRecordOnly(record: JobRecord, signal?: AbortSignal): Promise<'written' | 'exists'> {
+    return this.docs.put(JobStore.recordBlob(record.jobId), record, { ifNoneMatch: true, metadata: recordMetadata(record), signal });
+  }
+
+  /** The index row of a record just created (best effort, like every index write). */
+  async noteRecord(record: JobRecord): Promise<void> {
+    await this.index?.note(recordEntry(record), 'record');
   }
 
   /** Like `createRecord`, answering the new record's etag. */

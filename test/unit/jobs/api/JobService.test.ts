@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { JobService } from '../../../../shared/jobs/api/JobService';
+import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { JobError } from '../../../../shared/jobs/JobError';
 import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
@@ -85,6 +86,22 @@ describe('JobService on its storage twins', () => {
     await assert.rejects(t.service.submit(body({ jobId: 'lost', workType: 'sum', items: [1] }), t.orchestrations), code('SERVICE_UNAVAILABLE'));
     assert.equal(await t.store.readRecord('lost'), undefined);
     await assert.rejects(t.service.get('lost', t.orchestrations), code('JOB_NOT_FOUND'));
+  });
+
+  it('a POST of an id a queue submission already started leaves no pending record: the same job answers 202 unsent, another 409', async () => {
+    const t = setup();
+    const submission = { jobId: 'q1', workType: 'sum', items: [1, 2] };
+    // Read and created at once (JobService.submit): the record made beside the read goes when the id is taken.
+    const job = validateSubmission(submission, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers(['inputs'], ['job-results']) });
+    const run = { jobId: 'q1', workType: 'sum', fingerprint: job.fingerprint, options: job.options, source: job.source, epoch: 2, holder: 'leader',
+      submittedAt: '2026-03-01T11:59:00.000Z', via: 'queue' as const, startId: 's1' };
+    await t.store.createStart({ v: 1, jobId: 'q1', fingerprint: job.fingerprint, state: 'active', startId: 's1', generation: 1, epoch: 2, holder: 'leader', at: run.submittedAt, run });
+    const same = await t.service.submit(body(submission), t.orchestrations);
+    assert.deepEqual(same, { jobId: 'q1', location: '/api/jobs/q1', enqueued: false });
+    assert.equal(await t.store.readRecord('q1'), undefined, 'no pending record for a job already started');
+    await assert.rejects(t.service.submit(body({ ...submission, items: [9] }), t.orchestrations), code('DUPLICATE_JOB_ID'));
+    assert.equal(await t.store.readRecord('q1'), undefined, 'nor for a different job refused');
+    assert.equal(t.jobsQueue.sent.length, 0, 'nothing sent');
   });
 
   it('a job of a shared run shows its recorded outcome, not the shared run\'s stand-in for it', async () => {
