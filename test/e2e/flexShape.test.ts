@@ -13,7 +13,7 @@
  * - a worker that does not lead SIGKILLed (its .NET host and Node.js worker) while it holds a claimed
  *   chunk of a running 400-chunk job, its result write held at its storage proxy: the other worker
  *   does the chunk again (storage names it as the writer) and the job completes exact within L + 30 s
- *   of the kill, test/e2e/workerKilled.test.ts's bound (21.0-21.1 s);
+ *   of the kill, test/e2e/workerKilled.test.ts's bound (20.6-21.1 s in four runs);
  * - the HTTP group scaled in to zero (SIGTERM to http-1): a job submitted by queue then is planned on
  *   the Durable group and completes exact with no API instance up (read from storage); the API, once
  *   back, shows it completed; when http-1 held the lease then, another group's instance leads within
