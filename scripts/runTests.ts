@@ -5,7 +5,8 @@
  * file (those share one). Arguments narrow the run: `npm test -- test/unit`, `devhost/`, or a file
  * name fragment.
  * The end-to-end files (test/e2e/) go first, two at a time (TEST_E2E_CONCURRENCY); then the rest,
- * four at a time (TEST_CONCURRENCY). The chaos run (test/chaos/*.test.js) goes last, alone: it takes
+ * four at a time (TEST_CONCURRENCY). The chaos runs (test/chaos/*.test.js: the short run, and the same
+ * plan in Flex Consumption's shape) go last, one at a time: each takes
  * minutes, runs its own cluster, and its fault timings should not compete with the rest of the
  * suite for the CPU. The end-to-end files and the chaos run start the app on the extensions host
  * (the real Durable, queue and timer extensions; built once here) unless `E2E_HOST=devhost` says the
@@ -74,7 +75,7 @@ async function main(): Promise<number> {
   // whose tests are done but whose process stays alive (a leaked timer or loop) must not hang the
   // run either: scripts/testChildGuard ends it, with a failure, 10 s after its tests have finished.
   const timeout = process.env.TEST_TIMEOUT_MS ?? '180000';
-  // The short chaos run takes about two minutes on two cores, longer when a failure makes it wait
+  // Each short chaos run takes about two minutes on two cores, longer when a failure makes it wait
   // its full settle time; the runner's limit applies to the whole file.
   const chaosTimeout = process.env.TEST_CHAOS_TIMEOUT_MS ?? '600000';
   const env = {

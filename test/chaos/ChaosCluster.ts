@@ -15,6 +15,11 @@
  * Instances keep their port and name across restarts; each start is a new generation with its
  * own COORDINATOR_INSTANCE_ID (`instance-2.g3`), so every lease holder names exactly one process.
  * An exit the harness did not ask for is reported as unexpected, and the instance is started again.
+ *
+ * `flex`: the instances of Flex Consumption's shape instead (scripts/flexShape.ts, as `npm start --
+ * --flex` runs them): `timer-1`, `durable-1`, `http-1`, `worker-1`, `worker-2`, one app (one host
+ * id), each loading only its scale group's entry file (scripts/flex/<group>Group.js), so only
+ * `http-1` answers the app's HTTP API.
  */
 import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -25,6 +30,7 @@ import { type AzuriteInstance, connectionStringFor, freePort, startAzurite } fro
 
 import { spawnDevHost } from '../../scripts/devHostProcess';
 import { buildExtHost, EXTHOST_READY_PREFIX, extHostCommand } from '../../scripts/extHostProcess';
+import { FLEX_GROUPS, type FlexGroup, flexInstances } from '../../scripts/flexShape';
 import { type E2EHost } from '../e2e/support/appHost';
 import { processTree, signalAll } from '../e2e/support/pauseProcess';
 import { type SniffedRequest } from '../support/httpRequestSniffer';
@@ -39,6 +45,8 @@ const READY: Readonly<Record<E2EHost, string>> = { devhost: 'Development host li
 const START_TIMEOUT_MS: Readonly<Record<E2EHost, number>> = { devhost: 90_000, extensions: 120_000 };
 const STOP_TIMEOUT_MS = 30_000;
 const TAIL_LINES = 15;
+/** What the extensions host prints before it stops itself on an error that escaped the WebJobs SDK (exthost/TimeoutHandler.cs). */
+const HOST_STOPPED_PREFIX = 'exthost: unhandled error, stopping the host: ';
 
 export const TASK_HUB = 'ChaosHub';
 
@@ -49,6 +57,8 @@ export interface ClusterOptions {
   readonly host?: E2EHost;
   readonly instances: number;
   readonly separateApps: boolean;
+  /** Flex Consumption's shape (one instance per scale group, two workers; `instances` and `separateApps` do not apply). */
+  readonly flex?: boolean;
   /** Folder for the app root, log files and Azurite's data. */
   readonly runDir: string;
   readonly onLog: (entry: LogEntry) => void;
@@ -71,6 +81,8 @@ interface RunningProcess extends ProcessRef {
   /** The processes a SIGSTOP reached (the extensions host and its worker): SIGCONT goes to the same. */
   pausedPids?: readonly number[];
   tail: string[];
+  /** The error its host stopped on (HOST_STOPPED_PREFIX), when it printed one: its stack outruns the tail. */
+  hostError?: string;
 }
 
 export class ChaosInstance {
@@ -85,7 +97,14 @@ export class ChaosInstance {
     readonly port: number,
     readonly hostId: string,
     readonly proxies: Readonly<Record<ServiceName, TcpProxy>>,
+    /** Its scale group in Flex Consumption's shape; undefined where every instance runs every function. */
+    readonly group?: FlexGroup,
   ) {}
+
+  /** Whether it answers the app's HTTP API (/api/...): every instance, but in the flex shape only the `http` group's. */
+  get servesApi(): boolean {
+    return this.group === undefined || this.group === 'http';
+  }
 
   get baseUrl(): string {
     return `http://127.0.0.1:${this.port}`;
@@ -141,11 +160,16 @@ export class ChaosCluster {
     if (this.host === 'extensions') this.#extHostDll = buildExtHost();
     this.#azurite = await startAzurite({ location: join(this.options.runDir, 'azurite') });
     this.#appRoot = this.#createAppRoot();
-    for (let i = 1; i <= this.options.instances; i++) {
-      const name = `instance-${i}`;
+    const shape: Array<{ name: string; group?: FlexGroup }> =
+      this.options.flex === true
+        ? flexInstances().map((f) => ({ name: f.instanceId, group: f.group }))
+        : Array.from({ length: this.options.instances }, (_, i) => ({ name: `instance-${i + 1}` }));
+    for (const [n, { name, group }] of shape.entries()) {
+      const i = n + 1;
       const proxies = {} as Record<ServiceName, TcpProxy>;
       const target = { blob: this.#azurite.blobPort, queue: this.#azurite.queuePort, table: this.#azurite.tablePort };
-      const instance = new ChaosInstance(i, name, await freePort(), this.options.separateApps ? `chaos-app-${i}` : 'chaos-app', proxies);
+      const separate = this.options.separateApps && this.options.flex !== true;
+      const instance = new ChaosInstance(i, name, await freePort(), separate ? `chaos-app-${i}` : 'chaos-app', proxies, group);
       for (const service of ['blob', 'queue', 'table'] as const) {
         const wantsBody = this.options.wantsBody;
         proxies[service] = await startTcpProxy(target[service], {
@@ -195,7 +219,9 @@ export class ChaosCluster {
     instance.gen += 1;
     instance.down = false;
     const holder = `${instance.name}.g${instance.gen}`;
-    const launch = { appRoot: this.#appRoot, port: instance.port, hostId: instance.hostId, instanceId: instance.name };
+    // In the flex shape, the group's entry alone (the app root's `build` is this build's output).
+    const main = instance.group === undefined ? undefined : `build/scripts/flex/${FLEX_GROUPS[instance.group].entry}`;
+    const launch = { appRoot: this.#appRoot, port: instance.port, hostId: instance.hostId, instanceId: instance.name, ...(main === undefined ? {} : { main }) };
     const spawnOptions = { env: this.#env(instance, holder), stdio: ['ignore', 'pipe', 'pipe'] } satisfies SpawnOptions;
     let child: ChildProcess;
     if (this.host === 'extensions') {
@@ -233,6 +259,7 @@ export class ChaosCluster {
           log?.write(`${line}\n`);
           running.tail.push(line);
           if (running.tail.length > TAIL_LINES) running.tail.shift();
+          if (line.startsWith(HOST_STOPPED_PREFIX)) running.hostError ??= line.slice(HOST_STOPPED_PREFIX.length, HOST_STOPPED_PREFIX.length + 400);
           if (!ready && line.startsWith(READY[this.host])) {
             ready = true;
             onReady();
@@ -255,6 +282,7 @@ export class ChaosCluster {
         signal,
         expected,
         ...(running.endReason === undefined ? (this.#stopping ? { cause: 'shutdown' } : {}) : { cause: running.endReason }),
+        ...(running.hostError === undefined ? {} : { hostError: running.hostError }),
         lastLines: [...running.tail],
       });
       resolveExit();

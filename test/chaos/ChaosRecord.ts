@@ -65,6 +65,11 @@ export interface ProcessExit extends ProcessRef {
   /** The harness sent the signal that ended it (a fault, or the final shutdown). */
   readonly expected: boolean;
   readonly cause?: string;
+  /**
+   * On the extensions host, the error its WebJobs host stopped itself on (exit code 1), from its
+   * `exthost: unhandled error, stopping the host: ...` line, when it printed one.
+   */
+  readonly hostError?: string;
   readonly lastLines: readonly string[];
 }
 
@@ -177,6 +182,8 @@ export interface ChaosRecord {
   readonly host?: 'devhost' | 'extensions';
   readonly separateApps: boolean;
   readonly instances: number;
+  /** Run in Flex Consumption's shape (one instance per scale group: ChaosOptions.flex). */
+  readonly flex?: boolean;
   /** The `npm run chaos` options that repeat this run's plan. */
   readonly repeatArgs: string;
   readonly startedAt: number;

@@ -3,7 +3,7 @@
  * job, every failover with its gap, the process exits, and every violation with its evidence.
  */
 import { type ChaosRecord, type FaultRecord } from './ChaosRecord';
-import { clock, type Failover, type Violation, who } from './checkRun';
+import { clock, type Failover, storageFaultStop, type Violation, who } from './checkRun';
 
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
@@ -26,7 +26,12 @@ function faultLine(fault: FaultRecord): string {
 
 export function formatSummary(record: ChaosRecord, violations: readonly Violation[], changes: readonly Failover[], runDir: string): string {
   const out: string[] = [];
-  const apps = record.separateApps ? 'separate apps (a host id each)' : 'one app (one host id)';
+  const apps =
+    record.flex === true
+      ? "one app (one host id) in Flex Consumption's shape (an instance per scale group: timer-1, durable-1, http-1, worker-1, worker-2)"
+      : record.separateApps
+        ? 'separate apps (a host id each)'
+        : 'one app (one host id)';
   const host = record.host === 'extensions' ? 'extensions host' : 'development host';
   out.push(`Chaos run: ${record.mode} mode, seed ${record.seed}, ${record.instances} instances, ${apps}, on the ${host}`);
   out.push(
@@ -72,7 +77,10 @@ export function formatSummary(record: ChaosRecord, violations: readonly Violatio
 
   const byFault = record.exits.filter((e) => e.expected && e.cause !== 'shutdown').length;
   const atShutdown = record.exits.filter((e) => e.cause === 'shutdown').length;
-  out.push('', `Process exits: ${byFault} by injected faults, ${atShutdown} at the final shutdown, ${record.exits.filter((e) => !e.expected).length} on their own`);
+  const ownStops = record.exits.filter((e) => !e.expected);
+  const storageStops = ownStops.filter((e) => storageFaultStop(record, e) !== undefined);
+  const stopped = storageStops.length === 0 ? '' : `, ${storageStops.length} of their host on a storage fault (${storageStops.map((e) => `${e.holder}: ${(e.hostError ?? '').slice(0, 80)}`).join('; ')})`;
+  out.push('', `Process exits: ${byFault} by injected faults${stopped}, ${atShutdown} at the final shutdown, ${ownStops.length - storageStops.length} on their own`);
 
   out.push('', violations.length === 0 ? 'Violations: none' : `Violations: ${violations.length}`);
   for (const violation of violations) {

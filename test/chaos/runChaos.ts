@@ -50,6 +50,13 @@ export interface ChaosOptions {
   readonly seed: number;
   readonly instances: number;
   readonly separateApps: boolean;
+  /**
+   * Flex Consumption's shape (scripts/flexShape.ts): `timer-1`, `durable-1`, `http-1`, `worker-1`,
+   * `worker-2`, each running one scale group's functions; `instances` and `separateApps` do not
+   * apply. The harness's HTTP calls (submissions, status reads, /api/leader, the Durable status API)
+   * go to the `http` group's instance, which is all the platform routes them to; the faults hit any.
+   */
+  readonly flex?: boolean;
   /** Long mode: length of the fault phase. */
   readonly faultPhaseMs?: number;
   /** Step faults instead of the mode's own (see PlanOptions.stepFaults). */
@@ -114,6 +121,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     host,
     instances: options.instances,
     separateApps: options.separateApps,
+    ...(options.flex === true ? { flex: true } : {}),
     runDir,
     // The jobs' itemsBlob inputs live here: the app reads only the containers this setting allows.
     settings: { JOB_INPUT_CONTAINERS: INPUT_CONTAINER, JOB_REPLY_QUEUES: REPLY_QUEUE },
@@ -144,6 +152,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const leaderInstance = (): ChaosInstance | undefined => (leaderNow === undefined ? undefined : cluster.instances.find((i) => i.process?.holder === leaderNow?.holder));
   const busy = new Set<ChaosInstance>();
   const impaired = (): number => cluster.instances.filter((i) => !i.healthy || i.down || busy.has(i)).length;
+  const flex = options.flex === true;
+  /** How many instances the run has: the option, or the flex shape's. */
+  const instanceCount = (): number => cluster.instances.length;
 
   const request = async (instance: ChaosInstance, method: string, path: string, body?: string, timeoutMs = 8_000): Promise<HttpAnswer> => {
     const response = await fetch(`${instance.baseUrl}${path}`, {
@@ -161,7 +172,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     return { status: response.status, json };
   };
-  const healthyInstances = (): ChaosInstance[] => cluster.instances.filter((i) => i.healthy && !i.down);
+  /** The instances that answer the app's HTTP API and are up (every instance, except in the flex shape). */
+  const healthyInstances = (): ChaosInstance[] => cluster.instances.filter((i) => i.servesApi && i.healthy && !i.down);
+  const apiInstances = (): ChaosInstance[] => cluster.instances.filter((i) => i.servesApi);
 
   say(`run folder ${runDir}`);
   // Stopped (SIGSTOP) processes ignore Ctrl-C: stop the cluster ourselves, then go.
@@ -190,7 +203,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const jobsQueue = queues.getQueueClient(JOBS_QUEUE);
     await jobsQueue.createIfNotExists();
     const hostName = host === 'extensions' ? 'extensions host' : 'development host';
-    say(`${options.instances} instances up on the ${hostName} (${options.separateApps ? 'separate apps' : 'one app'}): ${cluster.instances.map((i) => `${i.process?.holder} pid ${i.process?.pid} ${i.baseUrl}`).join(', ')}`);
+    const shape = flex ? "Flex Consumption's shape, one app" : options.separateApps ? 'separate apps' : 'one app';
+    say(`${instanceCount()} instances up on the ${hostName} (${shape}): ${cluster.instances.map((i) => `${i.process?.holder} pid ${i.process?.pid} ${i.baseUrl}`).join(', ')}`);
 
     // Watchers: the lease blob (sequential reads, so their order is time order) and every instance's view.
     let watching = true;
@@ -218,7 +232,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let leaderPath = '/api/leader';
     const polling = new Set<ChaosInstance>();
     const pollLeaders = (): void => {
-      for (const instance of cluster.instances) {
+      // The app's HTTP API only: in the flex shape the other groups' instances have no /api routes.
+      for (const instance of apiInstances()) {
         const ref = instance.ref();
         if (ref === undefined || instance.paused || polling.has(instance)) continue;
         polling.add(instance);
@@ -284,7 +299,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const notes: string[] = [];
       const deadline = submittedAt + 90_000;
       for (let attempt = 0; Date.now() < deadline; attempt++) {
-        const target = choose.pick(healthyInstances().length > 0 ? healthyInstances() : cluster.instances);
+        const target = choose.pick(healthyInstances().length > 0 ? healthyInstances() : apiInstances());
         try {
           const answer = await request(target, 'POST', '/api/jobs', JSON.stringify(body), 10_000);
           if (answer.status === 202) {
@@ -302,7 +317,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     };
 
     const refreshJob = async (job: JobOutcome): Promise<void> => {
-      const target = healthyInstances()[0] ?? cluster.instances.find((i) => i.running && !i.paused);
+      const target = healthyInstances()[0] ?? apiInstances().find((i) => i.running && !i.paused);
       if (target === undefined) return;
       try {
         const answer = await request(target, 'GET', `/api/jobs/${encodeURIComponent(job.jobId)}`);
@@ -340,11 +355,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         }, 20_000);
         const leader = leaderInstance();
         if (leader === undefined || !leader.healthy || busy.has(leader)) return 'no healthy leader to hit';
-        return impaired() + 1 > options.instances - 1 ? 'every other instance is already impaired' : leader;
+        return impaired() + 1 > instanceCount() - 1 ? 'every other instance is already impaired' : leader;
       }
       const pool = cluster.instances.filter((i) => i.healthy && !i.down && !busy.has(i) && (target === 'any' || i !== leaderInstance()));
       if (pool.length === 0) return `no healthy ${target} to hit`;
-      if (impaired() + 1 > options.instances - 1) return 'every other instance is already impaired';
+      if (impaired() + 1 > instanceCount() - 1) return 'every other instance is already impaired';
       return choose.pick(pool);
     };
 
@@ -576,12 +591,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       mode: options.mode,
       host,
       separateApps: options.separateApps,
-      instances: options.instances,
+      instances: instanceCount(),
+      ...(flex ? { flex: true } : {}),
       repeatArgs: [
         options.mode === 'short' ? '--short' : `--minutes ${plan.faultPhaseMs / 60_000}`,
         `--seed ${options.seed}`,
-        `--instances ${options.instances}`,
-        ...(options.separateApps ? ['--separate-apps'] : []),
+        ...(flex ? ['--flex'] : [`--instances ${options.instances}`]),
+        ...(options.separateApps && !flex ? ['--separate-apps'] : []),
         ...(host === 'extensions' ? ['--host extensions'] : []),
         ...(options.stepFaults === undefined ? [] : [`--step-faults ${options.stepFaults.map((f) => `${f.kind}@${f.step}`).join(',')}`]),
       ].join(' '),

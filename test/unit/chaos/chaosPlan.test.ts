@@ -46,6 +46,7 @@ describe('chaos plan', () => {
       seed: 5,
       instances: 3,
       separateApps: false,
+      flex: false,
       minutes: 8,
       quiet: false,
     });
@@ -57,8 +58,11 @@ describe('chaos plan', () => {
       { kind: 'kill', step: 'start-message' },
       { kind: 'pause', step: 'start-read' },
     ]);
+    const flex = parseChaosArgs(['--short', '--flex'], () => 9, {});
+    assert.equal(flex.flex, true);
+    assert.equal(flex.instances, 5, "Flex Consumption's shape: timer-1, durable-1, http-1, worker-1, worker-2");
     const bad = [['--seed', 'x'], ['--instances', '1'], ['--short', '--minutes', '5'], ['--bogus'], ['--step-faults', 'nap@start-read']];
-    bad.push(['--host', 'func'], ['--host']);
+    bad.push(['--host', 'func'], ['--host'], ['--flex', '--instances', '3'], ['--flex', '--separate-apps']);
     for (const argv of bad) {
       assert.throws(() => parseChaosArgs(argv, () => 9, {}), { name: 'ChaosArgsError' }, argv.join(' '));
     }

@@ -206,6 +206,21 @@ describe('chaos checker', () => {
     assert.match(found[0]?.evidence.join('\n') ?? '', /RangeError: boom/);
   });
 
+  it("does not count an extensions host's own stop on a bare SocketException while its storage was reset, and counts any other", () => {
+    const reset: FaultRecord = { planned: { id: 'F6', at: 0, kind: 'reset', target: 'follower', durationMs: 6_000 }, outcome: 'injected', at: T0 + 10_000, endedAt: T0 + 16_000, target: A, role: 'follower' };
+    const socket = 'System.Net.Sockets.SocketException (107): Transport endpoint is not connected';
+    const stop = (at: number, hostError?: string) => ({ ...A, at: T0 + at, code: 1, signal: null, expected: false, ...(hostError === undefined ? {} : { hostError }), lastLines: [] });
+    // The flex-shape short run's case: 3.1 s into the reset.
+    assert.deepEqual(kinds(record({ exits: [stop(13_100, socket)], faults: [reset] })), []);
+    assert.deepEqual(kinds(record({ exits: [stop(17_900, socket)], faults: [reset] })), [], 'within 2 s of its end');
+    // Not owed to the fault: too late, another error, no host error, or another process's reset.
+    assert.deepEqual(kinds(record({ exits: [stop(18_100, socket)], faults: [reset] })), ['unexpected-exit']);
+    assert.deepEqual(kinds(record({ exits: [stop(13_100, 'System.InvalidOperationException: boom')], faults: [reset] })), ['unexpected-exit']);
+    assert.deepEqual(kinds(record({ exits: [stop(13_100)], faults: [reset] })), ['unexpected-exit']);
+    assert.deepEqual(kinds(record({ exits: [stop(13_100, socket)], faults: [{ ...reset, target: B }] })), ['unexpected-exit']);
+    assert.deepEqual(kinds(record({ exits: [stop(13_100, socket)], faults: [{ ...reset, planned: { ...reset.planned, kind: 'pause' } }] })), ['unexpected-exit']);
+  });
+
   it('lists failovers with their cause and gap', () => {
     const kill: FaultRecord = { planned: { id: 'F1', at: 0, kind: 'kill', target: 'leader', durationMs: 1_000 }, outcome: 'injected', at: T0 + 10_000, target: A, role: 'leader', epoch: 1 };
     const r = record({ logs: [acquired(A, 1, 500), acquired(B, 2, 24_000), { ...B, at: T0 + 30_000, event: 'leader.released', fields: { epoch: 2 } }, acquired({ ...A, gen: 2, pid: 103, holder: 'instance-1.g2' }, 3, 30_400)], faults: [kill] });
