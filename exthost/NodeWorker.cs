@@ -129,6 +129,9 @@ public sealed class NodeWorker : IAsyncDisposable
             else _ = SysKill(process.Id, 15);
             using var wait = new CancellationTokenSource(TimeSpan.FromSeconds(15));
             await process.WaitForExitAsync(wait.Token);
+            // The parameterless wait returns once the redirected output has been read to its end, so
+            // the worker's last lines (a graceful stop's `leader.released`) are printed before this host exits.
+            process.WaitForExit();
         }
         catch (Exception)
         {

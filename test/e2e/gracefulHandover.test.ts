@@ -48,7 +48,8 @@ describe(`a graceful stop of the leader mid-job, on the ${e2eHostName()}`, () =>
 
   it('hands the lease over within 3 s, exits within the worker grace, and the job completes exactly', async (t) => {
     assert.ok(s !== undefined && first !== undefined && second !== undefined);
-    const old = await s.leading(first);
+    // The instance's own epoch: the view's top-level one is a lease read cached for 2 s (it may predate the term).
+    const old = (await s.leading(first)).instance;
     const items = Array.from({ length: 2_000 }, (_, i) => i - 700);
     await s.submitByHttp(first, { jobId: 'grace-job', workType: 'sum', items, options: { chunkSize: 20 } });
     // Mid-job: the leader started it and some chunks are done.
@@ -56,7 +57,8 @@ describe(`a graceful stop of the leader mid-job, on the ${e2eHostName()}`, () =>
 
     const signalledAt = Date.now();
     first.child.kill('SIGTERM');
-    const exited = new Promise<number | null>((resolve) => first?.child.once('exit', (code) => resolve(code)));
+    // 'close', not 'exit': the process's last lines (its `leader.released`) are read by then.
+    const exited = new Promise<number | null>((resolve) => first?.child.once('close', (code) => resolve(code)));
     let takenAt: number | undefined;
     let view: LeaderView | undefined;
     while (Date.now() - signalledAt < 20_000) {
@@ -87,7 +89,7 @@ describe(`a graceful stop of the leader mid-job, on the ${e2eHostName()}`, () =>
         `the stopped process exited ${exitMs} ms after it`,
     );
     assert.equal(code, 0, `the stopped instance exited with ${String(code)}`);
-    assert.ok(s.events('leader.released').some((e) => e.epoch === old.epoch), 'the stopped leader released its lease');
+    assert.ok(s.events('leader.released').some((e) => e.epoch === old.epoch), `the stopped leader released its lease (epoch ${String(old.epoch)})`);
     assert.ok(handoverMs <= HANDOVER_BOUND_MS, `handover took ${handoverMs} ms (bound ${HANDOVER_BOUND_MS})`);
     assert.ok(exitMs <= WORKER_GRACE_MS, `the stopped instance took ${exitMs} ms to exit (the worker grace is ${WORKER_GRACE_MS} ms)`);
 
@@ -122,7 +124,7 @@ describe(`a graceful stop of the leader of an idle app (one host id), on the ${e
 
   it('hands over within the doorbell\'s poll although the other instance was never asked to campaign', async (t) => {
     assert.ok(s !== undefined && first !== undefined && second !== undefined);
-    const old = await s.leading(first);
+    const old = (await s.leading(first)).instance;
     // The timer fires on one instance of an app at a time, and nothing else has run: the other one
     // has no Durable client, so it does not contend (it would wait for the timer's listener lock).
     const idle = (await s.call(second, 'GET', '/api/cluster')).json as { instance: { campaigning: boolean } };

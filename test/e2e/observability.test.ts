@@ -157,7 +157,8 @@ describe('structured events for Application Insights, from a real host process',
 
     // A graceful stop: the leader releases its lease and the pass summary is flushed.
     child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    // 'close', not 'exit': by then the process's last lines (`leader.released`) have been read.
+    await new Promise((r) => child.once('close', r));
 
     const events = new Map<string, Array<Record<string, unknown>>>();
     for (const { stream, text } of lines) {
