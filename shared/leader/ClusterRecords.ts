@@ -29,6 +29,8 @@ export interface RecorderState {
   readonly role: 'leader' | 'follower' | 'stopped';
   readonly epoch: number | undefined;
   readonly passes: number;
+  /** While leading: its passes have backed off, finding no work (CoordinatorRuntime RuntimeState.idle). */
+  readonly idle?: boolean;
 }
 
 export interface ClusterRecordsOptions {
@@ -55,7 +57,10 @@ export class ClusterRecords {
     this.prefix = heartbeatPrefix(leaseBlob);
   }
 
-  /** While it leads, an instance beats at the renew interval, so the live page sees a leader go quiet within seconds. */
+  /**
+   * While it leads and its passes find work, an instance beats at the renew interval, so the live page
+   * sees a working leader go quiet within seconds; an idle leader beats at the followers' interval.
+   */
   static fromSettings(settings: Settings, options: ClusterRecordsOptions = {}): ClusterRecords {
     const leaderIntervalMs = checkLeaderTiming(settings.leader).renewIntervalMs;
     return new ClusterRecords(

@@ -138,6 +138,11 @@ export interface RuntimeState {
   readonly passes: number;
   /** While leading: the wait before the next pass of the runtime's own (grows while passes are idle). */
   readonly passIntervalMs: number;
+  /**
+   * While leading: the last pass found no work and the passes have backed off to `idlePassIntervalMs`
+   * (no nudge since). The heartbeats follow it (an idle leader beats at the followers' interval).
+   */
+  readonly idle: boolean;
   readonly lastPass: LastPass | undefined;
   readonly lastPassError: LastPassError | undefined;
   /** The leader this instance last observed (itself included). */
@@ -159,6 +164,8 @@ export class CoordinatorRuntime {
   /** The wait before the next own pass: passIntervalMs after a busy pass or a nudge, growing while passes are idle. */
   private currentIntervalMs: number;
   private lastPassStartedAt = -Infinity;
+  /** Whether the last pass said it was busy (or a nudge came since): until then the leader is not idle. */
+  private lastPassBusy = true;
   private readonly stallTimeoutMs: number;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -245,6 +252,7 @@ export class CoordinatorRuntime {
       epoch: this.elector.epoch,
       passes: this.passes,
       passIntervalMs: this.currentIntervalMs,
+      idle: this.term !== undefined && !this.lastPassBusy && this.currentIntervalMs >= this.idlePassIntervalMs,
       lastPass: this.lastPass,
       lastPassError: this.lastPassError,
       observedLeader: this.observedLeader,
@@ -302,6 +310,7 @@ export class CoordinatorRuntime {
   nudge(): void {
     if (this.term === undefined) return;
     this.nudged = true;
+    this.lastPassBusy = true;
     this.currentIntervalMs = this.passIntervalMs;
     this.wake?.abort();
   }
@@ -314,6 +323,7 @@ export class CoordinatorRuntime {
     const term = { leadership, startedAt: this.clock.now(), lastProgressAt: this.clock.now() };
     this.term = term;
     this.currentIntervalMs = this.passIntervalMs;
+    this.lastPassBusy = true;
     const watching = this.watchdog(term);
     try {
       while (!leadership.signal.aborted) {
@@ -377,6 +387,7 @@ export class CoordinatorRuntime {
         await this.pass({ epoch: leadership.epoch, holder: leadership.holder, signal: leadership.signal, progress, again, busy: markBusy });
         progress();
         this.currentIntervalMs = busy ? this.passIntervalMs : Math.min(this.idlePassIntervalMs, this.currentIntervalMs * 2);
+        this.lastPassBusy = busy;
         this.passes += 1;
         const durationMs = Math.round(this.clock.now() - startedAt);
         this.lastPass = { epoch: leadership.epoch, at: this.clock.wallNow().toISOString(), durationMs };
@@ -423,7 +434,7 @@ export function createCoordinatorRuntime(
   // The recorder reads the runtime's state for its heartbeats; it starts beating only below, once the runtime exists.
   const recorder = records.recorder(settings.instanceId, () => {
     const state = created.state();
-    return { role: state.role, epoch: state.epoch, passes: state.passes };
+    return { role: state.role, epoch: state.epoch, passes: state.passes, idle: state.idle };
   });
   const created: CoordinatorRuntime = new CoordinatorRuntime({
     elector: {

@@ -2,13 +2,15 @@
  * Which instances are alive and what role each plays, for people (the live page, GET /api/cluster):
  * every instance overwrites one empty blob, `<lease blob>.instances/<instance id>`, whose metadata
  * says its role, epoch, start time, passes and its own beat interval, every `intervalMs` (15 s;
- * `leaderIntervalMs` while it leads, the renew interval, 5 s by default) and at once when its role
+ * `leaderIntervalMs` while it leads and its passes find work, the renew interval, 5 s by default, so
+ * the live page shows a working leader's death within seconds; a leader whose passes have backed off,
+ * finding none, beats at `intervalMs` as followers do: nothing waits on it then) and at once when its role
  * changes; a graceful stop writes a last beat with role `stopped`. Readers list the prefix with
  * metadata (one List Blobs per 5,000 instances) and judge age by the service's Last-Modified
  * against each instance's own interval. The leader deletes beats unseen for `forgetAfterMs` (an
  * hour), at most every 10 minutes.
  *
- * Cost: one blob write per instance per interval (0.07 transactions/s at 15 s; the leader's 0.2 at 5 s).
+ * Cost: one blob write per instance per interval (0.07 transactions/s at 15 s; a working leader's 0.2 at 5 s).
  * Not guaranteed: an instance listed `alive` may have died within its last 2 intervals (+1 s); roles come
  * from each instance's own belief, so for a moment during a handover two may say `leader`. Who
  * holds the lease is the lease blob's answer, not this one.
@@ -23,6 +25,8 @@ export interface HeartbeatState {
   readonly role: ElectorRole;
   readonly epoch: number | undefined;
   readonly passes: number;
+  /** A leader whose passes find no work beats at `intervalMs`, as followers do. */
+  readonly idle?: boolean;
 }
 
 export type InstanceState = 'alive' | 'silent' | 'stopped';
@@ -171,12 +175,12 @@ export class InstanceHeartbeats {
       const state = this.state();
       await this.beat(state);
       await this.maybePrune();
-      await this.clock.sleep(this.intervalFor(state.role), wake.signal);
+      await this.clock.sleep(this.intervalFor(state), wake.signal);
     }
   }
 
-  private intervalFor(role: ElectorRole): number {
-    return role === 'leader' ? this.leaderIntervalMs : this.intervalMs;
+  private intervalFor(state: HeartbeatState): number {
+    return state.role === 'leader' && state.idle !== true ? this.leaderIntervalMs : this.intervalMs;
   }
 
   /** One beat; beats never overlap, so a late one cannot overwrite a newer role. */
@@ -187,7 +191,7 @@ export class InstanceHeartbeats {
         passes: String(state.passes),
         startedat: this.startedAt,
         seenat: this.clock.wallNow().toISOString(),
-        every: String(this.intervalFor(state.role)),
+        every: String(this.intervalFor(state)),
         ...(state.epoch === undefined ? {} : { epoch: String(state.epoch) }),
       };
       const blob = this.container.getBlockBlobClient(`${this.prefix}${this.instanceId}`);

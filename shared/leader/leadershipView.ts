@@ -3,7 +3,8 @@
  * what the live page's Leader card says (GET /api/cluster `leadership`). The leader is whoever
  * holds the lease: the lease record, or a newer term that an instance's fresh heartbeat announces
  * (the lease read may be a couple of seconds old). Whether the holder is still there is judged by
- * its heartbeat, which a leader writes every renew interval.
+ * its heartbeat, which a leader writes every renew interval while its passes find work (every 15 s,
+ * as followers do, once they back off finding none); each beat says its interval.
  *
  * Guarantees: `leading` only while the lease is held and its holder beat within its interval plus
  * LATE_GRACE_MS; `takeoverBy` is the latest time a running follower takes over if the holder died

@@ -100,6 +100,7 @@ export interface OutcomeDeliveryDeps {
 export class OutcomeDelivery {
   private readonly now: Now;
   private readonly ensured = new Map<string, Promise<unknown>>();
+  #lastDue = 0;
 
   constructor(private readonly deps: OutcomeDeliveryDeps) {
     this.now = nowOf(deps);
@@ -141,6 +142,7 @@ export class OutcomeDelivery {
    */
   async sweep(signal?: AbortSignal): Promise<number> {
     const due = await this.deps.store.deliveries.listDeliveriesDue(signal);
+    this.#lastDue = due.length;
     let tried = 0;
     for (const jobId of due) {
       if (signal?.aborted === true || tried >= DELIVERY_SWEEP.max) break;
@@ -164,6 +166,11 @@ export class OutcomeDelivery {
       await this.save(next, signal);
     }
     return tried;
+  }
+
+  /** The deliveries the last sweep found marked due (whether or not their time had come). */
+  get lastDue(): number {
+    return this.#lastDue;
   }
 
   private async save(record: DeliveryRecord, signal?: AbortSignal): Promise<void> {

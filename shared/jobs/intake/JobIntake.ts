@@ -39,6 +39,14 @@ export interface IntakeReport {
   readonly checked: number;
   readonly confirmed: number;
   readonly restarted: number;
+  /** The start marks this pass's listing showed (absent when it listed none: not due, or skipped). */
+  readonly marks?: number;
+}
+
+/** What the leader's pass asks of one intake pass. */
+export interface IntakePassOptions {
+  /** false: leave the start marks unlisted this pass (the leader's quiet side reads, run/QuietReads.ts). */
+  readonly listMarks?: boolean;
 }
 
 /** Messages naming one job id (else one message, keyed by its own id), taken in order by one lane. */
@@ -162,14 +170,14 @@ export class JobIntake {
    * Checks the unconfirmed starts and, beside them, reads the jobs queue in batches until it is
    * empty, the pass budget is spent, or `signal` aborts.
    */
-  async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeReport> {
+  async runPass(ctx: IntakeContext, orchestrations: OrchestrationClient, options: IntakePassOptions = {}): Promise<IntakeReport> {
     this.submissions.beginPass();
     const began = performance.now();
     // The starts under way are waited for until then at most; slower ones run on and count in a later pass.
     const settleBy = began + INTAKE.passBudgetMs + INTAKE.settleGraceMs;
     let leaveRunning = false;
     try {
-      const report = await this.intakePass(ctx, orchestrations, began, settleBy);
+      const report = await this.intakePass(ctx, orchestrations, began, settleBy, options);
       leaveRunning = report.more;
       return report.counts;
     } finally {
@@ -206,6 +214,7 @@ export class JobIntake {
     orchestrations: OrchestrationClient,
     began: number,
     settleBy: number,
+    options: IntakePassOptions,
   ): Promise<{ readonly counts: IntakeReport; readonly more: boolean }> {
     await this.ensureQueues(ctx.signal);
     // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
@@ -214,7 +223,7 @@ export class JobIntake {
     this.submissions.beginTerm(ctx.epoch);
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
-    const listed = await this.repair.listMarks(ctx);
+    const listed = options.listMarks === false ? undefined : await this.repair.listMarks(ctx);
     // The newest listing, until a run of checks takes it (one still running keeps it for the next).
     if (listed !== undefined) this.#marks = listed;
     let checksMs: number | undefined;
@@ -257,7 +266,9 @@ export class JobIntake {
     };
     const checksTime = checksMs === undefined ? {} : { checksMs: Math.round(checksMs) };
     const waitingToStart = this.submissions.acceptedWaiting;
-    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, waitingToStart, takingMs: Math.round(performance.now() - began) };
+    const marks = listed === undefined ? {} : { marks: listed.length };
+    const takingMs = Math.round(performance.now() - began);
+    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, ...marks, waitingToStart, takingMs };
     if (counts.received > 0 || counts.started > 0 || counts.confirmed > 0 || counts.restarted > 0) {
       const underWay = this.#taking.size > 0 ? { underWay: this.#taking.size } : {};
       this.deps.logger.info('intake.pass', { ...counts, ...underWay, epoch: ctx.epoch });

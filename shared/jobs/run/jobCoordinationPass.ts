@@ -28,7 +28,10 @@
  *
  * A pass that took submissions (or has some to retry), or whose stall check follows job runs not
  * seen finished, tells the runtime it was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
- * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs.
+ * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs. Once nothing has shown
+ * activity for a minute (no submission, start mark, open index row, delivery due or followed run:
+ * QuietReads.ts), the start marks, the index refresh and the deliveries due are read at most every
+ * 5 minutes; an idle pass is then its jobs-queue receive alone.
  */
 import { type DurableClient } from 'durable-functions';
 
@@ -40,6 +43,7 @@ import { INDEX_UPKEEP } from '../store/IndexUpkeep';
 import { type BatchState } from './batchOrchestration';
 import { Beside } from './beside';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
+import { QuietReads } from './QuietReads';
 import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
@@ -77,7 +81,9 @@ export function jobCoordinationPass(
   const sweeps = new Beside(waitBesideMs);
   let lastSweep = 0;
   let lastDeliverySweep = -Infinity;
-  const upkeep = indexUpkeep(components, clock, () => components.intake.submissionWaitMs());
+  // While no job comes or goes, the start marks, the index refresh and the deliveries due are read seldom.
+  const quiet = new QuietReads(clock);
+  const upkeep = indexUpkeep(components, clock, () => components.intake.submissionWaitMs(), quiet);
   let upkeepAt = clock();
   const stalls = new StalledJobs({
     logger: components.logger,
@@ -95,6 +101,7 @@ export function jobCoordinationPass(
       });
       return undefined;
     }
+    quiet.term(ctx.epoch);
     const orchestrations = durableOrchestrationClient(client);
     // Every run the intake starts is followed by the stall check from then on (it lists the instances seldom).
     const starting: OrchestrationClient = {
@@ -130,7 +137,7 @@ export function jobCoordinationPass(
       }
     };
     const [report] = await Promise.all([
-      apart('intake', () => components.intake.runPass(ctx, starting)),
+      apart('intake', () => components.intake.runPass(ctx, starting, { listMarks: quiet.allow('start marks') })),
       apart('stallCheck', async () => {
         if (ctx.signal.aborted) return;
         // At most `waitBesideMs`: a listing (a new leadership's first) takes seconds with many runs
@@ -151,7 +158,10 @@ export function jobCoordinationPass(
     // retry, accepted starts wait for room, or the stall check follows job runs. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
     const startsWait = (report?.waitingToStart ?? 0) > 0;
-    if ((report !== undefined && (report.received > 0 || report.retryLater > 0 || startsWait)) || stalls.running > 0) ctx.busy?.();
+    const taking = report !== undefined && (report.received > 0 || report.retryLater > 0 || startsWait);
+    if (taking || stalls.running > 0) ctx.busy?.();
+    // Activity for the quiet side reads: the same, or a start still marked (the stall check may not follow it yet).
+    if (taking || stalls.running > 0 || (report?.marks ?? 0) > 0) quiet.active();
     // Not while submissions are being taken: the upkeep's checks are status reads of several storage
     // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
@@ -161,7 +171,8 @@ export function jobCoordinationPass(
     if (upkeepDue) upkeepAt = clock();
     // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
     const delivery = components.delivery;
-    const deliveryDue = delivery !== undefined && !ctx.signal.aborted && clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs;
+    const sweepTime = clock() - lastDeliverySweep >= DELIVERY_SWEEP.everyMs;
+    const deliveryDue = delivery !== undefined && !ctx.signal.aborted && sweepTime && quiet.allow('deliveries due');
     if (deliveryDue) lastDeliverySweep = clock();
     const retentionDays = components.settings.jobs.retentionDays;
     const retentionDue = retentionDays > 0 && !ctx.signal.aborted && clock() - lastSweep >= RETENTION_SWEEP_INTERVAL_MS;
@@ -183,6 +194,7 @@ export function jobCoordinationPass(
         try {
           const tried = (await delivery?.sweep(ctx.signal)) ?? 0;
           if (tried > 0) components.logger.info('delivery.swept', { tried, epoch: ctx.epoch });
+          if ((delivery?.lastDue ?? 0) > 0) quiet.active();
         } catch (err) {
           components.logger.warn('delivery.sweep_failed', { epoch: ctx.epoch, error: err });
         }
@@ -221,16 +233,20 @@ export function indexUpkeep(
   clock: () => number = Date.now,
   /** How long submissions wait on the jobs queue now (JobIntake.submissionWaitMs); absent: 0. */
   queueWaitMs?: () => number,
+  /** The pass's quiet side reads: the refresh runs only when they allow it, and open rows are activity. */
+  quiet?: Pick<QuietReads, 'allow' | 'active'>,
 ): (orchestrations: OrchestrationClient, ctx: Pick<CoordinationContext, 'epoch' | 'signal'>) => Promise<void> {
   let lastRefresh = -Infinity;
   let lastWalk: number | undefined;
   return async (orchestrations, ctx) => {
     const now = clock();
     lastWalk ??= now;
-    if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs) {
+    if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs && (quiet?.allow('index refresh') ?? true)) {
       lastRefresh = now;
       try {
-        await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal, queueWaitMs: queueWaitMs?.() ?? 0 });
+        const queueWait = queueWaitMs?.() ?? 0;
+        const refreshed = await components.indexUpkeep.repairIndex(orchestrations, { signal: ctx.signal, queueWaitMs: queueWait });
+        if (refreshed.open > 0) quiet?.active();
       } catch (err) {
         components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
       }

@@ -112,7 +112,7 @@ export class IndexUpkeep {
        */
       readonly queueWaitMs?: number;
     } = {},
-  ): Promise<{ checked: number; fixed: number; removed: number }> {
+  ): Promise<{ checked: number; fixed: number; removed: number; open: number }> {
     const max = options.max ?? INDEX_UPKEEP.refreshMax;
     const budgetMs = options.budgetMs ?? INDEX_UPKEEP.refreshBudgetMs;
     const began = Date.now();
@@ -139,7 +139,8 @@ export class IndexUpkeep {
     // Stopped at the budget: the next refresh carries on after the last row this one began (rows are in key order).
     if (started < rows.length && started > 0) this.#refreshAfter = rows[started - 1]?.rowKey;
     if (report.fixed + report.removed > 0) this.deps.logger.info('index.repaired', { ...report, kind: 'refresh' });
-    return report;
+    // How many rows said pending or running (young ones included): what tells the leader's pass that jobs are about.
+    return { ...report, open: listed.length };
   }
 
   /**

@@ -112,6 +112,11 @@ describe('instance heartbeats beside the lease (Azurite)', () => {
     // 3 s on: more than 2 of the leader's intervals + 1 s, well within the follower's.
     const later = await listInstances(c, 'lease.instances/', { intervalMs: 60_000, now: new Date(Date.now() + 3_000) });
     assert.deepEqual(later.map((i) => [i.id, i.state]), [['inst-b', 'alive'], ['inst-a', 'silent']]);
+    // An idle leader (its passes back off, finding no work): its next beat says the followers' interval.
+    aState = { role: 'leader', epoch: 3, passes: 0, idle: true };
+    await sleep(1_000);
+    const idle = await listInstances(c, 'lease.instances/', { intervalMs: 60_000 });
+    assert.deepEqual(idle.map((i) => [i.id, i.role, i.intervalSeconds]), [['inst-a', 'leader', 60], ['inst-b', 'follower', 60]]);
     // Stepping down: the next beat comes at once and says the follower's interval.
     aState = { role: 'follower', epoch: undefined, passes: 0 };
     a.beatSoon();

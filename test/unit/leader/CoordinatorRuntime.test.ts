@@ -211,7 +211,7 @@ describe('CoordinatorRuntime', () => {
     await rt.stop();
   });
 
-  it('backs off while passes find no work (2, 4, 8, then 10 s), and starts over from 1 s after a busy pass or a nudge; ticks add no pass while its own are on time', async () => {
+  it('backs off while passes find no work (2, 4, 8, then 10 s), and starts over from 1 s after a busy pass or a nudge; ticks add no pass while its own are on time; idle once at the ceiling', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
     const times: number[] = [];
@@ -227,12 +227,15 @@ describe('CoordinatorRuntime', () => {
       'r',
       { passIntervalMs: 1_000, idlePassIntervalMs: 10_000 },
     );
+    assert.equal(rt.state().idle, false, 'not leading: not idle');
     const ticked = tickWith(rt, 'a');
     await clock.advance(0);
     await ticked;
+    assert.equal(rt.state().idle, false, 'backing off, not yet at the ceiling');
     for (let i = 0; i < 40; i++) await clock.advance(1_000);
     assert.deepEqual(times, [0, 2_000, 6_000, 14_000, 24_000, 34_000], 'idle: the interval doubles up to the idle ceiling');
     assert.equal(rt.state().passIntervalMs, 10_000);
+    assert.equal(rt.state().idle, true, 'at the ceiling after passes that found no work');
     // Ticks every 5 s while the own passes are on time: no extra pass.
     for (let i = 0; i < 3; i++) {
       const t = tickWith(rt, 'tick');
@@ -246,9 +249,11 @@ describe('CoordinatorRuntime', () => {
     await clock.advance(1_000);
     await clock.advance(2_000);
     assert.deepEqual(times.slice(-3), [64_000, 65_000, 67_000], 'busy: 1 s, then 2 s');
+    assert.equal(rt.state().idle, false, 'a busy pass ends the idle');
     // A nudge (a submission by HTTP on this instance): a pass at once, and the back-off from the start.
     await clock.advance(1_500);
     rt.nudge();
+    assert.equal(rt.state().idle, false);
     await clock.advance(0);
     assert.equal(times.at(-1), 68_500);
     await clock.advance(2_000);

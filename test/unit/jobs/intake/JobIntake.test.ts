@@ -121,6 +121,26 @@ describe('job intake on its storage twins', () => {
     assert.deepEqual(t.jobsQueue.texts, []);
   });
 
+  it('a pass told not to list the start marks (the leader\'s quiet side reads) neither lists nor checks them; one that lists says how many', async () => {
+    const t = setup();
+    await t.jobsQueue.sendMessage(encodeQueueMessage({ jobId: 'marked', workType: 'sum', items: [1] }));
+    t.orchestrations.onStart = () => {
+      throw new Error('extension unreachable');
+    };
+    const first = await t.pass();
+    assert.equal(first.marks, 0, 'listed before the start marked it');
+    t.orchestrations.onStart = () => undefined;
+    t.advance(INTAKE.checkAfterMs + INTAKE.checkEveryMs);
+    const ctx = { epoch: 7, holder: 'leader-a', signal: new AbortController().signal, progress: () => undefined };
+    const skipped = await t.intake.runPass(ctx, t.orchestrations, { listMarks: false });
+    assert.equal(skipped.marks, undefined, 'not listed');
+    assert.equal(skipped.checked, 0, 'so not checked');
+    assert.deepEqual(t.orchestrations.started, []);
+    const listed = await t.pass();
+    assert.equal(listed.marks, 1);
+    assert.equal(listed.checked, 1, 'the next pass that lists checks it');
+  });
+
   it('a submission whose start cannot be recorded is retried on each delivery and given up with START_FAILED at the last', async () => {
     const t = setup();
     const text = encodeQueueMessage({ jobId: 'stuck', workType: 'sum', items: [1] });
