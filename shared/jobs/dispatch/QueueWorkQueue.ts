@@ -128,14 +128,15 @@ export class QueueWorkQueue implements WorkQueue {
     if (this.#busy || this.#waiting.length === 0) return;
     const round = this.#waiting.splice(0, this.#waiting.length);
     this.#busy = true;
-    const signal = AbortSignal.timeout(SHARED_SEND_TIMEOUT_MS);
     void Promise.all(
       // In order, each send whole, at most `perMessage` chunks and the message size to a message.
       packInEnvelopes(round, this.#perMessage, (w) => w.messages.length, (w) => w.bytes).map(async (group) => {
         try {
+          // A timeout of its own: one shared by a round's many sends held a listener for each of them
+          // (Node warns past 10 on one signal).
           await this.sendMessage(
             group.flatMap((w) => w.messages),
-            signal,
+            AbortSignal.timeout(SHARED_SEND_TIMEOUT_MS),
           );
           for (const w of group) w.resolve();
         } catch (err) {
