@@ -53,7 +53,7 @@ export interface RejectionDeps {
   /** Deletes the message from the jobs queue (a delete that finds it gone or received again counts as done). */
   deleteMessage(message: ReceivedSubmission, ctx: IntakeContext): Promise<void>;
   /** A submission whose start is recorded after all: the start checks see it through. */
-  alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome>;
+  alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, startId: string, ctx: IntakeContext): Promise<IntakeOutcome>;
 }
 
 export class Rejections {
@@ -90,11 +90,12 @@ export class Rejections {
         return 'retry_later';
       }
       const instance = jobViewOf(await orchestrations.getStatus(startInstanceId(found.value)), job.jobId);
-      if (instance !== undefined && runOf(instance)?.startId === found.value.startId) return this.deps.alreadyAccepted(message, job, ctx);
+      const { startId } = found.value;
+      if (instance !== undefined && runOf(instance)?.startId === startId) return this.deps.alreadyAccepted(message, job, startId, ctx);
       const given: StartRecord = { ...found.value, state: 'rejected', epoch: ctx.epoch, holder: ctx.holder, at: this.now().toISOString() };
       const retired = await store.replaceStart(given, found.etag, ctx.signal);
       if (retired === 'conflict') throw new Error(`The start record of job ${job.jobId} changed while its start was being given up.`);
-      await store.clearUnconfirmed(job.jobId, ctx.signal);
+      await store.clearUnconfirmed(job.jobId, found.value.startId, ctx.signal);
     }
     const reason = startFailed(message.dequeueCount, cause instanceof Error ? cause.message : String(cause));
     return this.reject({ message, error: reason, ...askedBy(job) }, ctx, orchestrations);

@@ -1,9 +1,11 @@
 /**
- * The leader's check of the starts still in progress: every pass lists the start marks (rows of
- * the job index's table, or `unconfirmed-starts/<jobId>` blobs without one: StartMarks.ts) and
- * takes each marked start one step on (`nextStartStep`): confirmed
- * (the mark goes), waiting, or started again under a new start id, the pass's epoch and the next
- * instance generation (`takeOver`). A newer leader takes over its predecessors' marked starts at its
+ * The leader's check of the starts still in progress: every pass lists the start marks (one per
+ * start: rows of the job index's table, or blobs without one: StartMarks.ts) and takes each marked
+ * job's current start (the one its start record names) one step on (`nextStartStep`): confirmed
+ * (its marks go), waiting (its own mark stays, any other goes), or started again under a new start
+ * id, the pass's epoch and the next instance generation (`takeOver`: the new start is marked before
+ * the earlier marks go). A mark's age is this process's own reckoning (`#seen`), never the storage
+ * service's clock. A newer leader takes over its predecessors' marked starts at its
  * first pass. The start record changes only with If-Match, and only by a leader whose epoch is at
  * least the record's. The checks follow the start -> plan lag the marks show and back off per start
  * (INTAKE), and the listing also tells the intake how many starts are on their way to their plans
@@ -24,6 +26,7 @@ import { type Logger } from '../../observability/log';
 import { mapWhile } from '../pool';
 import { jobViewOf, type OrchestrationClient } from '../run/OrchestrationClient';
 import { type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
+import { type StartMark } from '../store/StartMarks';
 import { type Now } from '../wallClock';
 import { INTAKE, type IntakeContext, isAbort } from './intakeTerms';
 import { nextStartStep, startInstanceId, startRecorded } from './startSteps';
@@ -41,8 +44,12 @@ export interface StartRepairDeps {
   readonly queueStart?: (start: StartRecord, epoch: number) => boolean;
 }
 
-/** The marks of one listing: the job id and when its start was marked. */
-export type Marks = ReadonlyArray<{ readonly jobId: string; readonly markedAt: number }>;
+/**
+ * The marks of one listing, one entry a job: the starts of it that are marked (the current one, and
+ * any an earlier start or delivery left) and when the newest was first seen here, on this process's
+ * clock: when its intake marked it, else the first listing that showed it.
+ */
+export type Marks = ReadonlyArray<{ readonly jobId: string; readonly startIds: readonly string[]; readonly markedAt: number }>;
 
 /** Confirmations of this process's plans remembered for a listing under way: at most this many, this long. */
 const CONFIRMED_KEPT = 1_000;
@@ -57,6 +64,8 @@ export class StartRepair {
    */
   #marksSeen = new Map<string, number>();
   #marksSeenAt = 0;
+  /** When each mark listed (`<jobId>.<startId>`) was first seen here. */
+  #firstSeen = new Map<string, number>();
   /**
    * Starts on their way to their plans (`maxStartsUnderWay`): the fresh marks of the last listing,
    * and the starts made since; each goes from here when a plan of this process says it got past its
@@ -190,7 +199,7 @@ export class StartRepair {
     const at = this.now().getTime();
     if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
     this.#checkedAt = at;
-    const listed = await this.deps.store.listUnconfirmed(ctx.signal);
+    const listed = this.#seen(await this.deps.store.listUnconfirmed(ctx.signal), at);
     ctx.progress();
     // A start that waited here for room counts from when it was begun, not from its mark.
     const marked = listed.map((m) => {
@@ -211,6 +220,30 @@ export class StartRepair {
     for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
     this.#startedSince.clear();
     return marked;
+  }
+
+  /**
+   * The listing's marks, a job each, timed on this process's clock (a mark carries no time: the
+   * storage service's clock is not this one): when this intake marked the job, else when a listing
+   * first showed the mark. (A new leader so checks the starts its predecessor left `checkAfterMs`
+   * after its first listing: a start that lost its leader is one whose mark stays.)
+   */
+  #seen(listed: readonly StartMark[], at: number): Marks {
+    const firstSeen = new Map<string, number>();
+    const byJob = new Map<string, { startIds: string[]; markedAt: number }>();
+    for (const { jobId, startId } of listed) {
+      const key = `${jobId}.${startId}`;
+      const seenAt = this.#firstSeen.get(key) ?? this.#markedHere.get(jobId) ?? at;
+      firstSeen.set(key, seenAt);
+      const job = byJob.get(jobId);
+      if (job === undefined) byJob.set(jobId, { startIds: [startId], markedAt: seenAt });
+      else {
+        job.startIds.push(startId);
+        job.markedAt = Math.max(job.markedAt, seenAt);
+      }
+    }
+    this.#firstSeen = firstSeen;
+    return [...byJob].map(([jobId, job]) => ({ jobId, ...job }));
   }
 
   /** One pass over the marked starts: confirm, wait, or start again (see the module comment). */
@@ -234,13 +267,14 @@ export class StartRepair {
     const checking = performance.now();
     // Past the budget the rest stay due (their back-off untouched): the next pass checks them.
     const withinBudget = (): boolean => !ctx.signal.aborted && performance.now() - checking < INTAKE.checkBudgetMs;
-    await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId }) => {
+    await mapWhile(due, INTAKE.checkConcurrency, withinBudget, async ({ jobId, startIds }) => {
       // A check still running from an earlier pass (a slow start call) is not checked twice at once.
       if (this.#inFlight.has(jobId) || this.#checking.has(jobId)) return;
       this.#checking.add(jobId);
       counts.checked += 1;
       try {
-        const { step, stuckAt } = await this.advance(jobId, ctx, orchestrations, Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag));
+        const stuckAfterMs = Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag);
+        const { step, stuckAt } = await this.advance(jobId, startIds, ctx, orchestrations, stuckAfterMs);
         if (step === 'confirmed') counts.confirmed += 1;
         else if (step === 'restarted' || step === 'queued') counts.restarted += 1;
         if (step === 'waiting' || step === 'not_ours') {
@@ -286,8 +320,14 @@ export class StartRepair {
     return Math.min(INTAKE.maxStartLagMs, this.#lags.reduce((most, l) => Math.max(most, l.ms), 0));
   }
 
+  /**
+   * Judges the job's current start (the one its start record names), whichever of its starts the
+   * marks name, and leaves the marks saying what is left to check: none once it is past planning, its
+   * own while it waits (the others go: an earlier start's, or a delivery's that found the id taken).
+   */
   private async advance(
     jobId: string,
+    startIds: readonly string[],
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     stuckAfterMs: number,
@@ -297,22 +337,28 @@ export class StartRepair {
     // The intake marked this job id while the check read (a submission of it being started or
     // accepted now): the mark is the intake's, and stays.
     if (this.#inFlight.has(jobId)) return { step: 'waiting' };
+    const clear = (ids: readonly string[]): Promise<unknown> => Promise.all(ids.map((id) => store.clearUnconfirmed(jobId, id, ctx.signal)));
     if (found === undefined || found.value.state !== 'active') {
-      await store.clearUnconfirmed(jobId, ctx.signal);
+      await clear(startIds);
       return { step: 'retired' };
     }
     // A newer leader has taken this start over: this one is stale and leaves it alone.
     if (found.value.epoch > ctx.epoch) return { step: 'not_ours' };
     const instance = jobViewOf(await orchestrations.getStatus(startInstanceId(found.value)), jobId);
     const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
+    const current = found.value.startId;
     if (step.kind === 'wait') {
+      // The start waited on keeps a mark of its own (a take-over cut short before it marked, or one
+      // whose own mark a plan of an earlier start could not tell apart: none now), the others go.
+      if (!startIds.includes(current)) await store.markUnconfirmed(jobId, current, ctx.signal);
+      await clear(startIds.filter((id) => id !== current));
       // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
       const pending = instance?.runtimeStatus === 'Pending';
       const stuckAt = pending ? instance.createdTime.getTime() + stuckAfterMs + 1 : undefined;
       return { step: 'waiting', ...(stuckAt === undefined ? {} : { stuckAt }) };
     }
     if (step.kind === 'confirmed') {
-      await store.clearUnconfirmed(jobId, ctx.signal);
+      await clear(startIds);
       return { step: 'confirmed' };
     }
     let start = found;
@@ -321,8 +367,11 @@ export class StartRepair {
       // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
       if (taken === undefined) return { step: 'waiting' };
       start = taken;
-      // Marked again: the earlier start's plan may have removed the mark since it was listed.
-      await store.markUnconfirmed(jobId, ctx.signal);
+      // The new start's own mark, then the earlier ones go (a plan of an earlier start removes only its own).
+      await store.markUnconfirmed(jobId, taken.value.startId, ctx.signal);
+      await clear(startIds.filter((id) => id !== taken.value.startId));
+    } else if (!startIds.includes(current)) {
+      await store.markUnconfirmed(jobId, current, ctx.signal);
     }
     // A run that never began (its leader stopped before the Durable start, or while the start waited
     // for room): the intake makes it like any accepted start, so a failover in a burst hands thousands

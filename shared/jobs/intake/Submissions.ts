@@ -102,7 +102,7 @@ export class Submissions {
       now: this.now,
       outcomes: deps.delivery?.outcomes,
       deleteMessage: (message, ctx) => this.deleteMessage(message, ctx),
-      alreadyAccepted: (message, job, ctx) => this.alreadyAccepted(message, job, ctx),
+      alreadyAccepted: (message, job, startId, ctx) => this.alreadyAccepted(message, job, startId, ctx),
     });
   }
 
@@ -382,7 +382,7 @@ export class Submissions {
       // found by the create below; this submission must not end that claim when it settles.
       this.repair.marking(job.jobId);
       startingHere = !heldHere;
-      const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, ctx.signal)]);
+      const [created] = await Promise.all([store.createStart(start, ctx.signal), store.markUnconfirmed(job.jobId, startId, ctx.signal)]);
       if (created === 'exists') {
         if (place !== undefined) this.#shared.release(place);
         place = undefined;
@@ -455,7 +455,7 @@ export class Submissions {
       const since = known.value.run.submittedAt;
       return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
     }
-    if (known?.value.state === 'active') return this.alreadyAccepted(message, job, ctx);
+    if (known?.value.state === 'active') return this.alreadyAccepted(message, job, known.value.startId, ctx);
     if (known === undefined && legacy !== undefined) {
       // Started before start records existed (or by an earlier version of the app).
       if (fingerprintOf(legacy) !== job.fingerprint) {
@@ -519,8 +519,13 @@ export class Submissions {
   }
 
   /** A submission whose start is already recorded: the pass's check of unconfirmed starts sees it through. */
-  private async alreadyAccepted(message: ReceivedSubmission, job: AcceptedJob, ctx: IntakeContext): Promise<IntakeOutcome> {
-    await this.deps.store.markUnconfirmed(job.jobId, ctx.signal);
+  private async alreadyAccepted(
+    message: ReceivedSubmission,
+    job: AcceptedJob,
+    startId: string,
+    ctx: IntakeContext,
+  ): Promise<IntakeOutcome> {
+    await this.deps.store.markUnconfirmed(job.jobId, startId, ctx.signal);
     await this.deleteMessage(message, ctx);
     this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
     return 'already_started';

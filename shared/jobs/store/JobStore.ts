@@ -24,7 +24,7 @@
  *                                     it; any later run of the job returns it instead of running
  *   store.json                        the stamp the process that created the container wrote: every
  *                                     job here has a start record (`startRecordsOnly`)
- *   unconfirmed-starts/<jobId>        (empty) a start not yet seen past its plan step, in a store
+ *   unconfirmed-starts/<jobId>.<startId>  (empty) a start not yet seen past its plan step, in a store
  *                                     without a job index; with one, a row of the index's table
  *                                     (StartMarks.ts says why); the leader's pass checks each
  *   jobs/<jobId>/delivery.json        where the job's outcome went (replyTo, callback), for its status
@@ -131,8 +131,7 @@ export class JobStore {
     this.chunks = new ChunkBlobs(this.docs, this.#cancels);
     this.deliveries = new DeliveryBlobs(this.docs);
     // A connection the table client refuses (no table endpoint) leaves the index failing, best effort, and the marks in blobs.
-    const blobMarks = new BlobStartMarks(docs);
-    this.#marks = index?.clientBuilds() === true ? new TableStartMarks(index, blobMarks) : blobMarks;
+    this.#marks = index?.clientBuilds() === true ? new TableStartMarks(index) : new BlobStartMarks(docs);
   }
 
   /** The results container's stamp (StoreStamp), written by the process that created the container. */
@@ -301,23 +300,25 @@ export class JobStore {
     return outcome === 'exists' ? 'conflict' : outcome;
   }
 
-  /** Puts the job on the list of starts the leader's pass checks. */
-  async markUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.#marks.mark(jobId, signal);
+  /** Puts this start of the job on the list of starts the leader's pass checks. */
+  async markUnconfirmed(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.#marks.mark(jobId, startId, signal);
   }
 
-  async clearUnconfirmed(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.#marks.clear(jobId, signal);
+  /** Removes this start's mark (another start's of the same job stays). */
+  async clearUnconfirmed(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.#marks.clear(jobId, startId, signal);
   }
 
   /**
    * A start whose run got past its plan's fence has landed: its mark goes (the intake checks only
-   * marked starts). Called by that plan, so the leader's pass does not re-read every fresh start
-   * until it sees it past planning. The index row says running once the plan hands the job to its
-   * steps (`noteRunning`): a job its plan finishes goes from pending to its final row, one write fewer.
+   * marked starts), and only its own: a start that replaced it since keeps its mark. Called by that
+   * plan, so the leader's pass does not re-read every fresh start until it sees it past planning.
+   * The index row says running once the plan hands the job to its steps (`noteRunning`): a job its
+   * plan finishes goes from pending to its final row, one write fewer.
    */
   async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
-    await this.clearUnconfirmed(run.jobId, signal);
+    if (run.startId !== undefined) await this.clearUnconfirmed(run.jobId, run.startId, signal);
   }
 
   /** The index row of a job whose run goes on past its plan: running (best effort, as every index write). */
@@ -353,7 +354,7 @@ export class JobStore {
     const names: string[] = [];
     for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
     names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
-    await this.clearUnconfirmed(jobId, signal);
+    await this.#marks.clearJob(jobId, signal);
     let deleted = 0;
     for (const name of names) {
       if (await this.docs.delete(name, signal)) deleted += 1;
@@ -362,7 +363,7 @@ export class JobStore {
     return deleted;
   }
 
-  /** Every unconfirmed start: its job id and when it was last marked (one request per 1,000 in a table, per 5,000 in blobs). */
+  /** Every unconfirmed start: its job id and start id (one request per 1,000 in a table, per 5,000 in blobs). */
   async listUnconfirmed(signal?: AbortSignal): Promise<StartMark[]> {
     return this.#marks.list(signal);
   }

@@ -1,14 +1,16 @@
 /**
  * The marks of starts not yet seen past their plan step: made with the start record, followed by
  * the leader's start checks (intake/StartRepair.ts), removed by the run's plan once past its fence.
- * Every job makes one and removes it, so where they live decides a cost paid per job:
+ * A mark names one start (`<jobId>.<startId>`), so a plan can only ever remove its own start's mark:
+ * a superseded plan that passed its fence just before a take-over cannot remove the mark of the
+ * start that replaced it. Every job makes one and removes it, so where they live decides a cost
+ * paid per job:
  *
  * - `TableStartMarks` (the app: wherever it has its job index): rows of the job index's table in a
- *   partition of their own, `starts`, RowKey the job id; when it was marked is the row's Timestamp
- *   (the service's clock). The index's readers ask for the `jobs` partition only, so marks are never
- *   listed as jobs.
- * - `BlobStartMarks` (a store without an index: the tests of the pipeline alone): empty blobs
- *   `unconfirmed-starts/<jobId>` in the results container, marked at the blob's Last-Modified.
+ *   partition of their own, `starts`. The index's readers ask for the `jobs` partition only, so marks
+ *   are never listed as jobs.
+ * - `BlobStartMarks` (a store without an index: a connection with no table endpoint, and the tests of
+ *   the pipeline alone): empty blobs `unconfirmed-starts/<jobId>.<startId>` in the results container.
  *
  * Why a table where there is one: on Azure both are one request, but Azurite keeps the metadata of
  * every blob of the account in one collection and re-sorts its indexes on each blob delete, so a
@@ -16,9 +18,11 @@
  * deletes took 13.7% of Azurite's CPU (a profile of `jobs-scale`, docs/figures.md). A table row's
  * delete touches its own table only.
  *
- * Guarantees (both): `mark` is an upsert (marking again moves the mark's time), `clear` of a missing
- * mark is success, `list` answers every mark with its time, in job id order. Failures throw: a start
- * whose mark was not written is not made (Submissions.ts).
+ * A mark carries no time: the service's clock is not this process's, and the start checks judge a
+ * mark's age from when they first saw it (StartRepair.ts).
+ *
+ * Guarantees (both): `mark` is an upsert, `clear` of a missing mark is success, `list` answers every
+ * mark, in job id order. Failures throw: a start whose mark was not written is not made (Submissions.ts).
  */
 import { odata } from '@azure/data-tables';
 
@@ -26,16 +30,39 @@ import { isValidJobId } from '../jobIds';
 import { checkJobId, type JsonDocuments } from './BlobDocuments';
 import { type TableWrites, type WritesTable } from './TableWrites';
 
-/** A marked start: its job id and when it was last marked (ms since the epoch, the storage service's clock). */
+/** A marked start: its job and which of the job's starts. */
 export interface StartMark {
   readonly jobId: string;
-  readonly markedAt: number;
+  readonly startId: string;
 }
 
 export interface StartMarks {
-  mark(jobId: string, signal?: AbortSignal): Promise<void>;
-  clear(jobId: string, signal?: AbortSignal): Promise<void>;
+  mark(jobId: string, startId: string, signal?: AbortSignal): Promise<void>;
+  /** Removes one start's mark. */
+  clear(jobId: string, startId: string, signal?: AbortSignal): Promise<void>;
+  /** Removes every mark of the job (a purge). */
+  clearJob(jobId: string, signal?: AbortSignal): Promise<void>;
   list(signal?: AbortSignal): Promise<StartMark[]>;
+}
+
+/** A start id as the app makes them (a UUID) or a test names them: it becomes part of a blob name or row key. */
+const START_ID = /^[A-Za-z0-9-]{1,64}$/;
+
+/** `<jobId>.<startId>`: '.' is in neither. */
+function markKey(jobId: string, startId: string): string {
+  if (!START_ID.test(startId)) throw new Error(`invalid start id: ${JSON.stringify(startId).slice(0, 80)}`);
+  return `${checkJobId(jobId)}.${startId}`;
+}
+
+function markOf(key: string): StartMark | undefined {
+  const dot = key.indexOf('.');
+  const jobId = key.slice(0, dot);
+  const startId = key.slice(dot + 1);
+  return dot > 0 && isValidJobId(jobId) && START_ID.test(startId) ? { jobId, startId } : undefined;
+}
+
+function inJobOrder(marks: StartMark[]): StartMark[] {
+  return marks.sort((a, b) => (a.jobId === b.jobId ? a.startId.localeCompare(b.startId) : a.jobId < b.jobId ? -1 : 1));
 }
 
 const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
@@ -43,25 +70,34 @@ const UNCONFIRMED_PREFIX = 'unconfirmed-starts/';
 export class BlobStartMarks implements StartMarks {
   constructor(private readonly docs: JsonDocuments) {}
 
-  static blobName(jobId: string): string {
-    return `${UNCONFIRMED_PREFIX}${checkJobId(jobId)}`;
+  static blobName(jobId: string, startId: string): string {
+    return `${UNCONFIRMED_PREFIX}${markKey(jobId, startId)}`;
   }
 
-  async mark(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(BlobStartMarks.blobName(jobId), {}, { metadata: { since: new Date().toISOString() }, signal });
+  async mark(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.put(BlobStartMarks.blobName(jobId, startId), {}, { signal });
   }
 
-  async clear(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.docs.delete(BlobStartMarks.blobName(jobId), signal);
+  async clear(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.docs.delete(BlobStartMarks.blobName(jobId, startId), signal);
   }
 
-  async list(signal?: AbortSignal): Promise<StartMark[]> {
+  async clearJob(jobId: string, signal?: AbortSignal): Promise<void> {
+    const marks = await this.#list(`${UNCONFIRMED_PREFIX}${checkJobId(jobId)}.`, signal);
+    for (const { startId } of marks) await this.clear(jobId, startId, signal);
+  }
+
+  list(signal?: AbortSignal): Promise<StartMark[]> {
+    return this.#list(UNCONFIRMED_PREFIX, signal);
+  }
+
+  async #list(prefix: string, signal?: AbortSignal): Promise<StartMark[]> {
     const out: StartMark[] = [];
-    for await (const blob of this.docs.list(UNCONFIRMED_PREFIX, false, signal)) {
-      const jobId = blob.name.slice(UNCONFIRMED_PREFIX.length);
-      if (isValidJobId(jobId)) out.push({ jobId, markedAt: blob.lastModified.getTime() });
+    for await (const blob of this.docs.list(prefix, false, signal)) {
+      const mark = markOf(blob.name.slice(UNCONFIRMED_PREFIX.length));
+      if (mark !== undefined) out.push(mark);
     }
-    return out;
+    return inJobOrder(out);
   }
 }
 
@@ -73,44 +109,37 @@ export interface MarksTable extends WritesTable {
 }
 
 export class TableStartMarks implements StartMarks {
-  /** Whether the blob marks an earlier version of the app left were moved here (once per process, at the first listing). */
-  #legacyMoved = false;
+  constructor(private readonly host: MarksTable) {}
 
-  constructor(
-    private readonly host: MarksTable,
-    /** Where earlier versions kept the marks: moved into the table at the first listing, so an upgrade leaves no start unchecked. */
-    private readonly legacy?: StartMarks,
-  ) {}
-
-  async mark(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.host.writes.upsert({ partitionKey: MARKS_PARTITION, rowKey: checkJobId(jobId) }, signal);
+  async mark(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.host.writes.upsert({ partitionKey: MARKS_PARTITION, rowKey: markKey(jobId, startId) }, signal);
   }
 
-  async clear(jobId: string, signal?: AbortSignal): Promise<void> {
-    await this.host.writes.delete(MARKS_PARTITION, checkJobId(jobId), signal);
+  async clear(jobId: string, startId: string, signal?: AbortSignal): Promise<void> {
+    await this.host.writes.delete(MARKS_PARTITION, markKey(jobId, startId), signal);
   }
 
-  async list(signal?: AbortSignal): Promise<StartMark[]> {
-    if (this.legacy !== undefined && !this.#legacyMoved) {
-      for (const { jobId } of await this.legacy.list(signal)) {
-        await this.mark(jobId, signal);
-        await this.legacy.clear(jobId, signal);
-      }
-      this.#legacyMoved = true;
-    }
+  async clearJob(jobId: string, signal?: AbortSignal): Promise<void> {
+    // The job's keys run from `<jobId>.` up to (not including) `<jobId>/` ('/' follows '.').
+    const id = checkJobId(jobId);
+    const filter = odata`PartitionKey eq ${MARKS_PARTITION} and RowKey ge ${`${id}.`} and RowKey lt ${`${id}/`}`;
+    for (const { startId } of await this.#list(filter, signal)) await this.clear(jobId, startId, signal);
+  }
+
+  list(signal?: AbortSignal): Promise<StartMark[]> {
+    return this.#list(odata`PartitionKey eq ${MARKS_PARTITION}`, signal);
+  }
+
+  async #list(filter: string, signal?: AbortSignal): Promise<StartMark[]> {
     const out: StartMark[] = [];
     await this.host.withTable(async () => {
       out.length = 0;
-      const rows = this.host.table.listEntities({
-        queryOptions: { filter: odata`PartitionKey eq ${MARKS_PARTITION}`, select: ['RowKey', 'Timestamp'] },
-        abortSignal: signal,
-      });
+      const rows = this.host.table.listEntities({ queryOptions: { filter, select: ['RowKey'] }, abortSignal: signal });
       for await (const row of rows) {
-        const markedAt = typeof row.timestamp === 'string' ? Date.parse(row.timestamp) : Number.NaN;
-        const jobId = row.rowKey;
-        if (typeof jobId === 'string' && isValidJobId(jobId) && Number.isFinite(markedAt)) out.push({ jobId, markedAt });
+        const mark = typeof row.rowKey === 'string' ? markOf(row.rowKey) : undefined;
+        if (mark !== undefined) out.push(mark);
       }
     });
-    return out;
+    return inJobOrder(out);
   }
 }

@@ -20,6 +20,7 @@ import { type IntakeReport, JobIntake } from '../../../../shared/jobs/intake/Job
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
+import { fence } from '../../../../shared/jobs/run/fence';
 import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
@@ -457,9 +458,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const c = appRoot().jobs;
     const run = await recordStart(jobId);
     await clearMarks();
-    await c.store.markUnconfirmed(jobId);
-    // The held clock starts at the mark's own time (under load the write ends a second or more later).
-    const t0 = (await c.store.listUnconfirmed()).find((m) => m.jobId === jobId)?.markedAt ?? assert.fail('no mark');
+    await c.store.markUnconfirmed(jobId, run.startId ?? assert.fail('a start id'));
+    // A mark's age is the intake's own: from the listing that first shows it, the first pass's (t0).
+    const t0 = Date.now();
     let offset = 0;
     const now = (): Date => new Date(t0 + offset);
     const checkedAt: number[] = [];
@@ -483,8 +484,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const run = await recordStart('lag-pending');
     // The other start: on its way (freshly Pending whenever checked) until its plan removes its mark.
     const other = await recordStart('lag-confirmed');
-    await Promise.all([c.store.markUnconfirmed('lag-pending'), c.store.markUnconfirmed('lag-confirmed')]);
-    const t0 = Math.max(...(await c.store.listUnconfirmed()).map((m) => m.markedAt));
+    await Promise.all([c.store.markUnconfirmed('lag-pending', run.startId ?? ''), c.store.markUnconfirmed('lag-confirmed', other.startId ?? '')]);
+    // First seen by the first pass's listing (t0): a mark's age is the intake's own.
+    const t0 = Date.now();
     let offset = 0;
     const now = (): Date => new Date(t0 + offset);
     const checkedAt: number[] = [];
@@ -505,7 +507,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const generation = async (): Promise<number | undefined> => (await c.store.readStart('lag-pending'))?.value.generation;
     for (offset = 0; offset <= 33_000; offset += 1_000) {
       // The other start's plan confirms it at 19 s: listed (fresh) from 0 s, last seen at 18 s.
-      if (offset === 19_000) await c.store.clearUnconfirmed('lag-confirmed');
+      if (offset === 19_000) await unmark('lag-confirmed');
       await pass.runPass(ctx(), pendingSinceT0);
     }
     // Before the lag was seen: checked at 4, 8 and 14 s (3, 6 s back-off); from 20 s on, a check is due
@@ -516,7 +518,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     for (offset = 34_000; offset <= 40_000 && (await generation()) === 1; offset += 1_000) await pass.runPass(ctx(), pendingSinceT0);
     assert.equal(await generation(), 2, `started again once past twice the lag (checked at ${checkedAt.join(', ')} s)`);
     assert.ok((checkedAt.at(-1) ?? 0) >= 36, `at ${checkedAt.at(-1)} s, past 36 s`);
-    await c.store.clearUnconfirmed('lag-pending');
+    await unmark('lag-pending');
   });
 
   it('past maxStartsUnderWay, accepts submissions (start recorded, message deleted, job pending) and starts them in order once there is room', async () => {
@@ -557,7 +559,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const accepted = acceptedLines.map((l) => l.jobId);
     assert.deepEqual([...accepted].sort(), [...ids].sort());
     // One plan ran (its mark goes): the next listing (2 s on) sees room for one start, the oldest accepted.
-    await c.store.clearUnconfirmed(underWay[0] ?? '');
+    await unmark(underWay[0] ?? '');
     const started = async (): Promise<number> => {
       offset += INTAKE.checkEveryMs;
       return (await pass.runPass(ctx(), orchestrations)).started;
@@ -565,7 +567,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(await started(), 1, 'room for one');
     const startedFirst = logger.lines.filter((l) => l.event === 'intake.started').map((l) => l.jobId);
     assert.deepEqual(startedFirst, accepted.slice(0, 1), 'the oldest accepted first');
-    await Promise.all(underWay.map((jobId) => c.store.clearUnconfirmed(jobId)));
+    await Promise.all(underWay.map((jobId) => unmark(jobId)));
     let more = 0;
     for (let i = 0; i < 3 && more === 0; i++) more += await started();
     assert.equal(more, 1);
@@ -577,7 +579,6 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   });
 
   it('a start a plan of this process confirmed frees its room at once, without waiting for the next listing of the marks', async () => {
-    const c = appRoot().jobs;
     await clearMarks();
     const jobsQueue = await freshQueue('confirmed-here');
     const ids = [`confirmed-here-${randomUUID()}`, `confirmed-here-${randomUUID()}`];
@@ -590,7 +591,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const first = await pass.runPass(ctx(), orchestrations);
     assert.deepEqual([first.accepted, first.started], [2, 0], 'the bound is full');
     // A plan here removed one start's mark and said so.
-    await c.store.clearUnconfirmed(underWay[0] ?? '');
+    await unmark(underWay[0] ?? '');
     pass.startConfirmed(underWay[0] ?? '');
     assert.equal((await pass.runPass(ctx(), orchestrations)).started, 1, 'room for one, at once');
     // Told again (a plan run again), or of a start it never counted: no more room.
@@ -629,7 +630,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal(startedLines().length, 1, 'made once, by the intake');
     assert.equal((await c.store.readStart(jobId))?.value.generation, 1);
     assert.notEqual(await orchestrations.getStatus(instanceIdFor(jobId)), undefined);
-    await Promise.all(underWay.map((id) => c.store.clearUnconfirmed(id)));
+    await Promise.all(underWay.map((id) => unmark(id)));
     await clearMarks();
     await jobsQueue.delete();
   });
@@ -683,9 +684,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const jobsQueue = await freshQueue('mark-race');
     const jobId = `mark-race-${randomUUID()}`;
     // A mark left by an earlier try whose start record was never written, and the bound full.
-    await c.store.markUnconfirmed(jobId);
+    await c.store.markUnconfirmed(jobId, 'an-earlier-try');
     await fillAdmissionBound('mark-race');
-    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
     // The check's read of the start record (the first read of this id) is held until released.
     let release = (): void => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
@@ -704,18 +704,22 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
           };
         }
         if (key === 'clearUnconfirmed') {
-          return (id: string, signal?: AbortSignal) => {
+          return (id: string, startId: string, signal?: AbortSignal) => {
             cleared.push(id);
-            return target.clearUnconfirmed(id, signal);
+            return target.clearUnconfirmed(id, startId, signal);
           };
         }
         const value: unknown = Reflect.get(target, key, target);
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    let offset = 10_000;
+    let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
     const pass = intake({ jobsQueue, now, store });
+    // The marks are first seen by this pass's listing; the next listing finds the stale one due for a check.
+    await pass.runPass(ctx(), orchestrations);
+    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
+    offset = INTAKE.checkEveryMs + INTAKE.checkAfterMs;
     const first = await pass.runPass(ctx(), orchestrations);
     assert.ok(held, 'the check read the stale mark\'s (missing) start record');
     assert.equal(first.accepted, 1, 'the intake accepted the job meanwhile (the bound is full)');
@@ -728,10 +732,46 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
+  it('a take-over\'s start keeps its mark when the plan of the start it replaced, past its fence first, confirms late', async () => {
+    const c = appRoot().jobs;
+    await clearMarks();
+    const jobId = `held-take-over-${randomUUID()}`;
+    const run = await recordStart(jobId);
+    const first = run.startId ?? assert.fail('a start id');
+    await c.store.markUnconfirmed(jobId, first);
+    // The plan of that start passes its fence (its record names it; a prestaged plan reads no lease)
+    // and is held there, before it removes its start's mark.
+    assert.equal(await fence({ store: c.store, now: () => new Date() }, run, Promise.resolve(false), false), undefined);
+    // Meanwhile a newer leader (epoch 12) finds the start Pending under the older epoch and takes it
+    // over; the new start is on its way (its Durable start is taken, and nothing runs it here).
+    const pending: OrchestrationClient = {
+      ...orchestrations,
+      start: () => Promise.resolve(),
+      getStatus: (instanceId) => {
+        if (instanceId !== instanceIdFor(jobId)) return orchestrations.getStatus(instanceId);
+        const at = new Date();
+        return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: at, lastUpdatedTime: at });
+      },
+    };
+    const pass = intake({ jobsQueue: await freshQueue('held-take-over') });
+    for (let i = 0; i < 5 && (await c.store.readStart(jobId))?.value.generation === 1; i++) {
+      await pass.runPass({ ...ctx(), epoch: 12 }, pending);
+      await new Promise((resolve) => setTimeout(resolve, INTAKE.checkEveryMs));
+    }
+    const taken = (await c.store.readStart(jobId))?.value;
+    assert.equal(taken?.generation, 2, 'taken over');
+    assert.notEqual(taken.startId, first);
+    // The held plan goes on: it removes its own start's mark, and only that.
+    await c.store.confirmStart(run);
+    const marks = (await c.store.listUnconfirmed()).filter((m) => m.jobId === jobId);
+    assert.deepEqual(marks, [{ jobId, startId: taken.startId }], 'the new start is still marked: whoever leads next checks it');
+    await unmark(jobId);
+  });
+
   it('tells the stall check which starts are still on their way: the marks listed, and the ones it made since', async () => {
     const c = appRoot().jobs;
     await clearMarks();
-    await c.store.markUnconfirmed('listed-mark');
+    await c.store.markUnconfirmed('listed-mark', 'a-start');
     const jobsQueue = await freshQueue('unconfirmed');
     let offset = 0;
     const pass = intake({ jobsQueue, now: () => new Date(Date.now() + offset) });
@@ -750,11 +790,11 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // Counted by the first pass, or by the next when it ended first (INTAKE.settleGraceMs past its budget).
     const startedFirst = (await first).started;
     offset = 10 * INTAKE.checkEveryMs;
-    await c.store.clearUnconfirmed('listed-mark');
+    await unmark('listed-mark');
     assert.equal(startedFirst + (await pass.runPass(ctx(), orchestrations)).started, 1);
     assert.equal(pass.startUnconfirmed('listed-mark'), false, 'gone from the next listing: its plan began');
     assert.equal(pass.startUnconfirmed('made-here'), true, 'in the next listing');
-    await c.store.clearUnconfirmed('made-here');
+    await unmark('made-here');
     await jobsQueue.delete();
   });
 
@@ -782,13 +822,18 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   /** Marks as many made-up starts (no start record, fresh) as the admission bound holds: the bound is full. */
   async function fillAdmissionBound(prefix: string): Promise<string[]> {
     const underWay = Array.from({ length: INTAKE.maxStartsUnderWay }, (_, i) => `${prefix}-under-way-${i}`);
-    await Promise.all(underWay.map((jobId) => appRoot().jobs.store.markUnconfirmed(jobId)));
+    await Promise.all(underWay.map((jobId) => appRoot().jobs.store.markUnconfirmed(jobId, 'made-up')));
     return underWay;
   }
 
   async function clearMarks(): Promise<void> {
     const c = appRoot().jobs;
-    for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId);
+    for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId, m.startId);
+  }
+
+  /** Clears every mark of the job, whichever start made it. */
+  async function unmark(jobId: string, store = appRoot().jobs.store): Promise<void> {
+    for (const m of await store.listUnconfirmed()) if (m.jobId === jobId) await store.clearUnconfirmed(m.jobId, m.startId);
   }
 
   it('checks a marked start that is still on its way 3 s after its mark, then 3, 6, 12 and every 15 s later: not on every pass', async () => {
@@ -798,7 +843,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // the first listing once due (3 s), then at the first listing 3, 6, 12 and 15 s later.
     assert.equal(INTAKE.checkEveryMs, 2_000);
     assert.deepEqual(checkedAt, [4, 8, 14, 26, 42], `checked at ${checkedAt.join(', ')} s`);
-    await appRoot().jobs.store.clearUnconfirmed('check-backoff');
+    await unmark('check-backoff');
   });
 
   it('checks a Pending start again once it counts as stuck (30 s), whatever its back-off, and starts it again then', async () => {
@@ -865,7 +910,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
       // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
       // read that fails below is the submission's (a check due under a loaded run took it before).
-      await store.clearUnconfirmed('newer-start');
+      await unmark('newer-start', store);
       // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
       const stale = await freshQueue('giveup-stale');
       await stale.sendMessage(text);

@@ -83,11 +83,18 @@ describe('JobStore on its container (in-memory twin)', () => {
   it('a landed start: its mark goes, and nothing else (an HTTP submission\'s pending record stays, the start speaks for it)', async () => {
     const { store } = setup();
     await store.createRecord(pending('j3'));
-    await store.markUnconfirmed('j3');
-    await store.markUnconfirmed('j4');
-    assert.deepEqual((await store.listUnconfirmed()).map((m) => [m.jobId, m.markedAt]), [['j3', Date.parse(AT)], ['j4', Date.parse(AT)]]);
-    await store.confirmStart(run('j3', 'http'));
-    assert.deepEqual((await store.listUnconfirmed()).map((m) => m.jobId), ['j4']);
+    const landed = run('j3', 'http');
+    await store.markUnconfirmed('j3', landed.startId ?? assert.fail('a run with a start id'));
+    await store.markUnconfirmed('j4', 'another-start');
+    // A start that replaced it (a take-over) has a mark of its own, which its predecessor's plan cannot remove.
+    await store.markUnconfirmed('j3', 'its-successor');
+    assert.deepEqual((await store.listUnconfirmed()).map((m) => [m.jobId, m.startId]), [
+      ['j3', 'its-successor'],
+      ['j3', 's1'],
+      ['j4', 'another-start'],
+    ]);
+    await store.confirmStart(landed);
+    assert.deepEqual((await store.listUnconfirmed()).map((m) => [m.jobId, m.startId]), [['j3', 'its-successor'], ['j4', 'another-start']]);
     assert.deepEqual(await store.readRecord('j3'), pending('j3'));
 
     const rejected: JobRecord = { ...pending('j5'), status: 'rejected', error: { code: 'INVALID_JOB', message: 'no' } };
@@ -100,7 +107,8 @@ describe('JobStore on its container (in-memory twin)', () => {
     assert.equal(await store.claimJobId('j6', 'f'.repeat(64)), true);
     assert.equal(await store.claimJobId('j6', 'e'.repeat(64)), false, 'another submission cannot take the id');
     await store.createStart(startOf(run('j6')));
-    await store.markUnconfirmed('j6');
+    await store.markUnconfirmed('j6', 'start-1');
+    await store.markUnconfirmed('j6', 'start-2');
     await store.chunks.writeChunkResult({
       jobId: 'j6', chunk: 0, status: 'ok', itemCount: 2, itemsFailed: 0, partial: 3, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
     });
