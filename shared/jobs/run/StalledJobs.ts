@@ -137,6 +137,8 @@ export interface StallCheckDeps {
 /** A job run the check follows: what it knows of it, and when it is worth a look. */
 interface Followed {
   readonly jobId: string;
+  /** The jobs whose calls the run makes: its own, or a shared run's (each plan takes its own job's call lease). */
+  readonly members: readonly string[];
   /** When the check began to follow it (a final recorded before then is an earlier job's under the same id). */
   readonly since: number;
   /** Whether its run delivers its outcome after recording it (a step still to come); undefined: not known. */
@@ -210,20 +212,35 @@ export class StalledJobs {
 
   /**
    * The leader's intake made (or tried) a shared run's start (batchOrchestration.ts): followed as a job
-   * run is, its call lease and start mark read as its first job's (its plans run side by side in one
-   * call; each takes its own job's lease). Once its plans answered, the runs of its jobs that went on
-   * alone are followed too (its status names them), and it is itself no longer asked to resume.
+   * run is while its plans are out (they run side by side in one call, each under its own job's call
+   * lease: the call is alive while any of them holds its lease, and not begun while every one of its
+   * starts is still marked). Once its plans answered, the runs of its jobs that went on alone are
+   * followed instead (its status names them), and it is no longer read: it only waits on those runs
+   * and its jobs' last calls, and is never asked to resume.
    */
   startedShared(instanceId: string, jobIds: readonly string[]): void {
     const first = jobIds[0];
     if (first === undefined || !isBatchInstanceId(instanceId) || this.#followed.has(instanceId)) return;
-    this.#follow(instanceId, first, undefined);
+    this.#follow(instanceId, first, undefined, jobIds);
   }
 
-  #follow(instanceId: string, jobId: string, delivers: boolean | undefined): void {
+  #follow(instanceId: string, jobId: string, delivers: boolean | undefined, members: readonly string[] = [jobId]): void {
     const now = this.#now();
     const known = delivers === undefined ? {} : { delivers };
-    this.#followed.set(instanceId, { jobId, since: now, ...known, quietSince: now, repeat: 0, nextLook: 0 });
+    this.#followed.set(instanceId, { jobId, members, since: now, ...known, quietSince: now, repeat: 0, nextLook: 0 });
+  }
+
+  /**
+   * A shared run whose plans answered (its status past `planning`): the runs of its jobs that went on
+   * alone are followed from now, and it is not (true).
+   */
+  #pastSharedPlans(instance: OrchestrationSnapshot): boolean {
+    if (!isBatchInstanceId(instance.instanceId)) return false;
+    const status = instance.customStatus as Pick<BatchCustomStatus, 'phase' | 'alone'> | null | undefined;
+    if (status?.phase === undefined || status.phase === 'planning') return false;
+    for (const jobId of status.alone ?? []) this.started(instanceIdFor(jobId));
+    this.#followed.delete(instance.instanceId);
+    return true;
   }
 
   /**
@@ -265,7 +282,7 @@ export class StalledJobs {
     const canStart = (): boolean => signal?.aborted !== true && (begun++ < STALL_CHECK.concurrency || this.#now() - now < budget);
     const examined = await mapWhile(due, STALL_CHECK.concurrency, canStart, async ({ instanceId, followed }) => {
       const instance = listed?.get(instanceId) ?? (await this.#read(orchestrations, instanceId, followed, epoch));
-      if (instance === undefined) return;
+      if (instance === undefined || this.#pastSharedPlans(instance)) return;
       followed.nextLook = this.#now() + interval;
       const silent = this.#silent(instance, followed, stalledAfter);
       if (silent === undefined) return;
@@ -301,9 +318,10 @@ export class StalledJobs {
     }
     const shown = new Map<string, OrchestrationSnapshot>();
     for (const instance of instances) {
-      // A job run, or a shared run (followed as its first job's: `startedShared`).
-      const job = parseInstanceId(instance.instanceId)?.jobId ?? jobsShownBy(instance)[0]?.jobId;
-      if (job === undefined) continue;
+      // A job run, or a shared run while its plans are out (`startedShared`).
+      const members = parseInstanceId(instance.instanceId) === undefined ? jobsShownBy(instance).map((j) => j.jobId) : undefined;
+      const job = parseInstanceId(instance.instanceId)?.jobId ?? members?.[0];
+      if (job === undefined || this.#pastSharedPlans(instance)) continue;
       shown.set(instance.instanceId, instance);
       const followed = this.#followed.get(instance.instanceId);
       if (followed === undefined) {
@@ -311,7 +329,8 @@ export class StalledJobs {
         // A shared run's delivery is not known from its input here: kept (undefined).
         const delivers = isBatchInstanceId(instance.instanceId) ? undefined : runOf(instance)?.deliver === true;
         const known = delivers === undefined ? {} : { delivers };
-        this.#followed.set(instance.instanceId, { jobId: job, since: began, ...known, quietSince, repeat: 0, nextLook: 0 });
+        const entry: Followed = { jobId: job, members: members ?? [job], since: began, ...known, quietSince, repeat: 0, nextLook: 0 };
+        this.#followed.set(instance.instanceId, entry);
       }
       this.#learn(this.#followed.get(instance.instanceId), instance);
     }
@@ -360,12 +379,7 @@ export class StalledJobs {
 
   /** The run as a silent one to ask, or undefined when it moved within its wait or is left alone for a known reason. */
   #silent(instance: OrchestrationSnapshot, followed: Followed, stalledAfter: number): SilentRun | undefined {
-    const status = instance.customStatus as (Partial<JobCustomStatus> & Pick<BatchCustomStatus, 'alone'>) | null | undefined;
-    // A shared run past its plans waits on its jobs' own runs: those are followed now, it is not asked.
-    if (isBatchInstanceId(instance.instanceId) && status?.phase !== 'planning') {
-      for (const jobId of status?.alone ?? []) this.started(instanceIdFor(jobId));
-      return undefined;
-    }
+    const status = instance.customStatus as Partial<JobCustomStatus> | null | undefined;
     // Pending (its start message not taken yet: the intake's), or a run of an older version without a call count.
     if (typeof status?.generation !== 'number' || typeof status.wait !== 'number' || status.phase === 'done') return undefined;
     const idleMs = this.#now() - instance.lastUpdatedTime.getTime();
@@ -376,9 +390,10 @@ export class StalledJobs {
     const last = this.#raised.get(instance.instanceId);
     // Asked already and the run has not taken it yet (it still shows the same call): not asked again soon.
     if (last?.call === call && this.#now() - last.at < wait) return undefined;
-    // A first plan call not begun yet: queued behind other activities (a burst), not lost.
+    // A first plan call not begun yet (every start it plans still marked): queued behind other activities (a burst), not lost.
     const firstPlanCall = status.phase === 'planning' && status.generation === 1 && status.wait === 1;
-    if (firstPlanCall && this.#deps.startUnconfirmed?.(followed.jobId) === true) return undefined;
+    const unconfirmed = this.#deps.startUnconfirmed;
+    if (firstPlanCall && unconfirmed !== undefined && followed.members.every((jobId) => unconfirmed(jobId))) return undefined;
     const { generation } = status;
     const phase = status.phase ?? 'unknown';
     return { instanceId: instance.instanceId, jobId: followed.jobId, idleMs, call, phase, generation, wait: status.wait };
@@ -393,7 +408,7 @@ export class StalledJobs {
     stalledAfterMs: number,
   ): Promise<ResumeRequested | undefined> {
     // Slow, not lost: looked at again after the interval (`nextLook`, set when it was examined).
-    if (await this.#callAlive(run.jobId, run.instanceId, epoch, run.idleMs)) return undefined;
+    if (await this.#callAlive(followed.members, run.instanceId, epoch, run.idleMs)) return undefined;
     const request: ResumeRequest = { generation: run.generation, wait: run.wait };
     try {
       await orchestrations.raiseResume(run.instanceId, request);
@@ -412,15 +427,22 @@ export class StalledJobs {
     return resumed;
   }
 
-  /** A live call holds the job's call lease: slow, not lost (a failed read counts as not known alive). */
-  async #callAlive(jobId: string, instanceId: string, epoch: number, idleMs: number): Promise<boolean> {
-    if (this.#deps.callHeld === undefined) return false;
+  /**
+   * A live call holds the call lease of one of the run's jobs (a shared run's plans: any of them):
+   * slow, not lost. A failed read counts as not known alive.
+   */
+  async #callAlive(members: readonly string[], instanceId: string, epoch: number, idleMs: number): Promise<boolean> {
+    const callHeld = this.#deps.callHeld;
+    if (callHeld === undefined) return false;
+    let held: readonly boolean[];
     try {
-      if (!(await this.#deps.callHeld(jobId))) return false;
+      held = await Promise.all(members.map((jobId) => callHeld(jobId)));
     } catch (err) {
       this.#deps.logger.warn('job.stall_check_failed', { instanceId, epoch, error: err });
       return false;
     }
+    const jobId = members[held.indexOf(true)];
+    if (jobId === undefined) return false;
     this.#deps.logger.debug('job.call_alive', { jobId, instanceId, idleMs, epoch });
     return true;
   }

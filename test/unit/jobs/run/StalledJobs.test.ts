@@ -31,6 +31,8 @@ class ScriptedClient {
   listings = 0;
   /** Status reads of one instance. */
   reads = 0;
+  /** ...by instance id. */
+  readonly readsOf = new Map<string, number>();
 
   set(instanceId: string, customStatus: unknown, lastUpdated: number): void {
     const snapshot = snapshotOf(instanceId, customStatus, lastUpdated);
@@ -42,6 +44,7 @@ class ScriptedClient {
     return {
       getStatus: (instanceId) => {
         this.reads += 1;
+        this.readsOf.set(instanceId, (this.readsOf.get(instanceId) ?? 0) + 1);
         return Promise.resolve(this.instances.find((i) => i.instanceId === instanceId));
       },
       start: unused,
@@ -196,9 +199,49 @@ describe('StalledJobs (the leader asks stalled job runs to resume)', () => {
     scripted.set('job-b', status(1, 1), clock.now);
     clock.now += STALL_CHECK.stalledAfterMs;
     assert.deepEqual(await stalls.check(scripted.client(), 1), []);
-    assert.equal(stalls.running, 2, 'b\'s own run is followed from now');
+    assert.equal(stalls.running, 1, 'b\'s own run is followed from now, the shared run no longer');
+    const sharedReads = scripted.readsOf.get(shared);
+    // b's run goes on for minutes (it moves): the shared run, which cannot move before it, is not read again.
+    for (let i = 0; i < 20; i++) {
+      clock.now += STALL_CHECK.intervalMs;
+      scripted.set('job-b', status(1, 2 + i), clock.now - 1_000);
+      assert.deepEqual(await stalls.check(scripted.client(), 1), []);
+    }
+    assert.equal(scripted.readsOf.get(shared), sharedReads, 'not read while its job runs alone');
     clock.now += STALL_CHECK.stalledAfterMs;
     assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), ['job-b']);
+  });
+
+  it('leaves a shared run\'s plan call alone while any of its jobs\' plans holds its call lease, not only the first job\'s', async () => {
+    const { clock, scripted, logger } = setup();
+    const held = new Set(['second']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, callHeld: (jobId) => Promise.resolve(held.has(jobId)) });
+    const shared = 'batch-1c6f1d6e-6a9e-4a57-9a59-5b1f1b3f5e22';
+    scripted.set(shared, { phase: 'planning', epoch: 1, generation: 1, wait: 1 }, T0);
+    stalls.startedShared(shared, ['first', 'second', 'third']);
+    for (let n = 1; n <= 4; n++) {
+      clock.now = T0 + n * STALL_CHECK.stalledAfterMs * 2;
+      assert.deepEqual(await stalls.check(scripted.client(), 1), [], `check ${n}: the second job's long plan is alive`);
+    }
+    // That plan's instance died: its lease runs out, and the next check asks the shared run to resume.
+    held.delete('second');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => [r.instanceId, r.jobId]), [[shared, 'first']]);
+  });
+
+  it('leaves a shared run\'s first plan call to the intake only while every one of its starts is still marked', async () => {
+    const { clock, scripted, logger } = setup();
+    const marked = new Set(['m1', 'm2']);
+    const stalls = new StalledJobs({ logger, now: () => clock.now, startUnconfirmed: (jobId) => marked.has(jobId) });
+    const shared = 'batch-2c6f1d6e-6a9e-4a57-9a59-5b1f1b3f5e23';
+    scripted.set(shared, { phase: 'planning', epoch: 1, generation: 1, wait: 1 }, T0);
+    stalls.startedShared(shared, ['m1', 'm2']);
+    clock.now = T0 + STALL_CHECK.stalledAfterMs * 2;
+    assert.deepEqual(await stalls.check(scripted.client(), 1), [], 'not begun: queued behind other activities');
+    // One plan began (the second job's: its mark went) and the call went silent: it is asked.
+    marked.delete('m2');
+    clock.now += STALL_CHECK.intervalMs;
+    assert.deepEqual((await stalls.check(scripted.client(), 1)).map((r) => r.instanceId), [shared]);
   });
 
   it('lists again under a new epoch (a new leadership), every listEveryMs, and for at most 1/listShare of the time', async () => {
