@@ -68,17 +68,11 @@ export const OPERATOR_EVENTS: Readonly<Record<string, EventSpec>> = {
     fields: { jobId: 'string', workType: 'string', epoch: 'number' },
     optional: { firstWindow: 'boolean', ms: 'object' },
   },
-  'intake.accepted': {
-    level: 'info',
-    what: "past the admission bound the leader recorded a job's start and deleted its message; the start is made once there is room",
-    fields: { jobId: 'string', workType: 'string', startId: 'string', epoch: 'number' },
-    optional: { ms: 'object' },
-  },
   'intake.start_repaired': {
     level: 'warn',
-    what: 'the start checks started a recorded start again under the next instance id (queued: handed to the intake)',
+    what: 'the start checks started a recorded start again under the next instance id',
     fields: { jobId: 'string', reason: 'string', instanceId: 'string', startId: 'string', previousEpoch: 'number', epoch: 'number' },
-    optional: { previousStartId: 'string', queued: 'boolean' },
+    optional: { previousStartId: 'string' },
   },
   'intake.first_window_failed': {
     level: 'warn',

@@ -2,9 +2,9 @@
  * The leader's intake of job submissions from the jobs queue, and its check of the starts still in
  * progress (together, the body of the coordination pass). This file is the pump: it receives
  * batches, groups them by job id, and keeps up to `INTAKE.messageConcurrency` groups under way
- * within the pass's budget; each message is handled by Submissions.ts (start, accept while the
- * admission bound is full, or reject: Rejections.ts), the accepted starts made first as room
- * opens, and every pass checks the marked starts beside the taking (StartRepair.ts, `nextStartStep`
+ * within the pass's budget while the admission bound has room (`INTAKE.maxStartsUnderWay`: past it
+ * the rest of a burst waits on the jobs queue); each message is handled by Submissions.ts (start,
+ * or reject: Rejections.ts), and every pass checks the marked starts beside the taking (StartRepair.ts, `nextStartStep`
  * in startSteps.ts; one run of checks at a time, which may go on beside the next pass). The tuning
  * is `INTAKE` (intakeTerms.ts).
  *
@@ -29,9 +29,8 @@ export interface IntakeReport {
   readonly alreadyStarted: number;
   readonly rejected: number;
   readonly retryLater: number;
-  /** Submissions accepted to start once there is room (their messages deleted), and how many such starts wait now. */
-  readonly accepted?: number;
-  readonly waitingToStart?: number;
+  /** Submissions were left on the jobs queue this pass because the admission bound was full (`INTAKE.maxStartsUnderWay`). */
+  readonly heldBack?: boolean;
   /** Milliseconds this pass spent checking the unconfirmed starts, and taking submissions. */
   readonly checksMs?: number;
   readonly takingMs?: number;
@@ -61,14 +60,13 @@ type ReceivedGroup = Group & { readonly receivedAt: number };
 interface Tally {
   received: number;
   started: number;
-  accepted: number;
   alreadyStarted: number;
   rejected: number;
   retryLater: number;
 }
 
 function emptyTally(): Tally {
-  return { received: 0, started: 0, accepted: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
+  return { received: 0, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 };
 }
 
 /** A batch's messages grouped by the job id they name (as far as it reads; else the message's own id), in order. */
@@ -135,6 +133,8 @@ export class JobIntake {
   #checksReported = { checked: 0, confirmed: 0, restarted: 0 };
   /** The groups being started (by key), which run on across passes while a burst lasts (`takeSubmissions`). */
   readonly #taking = new Map<string, Promise<void>>();
+  /** Submissions being handled whose start is not decided yet (`admits`). */
+  #undecided = 0;
   /** What the submissions handled since the last report came to. */
   #tally: Tally = emptyTally();
   /** Resolved (and replaced) whenever a group ends or a batch lands: a pass waiting for room wakes. */
@@ -149,12 +149,7 @@ export class JobIntake {
       now,
       heldSeconds: INTAKE.visibilityTimeoutSeconds,
     });
-    this.repair = new StartRepair({
-      store: deps.store,
-      logger: deps.logger,
-      now,
-      queueStart: (start, epoch) => this.submissions.queueTakenOver(start, epoch),
-    });
+    this.repair = new StartRepair({ store: deps.store, logger: deps.logger, now });
     this.submissions = new Submissions(deps, this.repair);
   }
 
@@ -186,7 +181,6 @@ export class JobIntake {
       // the term ended (a new term never overlaps them), else until `settleBy`.
       if (ctx.signal.aborted) {
         await this.settle();
-        // Epochs never come back: the accepted starts not begun are for a later term's checks (memory freed now).
         this.submissions.endTerm();
       } else if (!leaveRunning) await this.settle(settleBy);
     }
@@ -219,7 +213,6 @@ export class JobIntake {
     await this.ensureQueues(ctx.signal);
     // A new term does not overlap the last one's starts (they stop between messages once its signal aborted).
     if (this.#waiting !== undefined && this.#waiting.epoch !== ctx.epoch) await this.settle();
-    // An earlier term's accepted starts (not begun) go to the start checks.
     this.submissions.beginTerm(ctx.epoch);
     const withinBudget = (): boolean => performance.now() - began < INTAKE.passBudgetMs;
     // The checks beside the taking, not before it: under a burst they read dozens of starts a pass.
@@ -265,10 +258,10 @@ export class JobIntake {
       restarted: totals.restarted - reported.restarted,
     };
     const checksTime = checksMs === undefined ? {} : { checksMs: Math.round(checksMs) };
-    const waitingToStart = this.submissions.acceptedWaiting;
     const marks = listed === undefined ? {} : { marks: listed.length };
     const takingMs = Math.round(performance.now() - began);
-    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, ...marks, waitingToStart, takingMs };
+    const heldBack = taken.heldBack ? { heldBack: true } : {};
+    const counts: IntakeReport = { ...tally, ...checks, ...checksTime, ...marks, ...heldBack, takingMs };
     if (counts.received > 0 || counts.started > 0 || counts.confirmed > 0 || counts.restarted > 0) {
       const underWay = this.#taking.size > 0 ? { underWay: this.#taking.size } : {};
       this.deps.logger.info('intake.pass', { ...counts, ...underWay, epoch: ctx.epoch });
@@ -297,7 +290,7 @@ export class JobIntake {
     settleBy: number,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-  ): Promise<{ readonly more: boolean }> {
+  ): Promise<{ readonly more: boolean; readonly heldBack: boolean }> {
     const at = performance.now();
     const waiting = this.#waiting?.epoch === ctx.epoch ? this.#waiting.groups.filter((g) => at - g.receivedAt < INTAKE.carriedForMs) : [];
     this.#waiting = { epoch: ctx.epoch, groups: waiting };
@@ -306,6 +299,8 @@ export class JobIntake {
     let drained = false;
     let full = false;
     let failure: { readonly error: unknown } | undefined;
+    /** The admission bound held submissions back at some point of this pass. */
+    let heldBack = false;
     /** The receives out now: one, or up to `INTAKE.receivesInFlight` once a batch came back full (a burst waits on the queue). */
     const receiving = new Set<Promise<void>>();
     /** This call has answered: a receive that lands now reports to whichever pass takes its batch. */
@@ -364,21 +359,11 @@ export class JobIntake {
       this.#taking.set(key, handling);
     };
     while (!ctx.signal.aborted && withinBudget()) {
-      // The accepted starts first, oldest first, as room opens (never beside a message naming the same job id).
-      while (this.#taking.size < INTAKE.messageConcurrency && this.admits()) {
-        const accepted = this.submissions.takeAccepted((jobId) => this.#taking.has(`job:${jobId}`));
-        if (accepted === undefined) break;
-        this.repair.started(accepted.start.jobId);
-        begin(
-          `job:${accepted.start.jobId}`,
-          this.submissions.startAccepted(accepted, ctx, orchestrations).then((ok) => {
-            if (ok) this.#tally.started += 1;
-            ctx.progress();
-          }),
-        );
-      }
-      // Submissions are taken while they can be started or accepted to wait for room (Submissions.acceptRoom).
-      const taking = this.admits() || this.submissions.acceptRoom();
+      // Submissions are taken while starts may be begun (the admission bound); past it the rest of a
+      // burst waits on the jobs queue, and this pass waits for room (a plan here confirming its start,
+      // `startConfirmed`) until its budget.
+      const taking = this.admits();
+      if (!taking) heldBack = true;
       // No batch is received that could not be begun soon (each receive counts toward a message's deliveries).
       // Behind a full batch several are out at once: while a burst is parked on the queue every queue
       // request in the account costs in proportion to the messages held, so it is taken off quickly.
@@ -392,13 +377,14 @@ export class JobIntake {
       ) {
         startReceive();
       }
-      while (this.#taking.size < INTAKE.messageConcurrency && taking) {
+      while (this.#taking.size < INTAKE.messageConcurrency && this.admits()) {
         const next = waiting.findIndex((g) => !this.#taking.has(g.key));
         if (next < 0) break;
         const group = waiting.splice(next, 1)[0] as Group;
         begin(group.key, this.takeGroup(group.messages, ctx, orchestrations));
       }
-      if (this.#taking.size === 0 && receiving.size === 0 && waiting.length === 0) break;
+      if (!this.admits()) heldBack = true;
+      if (this.#taking.size === 0 && receiving.size === 0 && waiting.length === 0 && (taking || drained)) break;
       // Room, a batch, or the budget's end, whichever comes first.
       const changed = this.#changed;
       let timer: NodeJS.Timeout | undefined;
@@ -410,8 +396,9 @@ export class JobIntake {
     const late = receiving.size > 0 && !(await waitUntil(Promise.all(receiving), settleBy));
     over = true;
     if (failure !== undefined) throw failure.error;
-    // Groups not begun, a full last batch (the queue may hold more), or a batch still on its way.
-    return { more: waiting.length > 0 || full || late };
+    // Groups not begun, a full last batch (the queue may hold more), a batch still on its way, or
+    // submissions held back by the bound that did not find the queue empty.
+    return { more: waiting.length > 0 || full || late || (heldBack && !drained), heldBack };
   }
 
   /** Whether the job's start was marked unconfirmed at the last listing of the marks (at most a few seconds old while busy). */
@@ -426,9 +413,7 @@ export class JobIntake {
    */
   submissionWaitMs(): number {
     const seen = this.#queueWait;
-    const onQueue = seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
-    // An accepted start waiting for room is a pending job too, whose row is right.
-    return Math.max(onQueue, this.submissions.acceptedWaitMs());
+    return seen !== undefined && performance.now() - seen.at < INTAKE.queueWaitFreshMs ? seen.ms : 0;
   }
 
   /**
@@ -452,20 +437,13 @@ export class JobIntake {
     return this.repair.lagMs(INTAKE.recentLagMs);
   }
 
-  /** Whether another start may be made now (`INTAKE.maxStartsUnderWay`; a start counts from when it is decided). */
-  private admits(): boolean {
-    return this.repair.underWay() < INTAKE.maxStartsUnderWay;
-  }
-
   /**
-   * Asked by a submission once its start is recorded: whether it starts now (then it counts as under
-   * way) or, while the bound is full or older accepted starts wait, is accepted to wait its turn.
+   * Whether another submission may be begun now (`INTAKE.maxStartsUnderWay`): the starts under way,
+   * and the submissions being handled whose start is not decided yet, each of which may become one.
    */
-  private readonly admit = (jobId: string): boolean => {
-    if (this.submissions.acceptedWaiting > 0 || !this.admits()) return false;
-    this.repair.started(jobId);
-    return true;
-  };
+  private admits(): boolean {
+    return this.repair.underWay() + this.#undecided < INTAKE.maxStartsUnderWay;
+  }
 
   /**
    * A plan of this process got a start past its fence (JobActivities, `startConfirmed`): it is no
@@ -485,10 +463,26 @@ export class JobIntake {
       // Stop between messages: an unhandled one simply becomes visible again for the next leader.
       if (ctx.signal.aborted) return;
       this.#tally.received += 1;
-      const outcome = await this.submissions.handle(message, ctx, orchestrations, this.admit, () => this.#taking.size > 1);
+      // Undecided until its start is (then it counts as under way: StartRepair.started) or it ends otherwise.
+      this.#undecided += 1;
+      let decided = false;
+      const decide = (): void => {
+        if (decided) return;
+        decided = true;
+        this.#undecided -= 1;
+      };
+      const starting = (jobId: string): void => {
+        this.repair.started(jobId);
+        decide();
+      };
+      let outcome: IntakeOutcome;
+      try {
+        outcome = await this.submissions.handle(message, ctx, orchestrations, starting, () => this.#taking.size > 1);
+      } finally {
+        decide();
+      }
       const tally = this.#tally;
       if (outcome === 'started') tally.started += 1;
-      else if (outcome === 'accepted') tally.accepted += 1;
       else if (outcome === 'already_started') tally.alreadyStarted += 1;
       else if (outcome === 'rejected') tally.rejected += 1;
       else tally.retryLater += 1;

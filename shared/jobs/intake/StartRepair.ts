@@ -37,11 +37,6 @@ export interface StartRepairDeps {
   readonly store: JobStore;
   readonly logger: Logger;
   readonly now: Now;
-  /**
-   * Hands a start taken over from a run that never began (no instance) to the intake, which makes it
-   * within the admission bound, oldest first (Submissions.queueTakenOver); false: the check makes it.
-   */
-  readonly queueStart?: (start: StartRecord, epoch: number) => boolean;
 }
 
 /**
@@ -85,12 +80,6 @@ export class StartRepair {
    * the intake marked while the check ran, nor clear the mark the intake just wrote).
    */
   readonly #checking = new Set<string>();
-  /**
-   * Starts accepted here whose Durable start waits for room (Submissions.AcceptedStart): not under
-   * way, and their wait is not Durable's lag. Once begun, their marks count as made then (`#begunLate`).
-   */
-  readonly #waitingHere = new Set<string>();
-  readonly #begunLate = new Map<string, number>();
   readonly #lags: Array<{ readonly at: number; readonly ms: number }> = [];
   /** The start -> plan lag at the last check (`startLag`). */
   #lag = 0;
@@ -130,7 +119,6 @@ export class StartRepair {
   /** A start this intake is making now (counted toward `underWay` until its plan confirms it, or the next listing). */
   started(jobId: string): void {
     this.#startedSince.add(jobId);
-    if (this.#waitingHere.delete(jobId)) this.#begunLate.set(jobId, this.now().getTime());
   }
 
   /**
@@ -153,15 +141,6 @@ export class StartRepair {
     }
     const listed = this.#underWayListed.delete(jobId);
     return this.#startedSince.delete(jobId) || listed;
-  }
-
-  /**
-   * A start held here until there is room: not under way until begun (`started`), and not checked
-   * until made or handed back (`settled`).
-   */
-  waitingForRoom(jobId: string): void {
-    this.#inFlight.add(jobId);
-    this.#waitingHere.add(jobId);
   }
 
   /** Confirmations remembered (`confirmedHere`): bounded however many plans this process runs. */
@@ -187,7 +166,6 @@ export class StartRepair {
   /** The start call of a start marked here has answered or failed: the checks may judge it again. */
   settled(jobId: string): void {
     this.#inFlight.delete(jobId);
-    this.#waitingHere.delete(jobId);
   }
 
   /**
@@ -199,19 +177,9 @@ export class StartRepair {
     const at = this.now().getTime();
     if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
     this.#checkedAt = at;
-    const listed = this.#seen(await this.deps.store.listUnconfirmed(ctx.signal), at);
+    const marked = this.#seen(await this.deps.store.listUnconfirmed(ctx.signal), at);
     ctx.progress();
-    // A start that waited here for room counts from when it was begun, not from its mark.
-    const marked = listed.map((m) => {
-      const begun = this.#begunLate.get(m.jobId);
-      return begun !== undefined && begun > m.markedAt ? { ...m, markedAt: begun } : m;
-    });
-    const present = new Set(listed.map((m) => m.jobId));
-    for (const jobId of this.#begunLate.keys()) if (!present.has(jobId)) this.#begunLate.delete(jobId);
-    const fresh = marked.filter(
-      (m) =>
-        this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#waitingHere.has(m.jobId) && !this.#confirmedHere.has(m.jobId),
-    );
+    const fresh = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#confirmedHere.has(m.jobId));
     this.#underWayListed = new Set(fresh.map((m) => m.jobId));
     // Confirmed before this listing began: its mark was gone by then.
     for (const [jobId, confirmedAt] of this.#confirmedHere) if (confirmedAt < at) this.#confirmedHere.delete(jobId);
@@ -256,8 +224,7 @@ export class StartRepair {
     if (marked === undefined) return;
     const now = this.now().getTime();
     const present = new Set(marked.map((m) => m.jobId));
-    // A start still waiting here for room says nothing of Durable's queues.
-    const lag = this.startLag(now, present, marked.filter((m) => !this.#waitingHere.has(m.jobId)));
+    const lag = this.startLag(now, present, marked);
     this.#lag = lag;
     for (const jobId of this.#checkBackoff.keys()) if (!present.has(jobId)) this.#checkBackoff.delete(jobId);
     const due = marked
@@ -276,7 +243,7 @@ export class StartRepair {
         const stuckAfterMs = Math.max(INTAKE.stuckPendingSeconds * 1000, 2 * lag);
         const { step, stuckAt } = await this.advance(jobId, startIds, ctx, orchestrations, stuckAfterMs);
         if (step === 'confirmed') counts.confirmed += 1;
-        else if (step === 'restarted' || step === 'queued') counts.restarted += 1;
+        else if (step === 'restarted') counts.restarted += 1;
         if (step === 'waiting' || step === 'not_ours') {
           const waitMs = Math.min(2 * (this.#checkBackoff.get(jobId)?.waitMs ?? INTAKE.checkAfterMs / 2), INTAKE.maxCheckBackoffMs);
           const checkedAt = this.now().getTime();
@@ -331,11 +298,11 @@ export class StartRepair {
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
     stuckAfterMs: number,
-  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'queued' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
+  ): Promise<{ readonly step: 'confirmed' | 'waiting' | 'restarted' | 'retired' | 'not_ours'; readonly stuckAt?: number }> {
     const { store, logger } = this.deps;
     const found = await store.readStart(jobId, ctx.signal);
-    // The intake marked this job id while the check read (a submission of it being started or
-    // accepted now): the mark is the intake's, and stays.
+    // The intake marked this job id while the check read (a submission of it being started now): the
+    // mark is the intake's, and stays.
     if (this.#inFlight.has(jobId)) return { step: 'waiting' };
     const clear = (ids: readonly string[]): Promise<unknown> => Promise.all(ids.map((id) => store.clearUnconfirmed(jobId, id, ctx.signal)));
     if (found === undefined || found.value.state !== 'active') {
@@ -373,12 +340,8 @@ export class StartRepair {
     } else if (!startIds.includes(current)) {
       await store.markUnconfirmed(jobId, current, ctx.signal);
     }
-    // A run that never began (its leader stopped before the Durable start, or while the start waited
-    // for room): the intake makes it like any accepted start, so a failover in a burst hands thousands
-    // of these over at the checks' pace without a Durable start in each check.
-    // (Held, it is this process's to make: the intake's `waitingForRoom` keeps the checks off it.)
-    const queued = instance === undefined && this.deps.queueStart?.(start.value, ctx.epoch) === true;
-    if (!queued) await startRecorded(start.value, orchestrations);
+    this.started(jobId);
+    await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
       jobId,
       reason: step.reason,
@@ -387,9 +350,8 @@ export class StartRepair {
       previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
       previousEpoch: found.value.epoch,
       epoch: ctx.epoch,
-      ...(queued ? { queued: true } : {}),
     });
-    return { step: queued ? 'queued' : 'restarted' };
+    return { step: 'restarted' };
   }
 
   /** A new start id under this epoch and the next instance generation, written only over the version read. */

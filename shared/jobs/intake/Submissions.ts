@@ -19,11 +19,10 @@
  * flight. A check that fails (a newer epoch, the id's earlier results, a cancel) or input the plan
  * must refuse leaves it all to the plan, which reports the outcome as for any job.
  *
- * Past the admission bound (`INTAKE.maxStartsUnderWay`) a submission is accepted instead: recorded
- * and marked the same way, its message deleted, its Durable start made later by this term
- * (`AcceptedStart`) or, should the term end first, by the start checks (StartRepair).
- * Guaranteed: a submission is deleted only after its start is recorded and tried (or accepted:
- * recorded and marked, which the start checks follow), or its rejection recorded; the same
+ * Past the admission bound (`INTAKE.maxStartsUnderWay`) no submission is begun (JobIntake): the
+ * rest of a burst waits on the jobs queue.
+ * Guaranteed: a submission is deleted only after its start is recorded and tried, or its
+ * rejection recorded; the same
  * submission twice is a no-op, a different one under a used job id is rejected (DUPLICATE_JOB_ID);
  * a start by a leader that lost its lease, landing late, is refused by Durable (Pending or Running
  * instance) or does nothing (its run stands down at its plan step).
@@ -50,27 +49,11 @@ import { StartBatches } from './StartBatches';
 import { type StartRepair } from './StartRepair';
 import { startInstanceId, startRecorded } from './startSteps';
 
-/**
- * A start recorded while the admission bound was full (`INTAKE.maxStartsUnderWay`): its submission is
- * deleted, and its Durable start waits in this process until the pump has room (JobIntake), in the
- * order accepted, for the term that recorded it. Should this process stop leading first, the start
- * checks (StartRepair) make it, as for any start interrupted after its record.
- */
-export interface AcceptedStart {
-  readonly start: StartRecord;
-  /** Its input may be staged at intake (inline, or an items blob up to `INTAKE.firstWindowMaxBytes`). */
-  readonly small: boolean;
-  /** performance.now() when accepted. */
-  readonly acceptedAt: number;
-  /** The submission's size: what holding the record here costs (`INTAKE.maxAcceptedBytes`). */
-  readonly bytes: number;
-}
-
 export class Submissions {
   private readonly now: Now;
 
-  /** Starts accepted and not begun yet, oldest first, and the term that recorded them. */
-  #accepted: { epoch: number; starts: AcceptedStart[]; bytes: number } = { epoch: Number.NaN, starts: [], bytes: 0 };
+  /** The leader's term the submissions are taken under (`beginTerm`): a shared run is made within one. */
+  #term = Number.NaN;
 
   private readonly rejections: Rejections;
 
@@ -116,92 +99,18 @@ export class Submissions {
     return this.#sending;
   }
 
-  /** Starts accepted and waiting for room (`AcceptedStart`). */
-  get acceptedWaiting(): number {
-    return this.#accepted.starts.length;
-  }
-
-  /** How long the oldest accepted start has waited for room, in milliseconds (0: none waits). */
-  acceptedWaitMs(): number {
-    const oldest = this.#accepted.starts[0];
-    // At most as long as a queue wait stands for (`INTAKE.queueWaitFreshMs`): the index upkeep defers no longer.
-    return oldest === undefined ? 0 : Math.min(INTAKE.queueWaitFreshMs, performance.now() - oldest.acceptedAt);
-  }
-
-  /** Whether a further start may be accepted to wait here (`INTAKE.maxAccepted`, `maxAcceptedBytes`). */
-  acceptRoom(): boolean {
-    return this.#accepted.starts.length < INTAKE.maxAccepted && this.#accepted.bytes < INTAKE.maxAcceptedBytes;
-  }
-
-  /**
-   * A new term: the starts an earlier term accepted and did not begin are handed to the start checks
-   * (they carry that term's epoch, which the plan's fence would refuse: the checks take them over).
-   */
+  /** A new term: shared runs are made within it (`handle`). */
   beginTerm(epoch: number): void {
-    if (this.#accepted.epoch === epoch) return;
-    this.endTerm();
-    this.#accepted = { epoch, starts: [], bytes: 0 };
+    this.#term = epoch;
   }
 
-  /** The term ended (its signal aborted): its accepted starts not begun go to the start checks of a later term. */
+  /** The term ended (its signal aborted). */
   endTerm(): void {
-    for (const accepted of this.#accepted.starts) this.repair.settled(accepted.start.jobId);
-    this.#accepted = { epoch: Number.NaN, starts: [], bytes: 0 };
+    this.#term = Number.NaN;
   }
 
   /**
-   * A start the checks took over from a run that never began (StartRepair): made like an accepted
-   * one, after those already waiting, when it is of this term and there is room to hold it.
-   */
-  queueTakenOver(start: StartRecord, epoch: number): boolean {
-    if (epoch !== this.#accepted.epoch || !this.acceptRoom()) return false;
-    // Its input's size is not known here: inline items are staged at intake, a blob by the plan.
-    this.hold(start, start.run.source.kind === 'inline', JSON.stringify(start.run.source).length);
-    return true;
-  }
-
-  /** Holds a recorded start until there is room (`AcceptedStart`): the start checks leave it alone meanwhile. */
-  private hold(start: StartRecord, small: boolean, bytes: number): void {
-    this.#accepted.starts.push({ start, small, acceptedAt: performance.now(), bytes });
-    this.#accepted.bytes += bytes;
-    this.repair.waitingForRoom(start.jobId);
-  }
-
-  /** The oldest accepted start whose job id `busy` does not hold, taken off the waiting list. */
-  takeAccepted(busy: (jobId: string) => boolean): AcceptedStart | undefined {
-    const { starts } = this.#accepted;
-    const next = starts.findIndex((a) => !busy(a.start.jobId));
-    if (next < 0) return undefined;
-    const [taken] = starts.splice(next, 1);
-    if (taken !== undefined) this.#accepted.bytes -= taken.bytes;
-    return taken;
-  }
-
-  /**
-   * Makes the Durable start of an accepted start (staging a small input first, then sending its first
-   * window, as for a start made at once). A failure is logged and left to the start checks, which
-   * find no instance and start it again (the submission is gone): answers whether it was started.
-   */
-  async startAccepted(accepted: AcceptedStart, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<boolean> {
-    const { start, small } = accepted;
-    const { run } = start;
-    const t0 = performance.now();
-    try {
-      const prestaged = await this.makeStart(start, small, ctx, orchestrations);
-      // How long it waited for room after its record, and its start's time.
-      this.logStarted(start, ctx, prestaged, { accepted: Math.round(t0 - accepted.acceptedAt), done: Math.round(performance.now() - t0) });
-      return true;
-    } catch (err) {
-      if (isAbort(err)) throw err;
-      this.deps.logger.warn('intake.start_failed', { jobId: run.jobId, accepted: true, error: err, epoch: ctx.epoch });
-      return false;
-    } finally {
-      this.repair.settled(run.jobId);
-    }
-  }
-
-  /**
-   * A recorded start made (at once, or accepted and now with room): a small input staged at intake
+   * A recorded start made: a small input staged at intake
    * (`prestage`), the Durable start, then the first window sent in the background. Answers what was staged.
    */
   private async makeStart(
@@ -232,7 +141,7 @@ export class Submissions {
     this.deps.logger.info('intake.started', {
       jobId: start.jobId,
       workType: start.run.workType,
-      // The next generation's for a start the checks took over (queueTakenOver); a shared run's.
+      // A shared run's, or `job-<jobId>`.
       instanceId: startInstanceId(start),
       startId: start.startId,
       epoch: ctx.epoch,
@@ -242,17 +151,14 @@ export class Submissions {
   }
 
   /**
-   * One submission. `admit` is asked once its start is recorded: true, it is started now (and counts
-   * as under way); false, the admission bound is full and the start is accepted to wait here
-   * (`AcceptedStart`): the message is deleted now, so a burst does not wait on the jobs queue (on
-   * Azurite every queue request costs in proportion to the messages the account holds: 500 waiting
-   * made 1,000 trivial orchestrations take 30.4 s instead of 19-22 s).
+   * One submission. `starting` is told of its start once it is decided (it counts as under way from
+   * then: JobIntake's admission bound).
    */
   async handle(
     message: ReceivedSubmission,
     ctx: IntakeContext,
     orchestrations: OrchestrationClient,
-    admit: (jobId: string) => boolean = () => true,
+    starting: (jobId: string) => void = () => undefined,
     /** Whether other submissions are being started beside this one (a burst): a small job then shares a run (StartBatches). */
     crowded: () => boolean = () => false,
   ): Promise<IntakeOutcome> {
@@ -333,18 +239,13 @@ export class Submissions {
       const judged = await this.judge(message, job, ctx, orchestrations, { known, legacy, record });
       if (judged !== undefined) return judged;
 
-      // A small job taken in a burst, started now (admitted before its record is written, so the record
-      // can name the shared run it starts in: recorded before made). One start of this id this process
-      // holds already (accepted, or being repaired) is found by the create below, as any other.
+      // A small job taken in a burst shares a run (its place reserved before its record is written,
+      // so the record can name the shared run it starts in: recorded before made). One start of this
+      // id this process holds already (being repaired) is found by the create below, as any other.
       const heldHere = this.repair.holds(job.jobId);
       const sharing =
-        job.source.kind === 'inline' &&
-        orchestrations.startBatch !== undefined &&
-        ctx.epoch === this.#accepted.epoch &&
-        !heldHere &&
-        crowded();
-      const admitted = sharing && admit(job.jobId);
-      if (admitted) {
+        job.source.kind === 'inline' && orchestrations.startBatch !== undefined && ctx.epoch === this.#term && !heldHere && crowded();
+      if (sharing) {
         this.#sharedClient = orchestrations;
         place = this.#shared.reserve();
       }
@@ -397,15 +298,7 @@ export class Submissions {
       }
       reached('recorded');
       const small = job.source.kind === 'inline' || (blobBytes ?? Infinity) <= INTAKE.firstWindowMaxBytes;
-      if (!admitted && ctx.epoch === this.#accepted.epoch && !admit(job.jobId)) {
-        await this.deleteMessage(message, ctx);
-        // From here its start is this process's to make (JobIntake begins it when there is room); the
-        // start checks leave it alone until then (StartRepair.settled), or until the term ends (beginTerm).
-        startingHere = false;
-        this.hold(start, small, message.messageText.length);
-        logger.info('intake.accepted', { jobId: job.jobId, workType: job.workType, startId, epoch: ctx.epoch, ms: { ...lap } });
-        return 'accepted';
-      }
+      starting(job.jobId);
       // From here its place is settled by the start itself (joined, or given up should it fail first).
       place = undefined;
       const prestaged = await this.makeStart(start, small, ctx, orchestrations, reached);

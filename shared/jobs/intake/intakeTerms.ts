@@ -45,8 +45,7 @@ export interface FirstWindow {
   send(run: JobRun, staged: StagedCounts, signal?: AbortSignal): Promise<number>;
 }
 
-/** `accepted`: its start is recorded and the message deleted; the Durable start waits for room (Submissions.AcceptedStart). */
-export type IntakeOutcome = 'started' | 'accepted' | 'already_started' | 'rejected' | 'retry_later';
+export type IntakeOutcome = 'started' | 'already_started' | 'rejected' | 'retry_later';
 
 export const INTAKE = {
   /**
@@ -94,28 +93,14 @@ export const INTAKE = {
    * begun since). Durable takes starts faster than its activity slots run their plans (20 per
    * instance by default), and a run that waits 15 s for its plan's slot looks stalled: the stall
    * check asks it to resume, and the plan is called twice (1,000 queued jobs without this bound:
-   * passes of up to 51 s spent on resumes, 59 transactions per job). Past the bound submissions are
-   * still taken: each is accepted (its start recorded, its message deleted) and its Durable start
-   * waits in the leader's memory for room (Submissions.AcceptedStart), oldest first. Waiting on the
-   * jobs queue instead is free on Azure but not on Azurite, where every queue request sorts the
-   * messages the account holds (a 1,000-job burst by queue: 14 of Azurite's 57 ms a job were queue
-   * lookups, against 1.6 for trivial orchestrations). A mark older than `underWayFreshMs` does not
-   * count: stuck starts cannot stop the intake. 192, not 64: once the burst no longer waited on the
-   * queue, 64 held the starts to about 20 a second (a mark goes when its plan begins, seen at the next
-   * listing, 2 s); 192 took a 1,000-job burst by HTTP from 49 to 38 s, by queue from 74 to 46 s, with
-   * no more transactions a job (jobs-scale). A plan of the leader's process says when it removed its
-   * start's mark (StartRepair.confirmedHere), so such a start leaves the count at once; even so 64
-   * took the burst 1.96x (HTTP) and 2.25x (queue) the trivial baseline of its run, 192 1.64x and 1.96x.
+   * passes of up to 51 s spent on resumes, 59 transactions per job). Past the bound the rest of a
+   * burst waits on the jobs queue, where a submission costs nothing on Azure while it waits (JobIntake
+   * receives no batch it could not begin). A mark older than `underWayFreshMs` does not count: stuck
+   * starts cannot stop the intake. A plan of the leader's process says when it removed its start's
+   * mark (StartRepair.confirmedHere), so such a start leaves the count at once, and a pass waiting for
+   * room goes on.
    */
   maxStartsUnderWay: 192,
-  /**
-   * Accepted starts held in memory at once, by count and by their submissions' size (a submission
-   * message is at most 48 KB; a 20-item job about 150 bytes): past either the rest of a burst waits
-   * on the jobs queue. Each holds a mark, which every listing of the marks reads (2 s apart), and
-   * after a failover the next leader's checks take them over a few at a time: a few thousand at most.
-   */
-  maxAccepted: 4_000,
-  maxAcceptedBytes: 64 * 1024 * 1024,
   underWayFreshMs: 60_000,
   freshMarkMs: 10_000,
   maxStartLagMs: 120_000,
@@ -147,7 +132,7 @@ export const INTAKE = {
   /**
    * A pass takes no further submission once it has run this long (from its start; the start checks
    * run beside the taking): the submissions of the batch in hand that no lane has begun are kept for the next
-   * pass, which follows at once and takes them first (`#carried`), and the rest of a burst waits on
+   * pass, which follows at once and takes them first (JobIntake's `#waiting`), and the rest of a burst waits on
    * the queue. So a pass lasts this plus the starts already under way, at most `settleGraceMs` (a start
    * is about a second under a burst's load), and the stall check and the index upkeep never wait
    * behind a whole batch.

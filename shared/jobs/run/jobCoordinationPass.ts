@@ -154,14 +154,15 @@ export function jobCoordinationPass(
         ctx.progress();
       }),
     ]);
-    // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken or wait for a
-    // retry, accepted starts wait for room, or the stall check follows job runs. Otherwise the leader's passes back off to
+    // Busy (the next pass after LEADER_PASS_INTERVAL_SECONDS): submissions were taken, wait for a
+    // retry or were held back by the admission bound, or the stall check follows job runs. Otherwise the leader's passes back off to
     // LEADER_IDLE_PASS_INTERVAL_SECONDS (CoordinatorRuntime), and a submission by HTTP wakes them.
-    const startsWait = (report?.waitingToStart ?? 0) > 0;
+    const startsWait = report?.heldBack === true;
     const taking = report !== undefined && (report.received > 0 || report.retryLater > 0 || startsWait);
-    if (taking || stalls.running > 0) ctx.busy?.();
+    const working = taking || stalls.running > 0;
+    if (working) ctx.busy?.();
     // Activity for the quiet side reads: the same, or a start still marked (the stall check may not follow it yet).
-    if (taking || stalls.running > 0 || (report?.marks ?? 0) > 0) quiet.active();
+    if (working || (report?.marks ?? 0) > 0) quiet.active();
     // Not while submissions are being taken: the upkeep's checks are status reads of several storage
     // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or

@@ -521,7 +521,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await unmark('lag-pending');
   });
 
-  it('past maxStartsUnderWay, accepts submissions (start recorded, message deleted, job pending) and starts them in order once there is room', async () => {
+  it('past maxStartsUnderWay, receives no submission (the burst waits on the jobs queue) and takes them as room opens', async () => {
     const c = appRoot().jobs;
     await clearMarks();
     const jobsQueue = await freshQueue('admit');
@@ -533,47 +533,24 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const logger = memoryLogger('intake', 'info');
     const pass = intake({ jobsQueue, now, logger });
     const first = await pass.runPass(ctx(), orchestrations);
-    assert.equal(first.received, 2);
-    assert.equal(first.accepted, 2, 'accepted while the starts under way fill the bound');
-    assert.equal(first.started, 0, 'none started');
-    assert.equal(first.waitingToStart, 2);
-    assert.equal((await jobsQueue.peekMessages()).peekedMessageItems.length, 0, 'the messages are deleted: the burst does not wait on the queue');
-    const service = new JobService({
-      jobsQueue,
-      store: c.store,
-      registry: workTypes,
-      inputContainers: new InputContainers([], [c.store.containerName]),
-      logger: memoryLogger('status'),
-      statusPath: (jobId) => `/api/jobs/${jobId}`,
-    });
-    for (const jobId of ids) {
-      const start = await c.store.readStart(jobId);
-      assert.equal(start?.value.state, 'active', 'its start is recorded');
-      assert.equal(start.value.generation, 1);
-      assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'not started yet');
-      assert.equal((await service.get(jobId, orchestrations)).status, 'pending', 'its status answers pending');
-    }
-    assert.equal(pass.submissionWaitMs() > 0, true, 'the wait of accepted starts is a submission wait (the index upkeep leaves their rows)');
-    const acceptedLines = logger.lines.filter((l) => l.event === 'intake.accepted');
-    for (const line of acceptedLines) assert.deepEqual(eventShapeProblems(line), [], 'the catalogued shape (OPERATOR_EVENTS)');
-    const accepted = acceptedLines.map((l) => l.jobId);
-    assert.deepEqual([...accepted].sort(), [...ids].sort());
-    // One plan ran (its mark goes): the next listing (2 s on) sees room for one start, the oldest accepted.
+    assert.equal(first.received, 0, 'none received while the starts under way fill the bound');
+    assert.equal(first.heldBack, true, 'the report says the bound held submissions back (the leader stays busy)');
+    assert.equal((await jobsQueue.peekMessages({ numberOfMessages: 32 })).peekedMessageItems.length, 2, 'the burst waits on the queue');
+    for (const jobId of ids) assert.equal(await c.store.readStart(jobId), undefined, 'nothing recorded for them yet');
+    // One plan ran (its mark goes): the next listing (2 s on) sees room for one start.
     await unmark(underWay[0] ?? '');
     const started = async (): Promise<number> => {
       offset += INTAKE.checkEveryMs;
       return (await pass.runPass(ctx(), orchestrations)).started;
     };
-    assert.equal(await started(), 1, 'room for one');
-    const startedFirst = logger.lines.filter((l) => l.event === 'intake.started').map((l) => l.jobId);
-    assert.deepEqual(startedFirst, accepted.slice(0, 1), 'the oldest accepted first');
+    assert.equal(await started(), 1, 'room for one: one begun, the other left for later');
     await Promise.all(underWay.map((jobId) => unmark(jobId)));
     let more = 0;
     for (let i = 0; i < 3 && more === 0; i++) more += await started();
     assert.equal(more, 1);
     for (const jobId of ids) assert.equal(runOf(await orchestrations.getStatus(instanceIdFor(jobId)))?.startId, (await c.store.readStart(jobId))?.value.startId);
     const startedLines = logger.lines.filter((l) => l.event === 'intake.started').map((l) => l.jobId);
-    assert.deepEqual(startedLines, accepted, 'started once each, in the order accepted');
+    assert.deepEqual([...startedLines].sort(), [...ids].sort(), 'started once each');
     assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.start_repaired'), [], 'made by the intake, not repaired');
     await jobsQueue.delete();
   });
@@ -589,7 +566,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const now = (): Date => new Date(t0);
     const pass = intake({ jobsQueue, now });
     const first = await pass.runPass(ctx(), orchestrations);
-    assert.deepEqual([first.accepted, first.started], [2, 0], 'the bound is full');
+    assert.deepEqual([first.received, first.started, first.heldBack], [0, 0, true], 'the bound is full');
     // A plan here removed one start's mark and said so.
     await unmark(underWay[0] ?? '');
     pass.startConfirmed(underWay[0] ?? '');
@@ -602,91 +579,14 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
-  it('the same submission again while its accepted start waits for room leaves that start to this term: no take-over, started once', async () => {
-    const c = appRoot().jobs;
-    await clearMarks();
-    const jobsQueue = await freshQueue('held-again');
-    const jobId = `held-again-${randomUUID()}`;
-    const message = encodeQueueMessage({ jobId, workType: 'noop', items: [1] });
-    await jobsQueue.sendMessage(message);
-    const underWay = await fillAdmissionBound('held-again');
-    let offset = 0;
-    const now = (): Date => new Date(Date.now() + offset);
-    const logger = memoryLogger('intake', 'info');
-    const pass = intake({ jobsQueue, now, logger });
-    assert.equal((await pass.runPass(ctx(), orchestrations)).accepted, 1);
-    // Sent again (a client's retry): found at the create, seen through, the accepted start kept.
-    await jobsQueue.sendMessage(message);
-    offset += INTAKE.checkEveryMs;
-    assert.equal((await pass.runPass(ctx(), orchestrations)).alreadyStarted, 1);
-    // Its mark comes due for a check (the checks also retire the bound's marks, which have no start
-    // records: room opens, and this term's intake begins the accepted start).
-    const startedLines = (): unknown[] => logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId);
-    for (let i = 0; i < 4 && startedLines().length === 0; i++) {
-      offset += INTAKE.checkEveryMs + INTAKE.checkAfterMs;
-      await pass.runPass(ctx(), orchestrations);
-    }
-    assert.deepEqual(logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId), [], 'taken over within its term');
-    assert.equal(startedLines().length, 1, 'made once, by the intake');
-    assert.equal((await c.store.readStart(jobId))?.value.generation, 1);
-    assert.notEqual(await orchestrations.getStatus(instanceIdFor(jobId)), undefined);
-    await Promise.all(underWay.map((id) => unmark(id)));
-    await clearMarks();
-    await jobsQueue.delete();
-  });
-
-  it('an accepted start not begun when its term ends is taken over by the start checks of the next term and made by its intake, once', async () => {
-    const c = appRoot().jobs;
-    await clearMarks();
-    const jobsQueue = await freshQueue('accepted-term');
-    const jobId = `accepted-term-${randomUUID()}`;
-    await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
-    await fillAdmissionBound('accepted-term');
-    let offset = 0;
-    const now = (): Date => new Date(Date.now() + offset);
-    const logger = memoryLogger('intake', 'info');
-    const pass = intake({ jobsQueue, now, logger });
-    assert.equal((await pass.runPass(ctx(), orchestrations)).accepted, 1);
-    // Within its own term the checks leave it alone, its mark long due (3 s): it is this process's to start.
-    // (The same listing still counts the starts under way: 30 s old, they are fresh for 60 s.)
-    offset = 30_000;
-    const later = await pass.runPass(ctx(), orchestrations);
-    assert.ok(later.checked > 0, 'the checks ran');
-    assert.equal((await c.store.readStart(jobId))?.value.generation, 1, 'not taken over within its term');
-    assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'still waiting for room');
-    // The lease changed hands and came back: epoch 12. The start of epoch 11 would be fenced out at its plan.
-    const next = { ...ctx(), epoch: 12 };
-    let restarted = 0;
-    // The checks take it over (they also retire the marks of the made-up starts under way, whose
-    // records do not exist) and hand it to the intake, which starts it once the bound has room.
-    for (let i = 0; i < 8 && (await orchestrations.getStatus(instanceIdFor(jobId, 2))) === undefined; i++) {
-      offset += INTAKE.checkEveryMs;
-      restarted += (await pass.runPass(next, orchestrations)).restarted;
-    }
-    assert.equal(restarted, 1, 'taken over by the checks, once');
-    const start = (await c.store.readStart(jobId))?.value;
-    assert.equal(start?.generation, 2);
-    assert.equal(start.epoch, 12);
-    assert.equal(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'never started under the old term');
-    assert.equal(runOf(await orchestrations.getStatus(instanceIdFor(jobId, 2)))?.startId, start.startId, 'started once, in the new term');
-    const repaired = logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId);
-    assert.deepEqual(repaired.map((l) => [l.reason, l.queued]), [['no instance', true]], 'handed to the intake, not started by the check');
-    for (const line of repaired) assert.deepEqual(eventShapeProblems(line), [], 'the catalogued shape (OPERATOR_EVENTS)');
-    const made = logger.lines.filter((l) => l.event === 'intake.started' && l.jobId === jobId);
-    assert.deepEqual(made.map((l) => l.instanceId), [instanceIdFor(jobId, 2)], 'made by the intake, once, under the next generation');
-    await clearMarks();
-    await jobsQueue.delete();
-  });
-
-  it('a check that read a stale mark of a job id leaves it alone when the intake marks that id meanwhile: an accepted start keeps its mark', async () => {
+  it('a check that read a stale mark of a job id leaves it alone when the intake marks that id meanwhile: the start being made keeps its mark', async () => {
     const c = appRoot().jobs;
     await clearMarks();
     const jobsQueue = await freshQueue('mark-race');
     const jobId = `mark-race-${randomUUID()}`;
-    // A mark left by an earlier try whose start record was never written, and the bound full.
+    // A mark left by an earlier try whose start record was never written.
     await c.store.markUnconfirmed(jobId, 'an-earlier-try');
-    await fillAdmissionBound('mark-race');
-    // The check's read of the start record (the first read of this id) is held until released.
+    // The check's read of the start record (the first read of this id: the intake creates without reading) is held until released.
     let release = (): void => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     let held = false;
@@ -713,21 +613,31 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
+    // The intake's Durable start of the job is slow: it is still being made when the check answers.
+    let startNow = (): void => undefined;
+    const slowStart = new Promise<void>((resolve) => (startNow = resolve));
+    const slow: OrchestrationClient = { ...soloStarts, start: async (id, input) => (await slowStart, soloStarts.start(id, input)) };
     let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
     const pass = intake({ jobsQueue, now, store });
-    // The marks are first seen by this pass's listing; the next listing finds the stale one due for a check.
-    await pass.runPass(ctx(), orchestrations);
+    // The mark is first seen by this pass's listing; the next listing finds it due for a check.
+    await pass.runPass(ctx(), slow);
     await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
     offset = INTAKE.checkEveryMs + INTAKE.checkAfterMs;
-    const first = await pass.runPass(ctx(), orchestrations);
+    const first = await pass.runPass(ctx(), slow);
     assert.ok(held, 'the check read the stale mark\'s (missing) start record');
-    assert.equal(first.accepted, 1, 'the intake accepted the job meanwhile (the bound is full)');
+    assert.equal(first.received, 1, 'the intake took the job meanwhile');
+    assert.equal(first.started, 0, 'its start is still being made');
     release();
     offset += INTAKE.checkEveryMs;
-    await pass.runPass(ctx(), orchestrations);
+    await pass.runPass(ctx(), slow);
     assert.deepEqual(cleared.filter((id) => id === jobId), [], 'the check did not clear the mark the intake wrote');
-    assert.ok((await c.store.listUnconfirmed()).some((m) => m.jobId === jobId) || (await orchestrations.getStatus(instanceIdFor(jobId))) !== undefined, 'marked until started');
+    assert.ok((await c.store.listUnconfirmed()).some((m) => m.jobId === jobId), 'marked while its start is made');
+    startNow();
+    for (let i = 0; i < 20 && (await orchestrations.getStatus(instanceIdFor(jobId))) === undefined; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.notEqual(await orchestrations.getStatus(instanceIdFor(jobId)), undefined, 'then started');
+    offset += INTAKE.checkEveryMs;
+    await pass.runPass(ctx(), slow);
     await clearMarks();
     await jobsQueue.delete();
   });
@@ -753,7 +663,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return Promise.resolve({ instanceId, runtimeStatus: 'Pending', input: { run }, output: null, customStatus: null, createdTime: at, lastUpdatedTime: at });
       },
     };
-    const pass = intake({ jobsQueue: await freshQueue('held-take-over') });
+    const logger = memoryLogger('intake', 'info');
+    const pass = intake({ jobsQueue: await freshQueue('held-take-over'), logger });
     for (let i = 0; i < 5 && (await c.store.readStart(jobId))?.value.generation === 1; i++) {
       await pass.runPass({ ...ctx(), epoch: 12 }, pending);
       await new Promise((resolve) => setTimeout(resolve, INTAKE.checkEveryMs));
@@ -761,6 +672,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const taken = (await c.store.readStart(jobId))?.value;
     assert.equal(taken?.generation, 2, 'taken over');
     assert.notEqual(taken.startId, first);
+    const repaired = logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId);
+    assert.deepEqual(repaired.map((l) => [l.reason, l.previousStartId, l.startId]), [['Pending under an older epoch', first, taken.startId]]);
+    for (const line of repaired) assert.deepEqual(eventShapeProblems(line), [], 'the catalogued shape (OPERATOR_EVENTS)');
     // The held plan goes on: it removes its own start's mark, and only that.
     await c.store.confirmStart(run);
     const marks = (await c.store.listUnconfirmed()).filter((m) => m.jobId === jobId);
