@@ -7,7 +7,7 @@
  *                                     rejected submission (with its error)
  *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
  *                                     (a different one under it is refused: DUPLICATE_JOB_ID); not
- *                                     written for a started run in a stamped store (`claimJobId`)
+ *                                     written for a run with a start record, its claim (`claimJobId`)
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
  *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
  *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
@@ -22,8 +22,6 @@
  *                                     may run the job; created once, then changed only with If-Match
  *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
  *                                     it; any later run of the job returns it instead of running
- *   store.json                        the stamp the process that created the container wrote: every
- *                                     job here has a start record (`startRecordsOnly`)
  *   unconfirmed-starts/<jobId>.<startId>  (empty) a start not yet seen past its plan step, in a store
  *                                     without a job index; with one, a row of the index's table
  *                                     (StartMarks.ts says why); the leader's pass checks each
@@ -67,17 +65,6 @@ export type {
   Versioned,
 } from './jobDocuments';
 
-/** The results container's stamp (`store.json`): the store was created with start records (JobStore.startRecordsOnly). */
-export interface StoreStamp {
-  readonly v: 1;
-  readonly startRecords: true;
-  readonly createdAt: string;
-}
-
-/** A container found without a stamp is read for it again after this long. */
-const STAMP_RECHECK_MS = 60_000;
-const STAMP_READ_TIMEOUT_MS = 5_000;
-
 /** The size of a blob elsewhere in the account, undefined when it does not exist. */
 export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
 
@@ -97,10 +84,6 @@ export class JobStore {
   readonly deliveries: DeliveryBlobs;
   /** The starts not yet seen past their plan step (StartMarks.ts): in the index's table, or in blobs without an index. */
   readonly #marks: StartMarks;
-  /** What this process last read of the container's stamp (`startRecordsOnly`), and when. */
-  #stamped: { readonly value: boolean; readonly at: number } | undefined;
-  /** The stamp's read in flight, shared by concurrent callers. */
-  #stampRead: Promise<boolean> | undefined;
 
   /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
   static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
@@ -113,9 +96,7 @@ export class JobStore {
         throw err;
       }
     };
-    const stampOf = (): StoreStamp => ({ v: 1, startRecords: true, createdAt: new Date().toISOString() });
-    const stamp = { name: JobStore.stampBlob, value: stampOf };
-    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName), stamp), containerName, externalSize, index);
+    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName)), containerName, externalSize, index);
   }
 
   constructor(
@@ -133,9 +114,6 @@ export class JobStore {
     // A connection the table client refuses (no table endpoint) leaves the index failing, best effort, and the marks in blobs.
     this.#marks = index?.clientBuilds() === true ? new TableStartMarks(index) : new BlobStartMarks(docs);
   }
-
-  /** The results container's stamp (StoreStamp), written by the process that created the container. */
-  static readonly stampBlob = 'store.json';
 
   static recordBlob(jobId: string): string {
     return `records/${checkJobId(jobId)}.json`;
@@ -161,45 +139,18 @@ export class JobStore {
     return this.docs.ensureContainer(signal);
   }
 
-  /**
-   * Whether every job in this store has its start record: its container was created by this app
-   * since it records starts, and stamped then (`store.json`; BlobDocuments writes it as it creates
-   * the container). In such a store a job's start record is its id's claim and the only trace of a
-   * start, so the intake reads no Durable instance for a job without one, and a started run claims
-   * nothing (`claimJobId`). A container without the stamp (made by the deployment or by an earlier
-   * version, or whose stamp write failed) may hold jobs started before start records existed: those
-   * reads stay. Read once per process and remembered; a "no" is read again after a minute (the
-   * process that created the container may be writing its stamp), and a failed read answers "no".
-   */
-  async startRecordsOnly(): Promise<boolean> {
-    const known = this.#stamped;
-    if (known !== undefined && (known.value || Date.now() - known.at < STAMP_RECHECK_MS)) return known.value;
-    this.#stampRead ??= this.docs
-      .get<StoreStamp>(JobStore.stampBlob, AbortSignal.timeout(STAMP_READ_TIMEOUT_MS))
-      .then((stamp) => {
-        const value = stamp?.startRecords === true;
-        this.#stamped = { value, at: Date.now() };
-        return value;
-      })
-      .catch(() => false)
-      .finally(() => {
-        this.#stampRead = undefined;
-      });
-    return this.#stampRead;
-  }
-
   // --- records ---
 
   /**
    * Claims `jobs/<jobId>/` for one submission (create-once, by fingerprint): true when it is this
    * submission's, false when an earlier, different job with this id left its results there (its
    * Durable instance purged, or the task hub changed), which must never be reused as this job's.
-   * A run with a start record (`recorded`) in a store whose every job has one (`startRecordsOnly`)
-   * writes nothing: its start record, created once with its fingerprint before the run was started
-   * (the intake refused a different job under the id there), is the claim.
+   * A run with a start record (`recorded`) writes nothing: its start record, created once with its
+   * fingerprint before the run was started (the intake refused a different job under the id there),
+   * is the claim.
    */
   async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal, recorded = false): Promise<boolean> {
-    if (recorded && (await this.startRecordsOnly())) return true;
+    if (recorded) return true;
     const name = JobStore.jobBlob(jobId);
     const at = new Date().toISOString();
     if ((await this.docs.put(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') return true;

@@ -12,7 +12,6 @@ import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient 
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { JobService } from '../../../../shared/jobs/api/JobService';
-import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { type FirstWindow, INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
@@ -21,9 +20,8 @@ import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { fence } from '../../../../shared/jobs/run/fence';
-import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
-import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { type JobStore } from '../../../../shared/jobs/store/JobStore';
 import { eventShapeProblems } from '../../../../shared/observability/events';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
@@ -143,9 +141,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
   });
 
-  it('reads no instance for a job without a start record in a store made with start records; in an older store finds a job started before them', async () => {
+  it('reads no instance for a job without a start record', async () => {
     const c = appRoot().jobs;
-    assert.equal(await c.store.startRecordsOnly(), true, 'the app made its results container and stamped it');
     // Each status read of the job's instance, and whether the job had its start record by then.
     const asked: Array<{ id: string; recorded: boolean }> = [];
     const watching = (store: JobStore, jobId: string): OrchestrationClient => ({
@@ -155,26 +152,14 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return orchestrations.getStatus(instanceId);
       },
     });
-    const body = { jobId: 'stamped-store', workType: 'noop', items: [1, 2] };
+    const body = { jobId: 'no-instance-read', workType: 'noop', items: [1, 2] };
     await h.jobsQueue.sendMessage(encodeQueueMessage(body));
-    assert.equal((await intake().runPass(ctx(), watching(c.store, 'stamped-store'))).started, 1);
+    assert.equal((await intake().runPass(ctx(), watching(c.store, 'no-instance-read'))).started, 1);
     assert.deepEqual(asked.filter((a) => !a.recorded), [], 'read the instance of a job with no start record');
-
-    // A container that was there before the store (the deployment's, or an earlier version's) is not
-    // stamped: a job started before start records existed has an instance and no start record there.
-    const legacy = { ...body, jobId: 'started-long-ago' };
-    const { older, run } = await startedBeforeStartRecords('intake-older', legacy, 'queue');
-    assert.equal(await older.startRecordsOnly(), false);
-    await h.jobsQueue.sendMessage(encodeQueueMessage(legacy));
-    const report = await intake({ store: older }).runPass(ctx(), watching(older, run.jobId));
-    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
-    assert.equal(asked.filter((a) => !a.recorded).length, 1, 'the older store\'s intake read the instance');
-    assert.equal(await older.readStart(run.jobId), undefined, 'a job started before start records existed was started again');
   });
 
   it('creates a new submission\'s start record without reading it first; a start already there is read then, and the submission judged against it', async () => {
     const c = appRoot().jobs;
-    assert.equal(await c.store.startRecordsOnly(), true);
     const jobsQueue = await freshQueue('create-first');
     const jobId = `create-first-${randomUUID()}`;
     // Each read of this job's start record, and whether its start record was there by then.
@@ -217,7 +202,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
-  it('a POST with its own job id reads no instance in a store made with start records; in an older store finds a job started before them', async () => {
+  it('a POST with its own job id reads no instance while its start record is active', async () => {
     const c = appRoot().jobs;
     const jobsQueue = await freshQueue('post');
     const reads: string[] = [];
@@ -228,42 +213,33 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return orchestrations.getStatus(instanceId);
       },
     };
-    const service = (store: JobStore): JobService =>
-      new JobService({
-        jobsQueue,
-        store,
-        registry: workTypes,
-        inputContainers: new InputContainers([], [store.containerName]),
-        logger: memoryLogger('submit'),
-        statusPath: (jobId) => `/api/jobs/${jobId}`,
-      });
+    const service = new JobService({
+      jobsQueue,
+      store: c.store,
+      registry: workTypes,
+      inputContainers: new InputContainers([], [c.store.containerName]),
+      logger: memoryLogger('submit'),
+      statusPath: (jobId) => `/api/jobs/${jobId}`,
+    });
     const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
 
-    const body = { jobId: 'posted-stamped', workType: 'noop', items: [1, 2] };
-    const first = await service(c.store).submit(bytes(body), watching);
-    assert.deepEqual(first, { jobId: 'posted-stamped', location: '/api/jobs/posted-stamped', enqueued: true });
-    assert.deepEqual(reads, [], 'a POST in the stamped store read the job\'s instance');
+    const body = { jobId: 'posted-own-id', workType: 'noop', items: [1, 2] };
+    const first = await service.submit(bytes(body), watching);
+    assert.deepEqual(first, { jobId: 'posted-own-id', location: '/api/jobs/posted-own-id', enqueued: true });
+    assert.deepEqual(reads, [], 'a POST read the instance of a job without a start record');
     // Started (start record, then the run): the same POST again is answered from the start record alone.
     assert.equal((await intake({ jobsQueue }).runPass(ctx(), orchestrations)).started, 1);
-    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
-    await assert.rejects(service(c.store).submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
-    assert.deepEqual(reads, [], 'the stamped store\'s POSTs read no instance');
+    assert.deepEqual(await service.submit(bytes(body), watching), { ...first, enqueued: false });
+    await assert.rejects(service.submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
+    assert.deepEqual(reads, [], 'the POSTs of a started job read no instance');
     // A start record no longer active (its start given up after its run began): the instance is read then.
-    const current = await c.store.readStart('posted-stamped');
+    const current = await c.store.readStart('posted-own-id');
     assert.ok(current !== undefined);
     assert.notEqual(await c.store.replaceStart({ ...current.value, state: 'rejected' }, current.etag), 'conflict');
-    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
-    assert.deepEqual(reads.splice(0), [instanceIdFor('posted-stamped')], 'the instance read behind a start record no longer active');
-
-    // An older container (not stamped): a job started before start records existed has an instance
-    // and no start record; an identical POST finds it (nothing enqueued), a different one is refused.
-    const legacy = { ...body, jobId: 'posted-long-ago' };
-    const { older, run } = await startedBeforeStartRecords('post-older', legacy, 'http');
-    assert.deepEqual(await service(older).submit(bytes(legacy), watching), { jobId: run.jobId, location: `/api/jobs/${run.jobId}`, enqueued: false });
-    await assert.rejects(service(older).submit(bytes({ ...legacy, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
-    assert.deepEqual(reads, [instanceIdFor(run.jobId), instanceIdFor(run.jobId)], 'the older store\'s POSTs read the instance');
+    assert.deepEqual(await service.submit(bytes(body), watching), { ...first, enqueued: false });
+    assert.deepEqual(reads.splice(0), [instanceIdFor('posted-own-id')], 'the instance read behind a start record no longer active');
     const left = await jobsQueue.receiveMessages({ numberOfMessages: 32 });
-    assert.equal(left.receivedMessageItems.length, 0, 'nothing enqueued for a job that was there');
+    assert.equal(left.receivedMessageItems.length, 0, 'enqueued again for a job already started');
   });
 
   it('sends a small job\'s first window itself once the run is started, from the run\'s own items; leaves a bigger items blob to the plan', async () => {
@@ -889,50 +865,38 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   });
 
   it('on a tenth delivery, a stale leader leaves a start recorded by a newer leader alone instead of giving it up', async () => {
-    // In an older store the stale leader reads Durable for the job first (it may have been started
-    // before start records existed), and that read fails; a stamped store has no such read, and the
-    // start record alone sends the copy the way of an accepted job.
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const olderContainer = uniqueName('giveup-older');
-    await blobs.getContainerClient(olderContainer).create();
-    const stores: ReadonlyArray<readonly [JobStore, keyof ReturnType<typeof intakeCounts>]> = [
-      [JobStore.onBlobs(blobs, olderContainer), 'retryLater'],
-      [appRoot().jobs.store, 'alreadyStarted'],
-    ];
-    for (const [store, outcome] of stores) {
-      const older = !(await store.startRecordsOnly());
-      const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
-      // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
-      const first = await freshQueue('giveup-newer');
-      await first.sendMessage(text);
-      const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
-      assert.equal((await intake({ jobsQueue: first, store }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
-      assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
-      // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
-      // read that fails below is the submission's (a check due under a loaded run took it before).
-      await unmark('newer-start', store);
-      // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
-      const stale = await freshQueue('giveup-stale');
-      await stale.sendMessage(text);
-      for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
-        const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-        assert.ok(got !== undefined);
-        await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
-      }
-      let reads = 0;
-      const flaky: OrchestrationClient = {
-        ...orchestrations,
-        getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
-      };
-      const report = await intake({ jobsQueue: stale, store }).runPass(ctx(), flaky);
-      const expected = { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, [outcome]: 1 };
-      assert.deepEqual(intakeCounts(report), expected, older ? 'older store' : 'stamped store');
-      const kept = await store.readStart('newer-start');
-      assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
-      assert.equal(kept?.value.epoch, 12);
-      if (!older) assert.ok((await store.listUnconfirmed()).some((m) => m.jobId === 'newer-start'), 'the copy marked the start for its checks again');
-      await Promise.all([first.delete(), stale.delete()]);
+    // The stale leader's read of Durable fails; the start record alone sends the copy the way of an accepted job.
+    const { store } = appRoot().jobs;
+    const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
+    // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
+    const first = await freshQueue('giveup-newer');
+    await first.sendMessage(text);
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    assert.equal((await intake({ jobsQueue: first, store }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
+    assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
+    // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
+    // read that fails below is the submission's (a check due under a loaded run took it before).
+    await unmark('newer-start', store);
+    // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
+    const stale = await freshQueue('giveup-stale');
+    await stale.sendMessage(text);
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
     }
+    let reads = 0;
+    const flaky: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
+    };
+    const report = await intake({ jobsQueue: stale, store }).runPass(ctx(), flaky);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    const kept = await store.readStart('newer-start');
+    assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
+    assert.equal(kept?.value.epoch, 12);
+    assert.ok((await store.listUnconfirmed()).some((m) => m.jobId === 'newer-start'), 'the copy marked the start for its checks again');
+    await Promise.all([first.delete(), stale.delete()]);
   });
 
   it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {
@@ -1067,31 +1031,6 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       if (Date.now() > deadline) assert.fail(`job ${jobId} still ${view.status}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-  }
-
-  /**
-   * A results container made before the store (not stamped: the deployment's, or an earlier
-   * version's) and, in it, a job started before start records existed: its run has an instance and
-   * the job no start record.
-   */
-  async function startedBeforeStartRecords(prefix: string, submission: object, via: JobRun['via']): Promise<{ older: JobStore; run: JobRun }> {
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const container = uniqueName(prefix);
-    await blobs.getContainerClient(container).create();
-    const accepted = validateSubmission(submission, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
-    const run: JobRun = {
-      jobId: accepted.jobId,
-      workType: accepted.workType,
-      fingerprint: accepted.fingerprint,
-      options: accepted.options,
-      source: accepted.source,
-      epoch: 10,
-      holder: 'an-earlier-version',
-      submittedAt: new Date().toISOString(),
-      via,
-    };
-    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
-    return { older: JobStore.onBlobs(blobs, container), run };
   }
 
   async function freshQueue(prefix: string): Promise<QueueClient> {

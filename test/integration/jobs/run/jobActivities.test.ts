@@ -17,7 +17,7 @@ import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLe
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
 import { type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
-import { JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
+import { type JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { type SumPartial, sumWorkType } from '../../../../shared/worktypes/sumWorkType';
 import { type Json, type WorkType } from '../../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
@@ -157,17 +157,9 @@ describe('job activities (Azurite)', () => {
     leaseEpoch = 3;
     await p.store.markCancelled('pre-cancelled', 'test');
     assert.equal(await activities.prestage(fresh('pre-cancelled')), undefined, 'staged a cancelled job');
-    // An id claimed by another job can only be found in a container made before stamps (an earlier
-    // version's): in this one, stamped as it was made, the start record is the claim and none is written.
-    assert.equal(await p.store.startRecordsOnly(), true);
+    // The start record is the id's claim: a start is staged without writing another.
     assert.equal(await activities.prestage(fresh('pre-claimless')) !== undefined, true);
-    assert.equal(await claimOf(p.store, 'pre-claimless'), undefined, 'a started run in a stamped store wrote a claim');
-    const older = await olderStore('pre-older');
-    const onOlder = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store: older });
-    assert.equal(await older.claimJobId('pre-taken', 'another-fingerprint'), true);
-    assert.equal(await onOlder.prestage(fresh('pre-taken')), undefined, 'staged under an id holding another job');
-    assert.notEqual(await onOlder.prestage(fresh('pre-own')), undefined);
-    assert.equal((await claimOf(older, 'pre-own'))?.fingerprint, fresh('pre-own').fingerprint, 'the older store\'s claim was not written');
+    assert.equal(await claimOf(p.store, 'pre-claimless'), undefined, 'a started run wrote a claim');
     // Staged, then the leader was paused and a newer epoch leads by the time it would send: it sends nothing.
     const paused = fresh('pre-paused');
     const pausedStaged = await activities.prestage(paused);
@@ -474,17 +466,6 @@ describe('job activities (Azurite)', () => {
     assert.equal((summary.result as { distinctWords: number }).distinctWords, 1_500);
   });
 });
-
-/** A store over a container that was there before it (made by the deployment or an earlier version): not stamped. */
-async function olderStore(prefix: string): Promise<JobStore> {
-  const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-  const name = uniqueName(prefix);
-  await blobs.getContainerClient(name).create();
-  const store = JobStore.onBlobs(blobs, name);
-  await store.ensureContainer();
-  assert.equal(await store.startRecordsOnly(), false);
-  return store;
-}
 
 /** The job id's claim (`jobs/<jobId>/job.json`), read straight from its blob. */
 async function claimOf(store: JobStore, jobId: string): Promise<{ fingerprint?: string } | undefined> {
