@@ -5,9 +5,6 @@
  *                                     the start record speaks for the job from then on, and
  *                                     deleting it would cost a blob delete per job), or a
  *                                     rejected submission (with its error)
- *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
- *                                     (a different one under it is refused: DUPLICATE_JOB_ID); not
- *                                     written for a run with a start record, its claim (`claimJobId`)
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
  *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
  *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
@@ -19,7 +16,9 @@
  *   jobs/<jobId>/result.json          the job's full result (none for a small result without errors:
  *                                     the final summary holds all of it, aggregation.ts)
  *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
- *                                     may run the job; created once, then changed only with If-Match
+ *                                     may run the job; created once, then changed only with If-Match.
+ *                                     The job id's claim too: which submission (fingerprint) holds the
+ *                                     id (a different one under it is refused: DUPLICATE_JOB_ID)
  *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
  *                                     it; any later run of the job returns it instead of running
  *   unconfirmed-starts/<jobId>.<startId>  (empty) a start not yet seen past its plan step, in a store
@@ -121,9 +120,6 @@ export class JobStore {
   static cancelBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/cancel.json`;
   }
-  static jobBlob(jobId: string): string {
-    return `jobs/${checkJobId(jobId)}/job.json`;
-  }
   static resultBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/result.json`;
   }
@@ -140,23 +136,6 @@ export class JobStore {
   }
 
   // --- records ---
-
-  /**
-   * Claims `jobs/<jobId>/` for one submission (create-once, by fingerprint): true when it is this
-   * submission's, false when an earlier, different job with this id left its results there (its
-   * Durable instance purged, or the task hub changed), which must never be reused as this job's.
-   * A run with a start record (`recorded`) writes nothing: its start record, created once with its
-   * fingerprint before the run was started (the intake refused a different job under the id there),
-   * is the claim.
-   */
-  async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal, recorded = false): Promise<boolean> {
-    if (recorded) return true;
-    const name = JobStore.jobBlob(jobId);
-    const at = new Date().toISOString();
-    if ((await this.docs.put(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') return true;
-    const owner = await this.docs.get<{ fingerprint?: string }>(name, signal);
-    return owner?.fingerprint === fingerprint;
-  }
 
   async readRecord(jobId: string, signal?: AbortSignal): Promise<JobRecord | undefined> {
     return this.docs.get<JobRecord>(JobStore.recordBlob(jobId), signal);
@@ -290,9 +269,10 @@ export class JobStore {
   }
 
   /**
-   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
-   * last, so a purge cut short is finished by the next one), its record and its start mark.
-   * Answers how many of the job's blobs it deleted (its start mark, a row or a blob, is not counted).
+   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (its start record, the id's
+   * claim, after the others, so a purge cut short leaves the id held until the next one finishes
+   * it), its record and its start marks.
+   * Answers how many of the job's blobs it deleted (its start marks, rows or blobs, are not counted).
    */
   async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
@@ -301,10 +281,15 @@ export class JobStore {
       this.index === undefined
         ? []
         : [(await this.readStart(jobId, signal))?.value.run.submittedAt, (await this.readRecord(jobId, signal))?.createdAt];
-    const claim = JobStore.jobBlob(jobId);
+    const claim = JobStore.startBlob(jobId);
     const names: string[] = [];
-    for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
-    names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
+    let claimed = false;
+    for await (const blob of this.docs.list(prefix, false, signal)) {
+      if (blob.name === claim) claimed = true;
+      else names.push(blob.name);
+    }
+    if (claimed) names.push(claim);
+    names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId));
     await this.#marks.clearJob(jobId, signal);
     let deleted = 0;
     for (const name of names) {
