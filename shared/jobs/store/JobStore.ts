@@ -170,11 +170,6 @@ export class JobStore {
     return outcome === 'conflict' ? 'exists' : outcome;
   }
 
-  async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
-    await this.index?.note(recordEntry(record), 'record');
-  }
-
   /** Replaces the record only if it is still the version read (`ifMatch`): the new etag, or `conflict`. */
   async replaceRecordIf(record: JobRecord, ifMatch: string, signal?: AbortSignal): Promise<{ etag: string } | 'conflict'> {
     const options = { ifMatch, metadata: recordMetadata(record), signal };

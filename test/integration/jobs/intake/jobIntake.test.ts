@@ -1003,9 +1003,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {
       const mine = await poison.sendMessage(...args);
       const theirs = await poison.sendMessage(got.messageText, { messageTimeToLive: -1 });
-      const record = await store.readRecord('copied-once');
+      const record = await store.readRecordVersioned('copied-once');
       assert.ok(record !== undefined);
-      await store.replaceRecord({ ...record, poisonMessageId: theirs.messageId, epoch: 12 });
+      assert.notEqual(await store.replaceRecordIf({ ...record.value, poisonMessageId: theirs.messageId, epoch: 12 }, record.etag), 'conflict');
       return mine;
     };
     const logger = memoryLogger('intake');
