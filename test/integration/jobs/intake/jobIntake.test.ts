@@ -919,10 +919,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // Its tenth delivery (the first pass left the original invisible, so a copy on a queue of its own).
     const again = await freshQueue('boom10');
     await again.sendMessage(bad);
-    const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined && got.messageText === bad);
-    const outcome = await intake({ jobsQueue: again, registry }).handleMessage({ ...got, dequeueCount: INTAKE.maxStartAttempts }, ctx(), orchestrations);
-    assert.equal(outcome, 'rejected');
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined && got.messageText === bad);
+      await again.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    const tenth = await intake({ jobsQueue: again, registry }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(tenth), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
     const view = await appRoot().jobs.service.get('explodes-1', orchestrations);
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'VALIDATION_FAILED');
@@ -947,12 +950,18 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   it('counts a started job as done when its pop receipt went stale before the delete (a slow batch)', async () => {
     const fresh = await freshQueue('gone');
     await fresh.sendMessage(encodeQueueMessage({ jobId: 'receipt-expired', workType: 'noop', items: [1] }));
-    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined);
-    // Someone else touched the message since (as a receive after our visibility lapsed would): our receipt is stale.
-    await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 30);
-    const outcome = await intake({ jobsQueue: fresh }).handleMessage(got, ctx(), orchestrations);
-    assert.equal(outcome, 'started');
+    // Someone else touches the message after the pass received it and before its delete (as a receive
+    // after the pass's visibility lapsed would): the pass's receipt is stale by then.
+    const touched = Object.create(fresh) as QueueClient;
+    touched.deleteMessage = async (...args: Parameters<QueueClient['deleteMessage']>) => {
+      const [messageId, popReceipt] = args;
+      await fresh.updateMessage(messageId, popReceipt, undefined, 30);
+      return fresh.deleteMessage(...args);
+    };
+    const logger = memoryLogger('intake', 'info');
+    const report = await intake({ jobsQueue: touched, logger }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 0 });
+    assert.ok(logger.lines.some((l) => l.event === 'intake.delete_missed'), 'the delete did not meet the stale receipt');
     assert.ok((await orchestrations.getStatus(instanceIdFor('receipt-expired'))) !== undefined);
     const rejected = await appRoot().jobs.service.get('receipt-expired', orchestrations);
     assert.notEqual(rejected.status, 'rejected');
@@ -972,17 +981,21 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const fresh = await freshQueue('crash');
     const text = encodeQueueMessage({ jobId: 'c-crash', workType: 'sum', items: ['x'] });
     await fresh.sendMessage(text);
-    // The first delete fails, as if the leader died between recording the rejection and deleting.
+    // The first delete fails, as if the leader died between recording the rejection and deleting; the
+    // message comes back once its visibility lapses (1 s here, not the intake's 60 s).
     let deletes = 0;
     const flakyDelete = Object.create(fresh) as QueueClient;
     flakyDelete.deleteMessage = (...args: Parameters<QueueClient['deleteMessage']>) => (deletes++ === 0 ? Promise.reject(new Error('connection reset')) : fresh.deleteMessage(...args));
-    const first = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 1 })).receivedMessageItems[0];
-    assert.ok(first !== undefined);
-    await assert.rejects(intake({ jobsQueue: flakyDelete }).handleMessage(first, ctx(), orchestrations), /connection reset/);
+    flakyDelete.receiveMessages = (options?: Parameters<QueueClient['receiveMessages']>[0]) => fresh.receiveMessages({ ...options, visibilityTimeout: 1 });
+    const logger = memoryLogger('intake');
+    const first = await intake({ jobsQueue: flakyDelete, logger }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(first), { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 });
+    const failed = logger.lines.filter((l) => l.event === 'intake.start_failed').map((l) => (l.error instanceof Error ? l.error.message : String(l.error)));
+    assert.deepEqual(failed, ['connection reset']);
     await new Promise((r) => setTimeout(r, 1_200));
-    const again = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.equal(again?.messageId, first.messageId);
-    assert.equal(await intake({ jobsQueue: flakyDelete }).handleMessage(again ?? assert.fail(), ctx(), orchestrations), 'rejected');
+    const again = await intake({ jobsQueue: flakyDelete }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(again), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
+    assert.equal(deletes, 2);
     const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
     assert.equal(poison.peekedMessageItems.filter((m) => m.messageText === text).length, 1);
     const view = await appRoot().jobs.service.get('c-crash', orchestrations);
@@ -995,21 +1008,19 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const poison = await freshQueue('twocopies-poison');
     const text = encodeQueueMessage({ jobId: 'copied-once', workType: 'sum', items: ['not a number'] });
     await fresh.sendMessage(text);
-    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined);
     const { store } = appRoot().jobs;
     // This leader's copy lands late: meanwhile a newer leader handled the same message and recorded its own copy.
     const late = Object.create(poison) as QueueClient;
     late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {
       const mine = await poison.sendMessage(...args);
-      const theirs = await poison.sendMessage(got.messageText, { messageTimeToLive: -1 });
+      const theirs = await poison.sendMessage(text, { messageTimeToLive: -1 });
       const record = await store.readRecordVersioned('copied-once');
       assert.ok(record !== undefined);
       assert.notEqual(await store.replaceRecordIf({ ...record.value, poisonMessageId: theirs.messageId, epoch: 12 }, record.etag), 'conflict');
       return mine;
     };
     const logger = memoryLogger('intake');
-    assert.equal(await intake({ jobsQueue: fresh, poisonQueue: late, logger }).handleMessage(got, ctx(), orchestrations), 'rejected');
+    assert.equal((await intake({ jobsQueue: fresh, poisonQueue: late, logger }).runPass(ctx(), orchestrations)).rejected, 1);
     const copies = (await poison.peekMessages({ numberOfMessages: 32 })).peekedMessageItems;
     assert.equal(copies.filter((m) => m.messageText === text).length, 1, 'the stale leader\'s copy stayed');
     assert.equal((await store.readRecord('copied-once'))?.poisonMessageId, copies[0]?.messageId);
