@@ -164,11 +164,6 @@ export class StartRepair {
     this.#waitingHere.add(jobId);
   }
 
-  /** Confirmations remembered (`confirmedHere`): bounded however many plans this process runs. */
-  get confirmationsKept(): number {
-    return this.#confirmedHere.size;
-  }
-
   /** Whether this process holds the job's start now (making it, waiting for room, or repairing it): its claim is not another's to end. */
   holds(jobId: string): boolean {
     return this.#inFlight.has(jobId);
