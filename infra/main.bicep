@@ -289,9 +289,7 @@ module coordinatorStorage 'app/coordinatorStorage.bicep' = {
     // The reply queues named exactly, and the outcome stream, are created too (the app also creates them when missing).
     queueNames: concat([jobsQueue, workItemsQueue], filter(map(split(jobReplyQueues, ','), q => trim(q)), q => !empty(q) && !endsWith(q, '*')), empty(jobOutcomesQueue) ? [] : [jobOutcomesQueue])
     // The input containers named exactly are created too; prefixes (inputs-*) are the user's to create.
-    // Not the results container (JOB_RESULTS_CONTAINER): the app creates it at its first start and
-    // stamps it as it does (store.json: every job in it has a start record, so the intake skips the
-    // reads only jobs of earlier versions need; shared/jobs/store/JobStore.ts, startRecordsOnly).
+    // Not the results container (JOB_RESULTS_CONTAINER): the app creates it at its first start.
     containerNames: concat([leaderLeaseContainer], filter(map(split(jobInputContainers, ','), c => trim(c)), c => !empty(c) && !endsWith(c, '*')))
   }
 }

@@ -159,31 +159,21 @@ export class JobService {
   private readonly ensureQueue = onceUntilSuccess(() => this.deps.jobsQueue.createIfNotExists());
 
   /**
-   * What a job id holds, read at once (a POST is on every burst's path): its start record, and its
-   * Durable instance only where the instance may say more: in a results container the app did not
-   * create (JobStore.startRecordsOnly), where a job started before start records existed has an
-   * instance and none; and, read after, when the start record is no longer active (a start given up
-   * after its run began). In the app's own container a job's run is started only after its start
-   * record is created, so no start record means no instance: one read a POST fewer.
+   * What a job id holds (a POST is on every burst's path): its start record, and its Durable instance
+   * only when the instance may say more, read after: when the start record is no longer active (a
+   * start given up after its run began). A job's run is started only after its start record is
+   * created, so no start record means no instance: one read a POST fewer.
    */
   private async whatTheIdHolds(
     jobId: string,
     orchestrations: OrchestrationClient,
   ): Promise<[Awaited<ReturnType<OrchestrationClient['getStatus']>>, Awaited<ReturnType<JobStore['readStart']>>]> {
-    const instance = (): ReturnType<OrchestrationClient['getStatus']> => orchestrations.getStatus(instanceIdFor(jobId));
-    let read = false;
-    const [startRead, legacy] = await Promise.all([
-      this.deps.store.readStart(jobId),
-      this.deps.store.startRecordsOnly().then((only) => {
-        if (only) return undefined;
-        read = true;
-        return instance();
-      }),
-    ]);
-    if (read || startRead === undefined || startRead.value.state === 'active') return [legacy, startRead];
+    const startRead = await this.deps.store.readStart(jobId);
+    if (startRead === undefined || startRead.value.state === 'active') return [undefined, startRead];
     // A start given up after its run began: that run's instance (a shared run's, seen as the job's own).
     const shared = startRead.value.instance;
-    return [shared === undefined ? await instance() : jobViewOf(await orchestrations.getStatus(shared), jobId), startRead];
+    const instance = jobViewOf(await orchestrations.getStatus(shared ?? instanceIdFor(jobId)), jobId);
+    return [instance, startRead];
   }
 
   /** A job's view; once the job is accepted (202) never JOB_NOT_FOUND (JobStatusReader.get). */

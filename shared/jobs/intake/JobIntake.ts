@@ -79,7 +79,7 @@ function byJobId(messages: readonly ReceivedSubmission[]): Group[] {
       const jobId = parsed !== null && typeof parsed === 'object' && 'jobId' in parsed ? parsed.jobId : undefined;
       if (typeof jobId === 'string') key = `job:${jobId}`;
     } catch {
-      // Not readable: handleMessage rejects it on its own.
+      // Not readable: Submissions.handle rejects it on its own.
     }
     groups.set(key, [...(groups.get(key) ?? []), message]);
   }
@@ -488,10 +488,5 @@ export class JobIntake {
       else tally.retryLater += 1;
       ctx.progress();
     }
-  }
-
-  /** One submission: started, already started, rejected, or left for a later pass (Submissions.ts). */
-  handleMessage(message: ReceivedSubmission, ctx: IntakeContext, orchestrations: OrchestrationClient): Promise<IntakeOutcome> {
-    return this.submissions.handle(message, ctx, orchestrations);
   }
 }

@@ -143,12 +143,7 @@ export class StartRepair {
     return this.#startedSince.delete(jobId) || listed;
   }
 
-  /** Confirmations remembered (`confirmedHere`): bounded however many plans this process runs. */
-  get confirmationsKept(): number {
-    return this.#confirmedHere.size;
-  }
-
-  /** Whether this process holds the job's start now (making it, waiting for room, or repairing it): its claim is not another's to end. */
+  /** Whether this process holds the job's start now (making it, or repairing it): its claim is not another's to end. */
   holds(jobId: string): boolean {
     return this.#inFlight.has(jobId);
   }

@@ -35,11 +35,11 @@ import { randomUUID } from 'node:crypto';
 import { type AcceptedJob, validateSubmission } from '../api/JobSubmission';
 import { replyOf } from '../delivery/DeliveryTargets';
 import { JobError } from '../JobError';
-import { instanceIdFor, isValidJobId } from '../jobIds';
+import { isValidJobId } from '../jobIds';
 import { type JobRun } from '../JobRun';
 import { decodeQueueMessage } from '../messageCodec';
 import { type StagedCounts } from '../run/JobActivities';
-import { fingerprintOf, type OrchestrationClient, type OrchestrationSnapshot } from '../run/OrchestrationClient';
+import { type OrchestrationClient } from '../run/OrchestrationClient';
 import { type JobRecord, type StartRecord, type Versioned } from '../store/JobStore';
 import { type ReceivedSubmission } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
@@ -223,20 +223,14 @@ export class Submissions {
     let place: string | undefined;
     try {
       // What the id already holds. Its start record is read up front only where the record's checks
-      // need it: in the app's own container (JobStore.startRecordsOnly) a start is created once below
-      // and read when that finds one (createStart's `exists`), so a new submission costs one read
-      // fewer. The instance only matters for a job started before start records existed: none in a
-      // store created since. The checks run in the same order either way (`judge`).
-      const recordsOnly = await store.startRecordsOnly();
-      const [startRead, legacy, record] = await Promise.all([
-        recordsOnly ? undefined : store.readStart(job.jobId, ctx.signal),
-        recordsOnly ? undefined : orchestrations.getStatus(instanceIdFor(job.jobId)),
-        store.readRecord(job.jobId, ctx.signal),
-      ]);
+      // need it: a start is created once below and read when that finds one (createStart's
+      // `exists`), so a new submission costs one read fewer. The checks run in the same order either
+      // way (`judge`).
+      const record = await store.readRecord(job.jobId, ctx.signal);
       const recordPasses = record === undefined || (record.status !== 'rejected' && record.fingerprint === job.fingerprint);
-      const known = recordsOnly && !recordPasses ? await store.readStart(job.jobId, ctx.signal) : startRead;
+      const known = recordPasses ? undefined : await store.readStart(job.jobId, ctx.signal);
       reached('read');
-      const judged = await this.judge(message, job, ctx, orchestrations, { known, legacy, record });
+      const judged = await this.judge(message, job, ctx, orchestrations, { known, record });
       if (judged !== undefined) return judged;
 
       // A small job taken in a burst shares a run (its place reserved before its record is written,
@@ -287,11 +281,11 @@ export class Submissions {
       if (created === 'exists') {
         if (place !== undefined) this.#shared.release(place);
         place = undefined;
-        // The id holds a start already (not read up front, above): judged against it now, as it would
-        // have been then. Its mark, written alongside, is checked (or retired) by the start checks.
-        const found = recordsOnly && recordPasses ? await store.readStart(job.jobId, ctx.signal) : undefined;
-        const held = { known: found, legacy, record };
-        const judged = found === undefined ? undefined : await this.judge(message, job, ctx, orchestrations, held);
+        // The id holds a start already (not read up front, above: the record passed, so `judge` had
+        // not decided): judged against it now, as it would have been then. Its mark, written
+        // alongside, is checked (or retired) by the start checks.
+        const found = await store.readStart(job.jobId, ctx.signal);
+        const judged = found === undefined ? undefined : await this.judge(message, job, ctx, orchestrations, { known: found, record });
         if (judged !== undefined) return judged;
         // Another delivery of this job id got there first: judge this message against its record next time.
         throw new Error(`The start record of job ${job.jobId} appeared while this submission was being started.`);
@@ -327,9 +321,9 @@ export class Submissions {
   }
 
   /**
-   * The submission against what its job id holds (its start record, its instance in a legacy store,
-   * its pending or rejected record): the outcome when that decides it (a duplicate or a repeated
-   * rejection refused, a start already recorded seen through), undefined when it is to be started.
+   * The submission against what its job id holds (its start record, its pending or rejected
+   * record): the outcome when that decides it (a duplicate or a repeated rejection refused, a start
+   * already recorded seen through), undefined when it is to be started.
    */
   private async judge(
     message: ReceivedSubmission,
@@ -338,26 +332,16 @@ export class Submissions {
     orchestrations: OrchestrationClient,
     held: {
       readonly known: Versioned<StartRecord> | undefined;
-      readonly legacy: OrchestrationSnapshot | undefined;
       readonly record: JobRecord | undefined;
     },
   ): Promise<IntakeOutcome | undefined> {
-    const { known, legacy, record } = held;
+    const { known, record } = held;
     const reject = (rejection: Rejection): Promise<IntakeOutcome> => this.rejections.reject(rejection, ctx, orchestrations);
     if (known !== undefined && known.value.fingerprint !== job.fingerprint) {
       const since = known.value.run.submittedAt;
       return reject({ message, error: duplicateError(job.jobId, since), ...askedBy(job) });
     }
     if (known?.value.state === 'active') return this.alreadyAccepted(message, job, known.value.startId, ctx);
-    if (known === undefined && legacy !== undefined) {
-      // Started before start records existed (or by an earlier version of the app).
-      if (fingerprintOf(legacy) !== job.fingerprint) {
-        return reject({ message, error: duplicateError(job.jobId, legacy.createdTime.toISOString()), ...askedBy(job) });
-      }
-      await this.deleteMessage(message, ctx);
-      this.deps.logger.info('intake.already_started', { jobId: job.jobId, messageId: message.messageId, epoch: ctx.epoch });
-      return 'already_started';
-    }
     if (
       record !== undefined &&
       (record.status === 'rejected' ? record.messageId !== message.messageId : record.fingerprint !== job.fingerprint)

@@ -204,22 +204,10 @@ export class JobActivities {
     }
     // This start has landed (its run passed the fence): the intake need not check it again.
     confirming.push(this.confirmStart(run));
-    // The id's claim is checked first: the cancel marker (read alongside) is this job's only if it holds.
-    // A start whose input is staged made its claim before staging (its plan's earlier attempt, or the
-    // intake's `prestage`): it holds, and is not made again; nor is the marker read here, as the
-    // dispatch pass below reads it before it sends anything (a cancel found there ends the plan too).
-    const [claimed, cancelled] = await Promise.all([
-      resumed === undefined ? this.deps.store.claimJobId(run.jobId, run.fingerprint, undefined, run.startId !== undefined) : true,
-      resumed === undefined ? this.deps.store.isCancelled(run.jobId) : false,
-    ]);
-    if (!claimed) {
-      const error = new JobError(
-        'DUPLICATE_JOB_ID',
-        `Job id ${run.jobId} already holds the results of an earlier, different job (its orchestration history is gone); ` +
-          `submit with another jobId.`,
-      );
-      return { ok: false, error: error.toJSON() };
-    }
+    // The cancel marker, unless this start's input is staged (its plan's earlier attempt, or the
+    // intake's `prestage`, read it before staging): the dispatch pass below reads it before it sends
+    // anything (a cancel found there ends the plan too).
+    const cancelled = resumed === undefined && (await this.deps.store.isCancelled(run.jobId));
     if (cancelled) {
       return { ok: true, cancelled: true, chunkCount: 0, itemCount: 0, ledger: emptyLedger(0, 0) };
     }
@@ -302,7 +290,7 @@ export class JobActivities {
 
   /**
    * At intake, by the leader taking the submission, before it starts the run: the plan's checks
-   * (the lease's epoch is still the run's, the job id is this job's, no cancel, a known work type),
+   * (the lease's epoch is still the run's, no cancel, a known work type),
    * then the staging, with the manifest saying the first window goes out now (`sendFirstWindow`, once
    * the run is started). Inline items whose chunks all fit the first window are not staged
    * (`StagedCounts.unstaged`): the run carries them, and its plan stages them only if the job is
@@ -320,13 +308,8 @@ export class JobActivities {
     // (Inline items were checked at submission; their count is checked below, as staging does.)
     const fits = inlineChunks !== undefined && inlineChunks <= this.deps.dispatcher.window;
     if (!fits && !mayStage) return undefined;
-    const [leaseEpoch, claimed, cancelled] = await Promise.all([
-      this.deps.leaseEpoch?.(),
-      // A start id is there (above): the run has its start record.
-      this.deps.store.claimJobId(run.jobId, run.fingerprint, signal, true),
-      this.deps.store.isCancelled(run.jobId, signal),
-    ]);
-    if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || !claimed || cancelled) return undefined;
+    const [leaseEpoch, cancelled] = await Promise.all([this.deps.leaseEpoch?.(), this.deps.store.isCancelled(run.jobId, signal)]);
+    if ((leaseEpoch !== undefined && leaseEpoch > run.epoch) || cancelled) return undefined;
     const firstWindowAt = this.now().toISOString();
     try {
       if (fits && source.kind === 'inline') {

@@ -59,30 +59,11 @@ export interface JsonDocuments {
   list(prefix: string, includeMetadata: boolean, signal?: AbortSignal): AsyncIterable<ListedDocument>;
 }
 
-/** A document the process that creates the container writes into it at once (JobStore's stamp). */
-export interface ContainerStamp {
-  readonly name: string;
-  readonly value: () => unknown;
-}
-
 export class BlobDocuments implements JsonDocuments {
-  constructor(
-    private readonly container: ContainerClient,
-    private readonly stamp?: ContainerStamp,
-  ) {}
+  constructor(private readonly container: ContainerClient) {}
 
-  /**
-   * Creates the container once; a concurrent create (409) is success. The process whose call created
-   * it writes the stamp, create-once and best effort: a container without one is taken for one that
-   * may hold what an earlier version wrote (JobStore.startRecordsOnly).
-   */
-  readonly ensureContainer = onceUntilSuccess(async (signal) => {
-    const created = await this.container.createIfNotExists({ abortSignal: signal });
-    const stamp = this.stamp;
-    if (created.succeeded !== true || stamp === undefined) return;
-    // One upload, not put: put's retry of a missing container would wait on this very set-up.
-    await this.upload(stamp.name, jsonBody(stamp.value()), { ifNoneMatch: '*' }, undefined, signal).catch(() => undefined);
-  });
+  /** Creates the container once; a concurrent create (409) is success. */
+  readonly ensureContainer = onceUntilSuccess((signal) => this.container.createIfNotExists({ abortSignal: signal }));
 
   /** One upload of a JSON body (no retry). */
   private upload(

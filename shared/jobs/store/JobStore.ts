@@ -5,9 +5,6 @@
  *                                     the start record speaks for the job from then on, and
  *                                     deleting it would cost a blob delete per job), or a
  *                                     rejected submission (with its error)
- *   jobs/<jobId>/job.json             the job id's claim: which submission (fingerprint) holds the id
- *                                     (a different one under it is refused: DUPLICATE_JOB_ID); not
- *                                     written for a started run in a stamped store (`claimJobId`)
  *   jobs/<jobId>/cancel.json          the cancel marker (workers skip the job's chunks)
  *   jobs/<jobId>/chunks/<n>.json      a chunk's items when they do not fit a queue message
  *   jobs/<jobId>/results/<n>.json     a chunk's result, created once (If-None-Match: *)
@@ -19,11 +16,11 @@
  *   jobs/<jobId>/result.json          the job's full result (none for a small result without errors:
  *                                     the final summary holds all of it, aggregation.ts)
  *   jobs/<jobId>/start.json           the start record: which start (id, epoch, instance generation)
- *                                     may run the job; created once, then changed only with If-Match
+ *                                     may run the job; created once, then changed only with If-Match.
+ *                                     The job id's claim too: which submission (fingerprint) holds the
+ *                                     id (a different one under it is refused: DUPLICATE_JOB_ID)
  *   jobs/<jobId>/final.json           the job's final summary, created once by the run that finished
  *                                     it; any later run of the job returns it instead of running
- *   store.json                        the stamp the process that created the container wrote: every
- *                                     job here has a start record (`startRecordsOnly`)
  *   unconfirmed-starts/<jobId>.<startId>  (empty) a start not yet seen past its plan step, in a store
  *                                     without a job index; with one, a row of the index's table
  *                                     (StartMarks.ts says why); the leader's pass checks each
@@ -67,17 +64,6 @@ export type {
   Versioned,
 } from './jobDocuments';
 
-/** The results container's stamp (`store.json`): the store was created with start records (JobStore.startRecordsOnly). */
-export interface StoreStamp {
-  readonly v: 1;
-  readonly startRecords: true;
-  readonly createdAt: string;
-}
-
-/** A container found without a stamp is read for it again after this long. */
-const STAMP_RECHECK_MS = 60_000;
-const STAMP_READ_TIMEOUT_MS = 5_000;
-
 /** The size of a blob elsewhere in the account, undefined when it does not exist. */
 export type ExternalSize = (ref: BlobRef, signal?: AbortSignal) => Promise<number | undefined>;
 
@@ -97,10 +83,6 @@ export class JobStore {
   readonly deliveries: DeliveryBlobs;
   /** The starts not yet seen past their plan step (StartMarks.ts): in the index's table, or in blobs without an index. */
   readonly #marks: StartMarks;
-  /** What this process last read of the container's stamp (`startRecordsOnly`), and when. */
-  #stamped: { readonly value: boolean; readonly at: number } | undefined;
-  /** The stamp's read in flight, shared by concurrent callers. */
-  #stampRead: Promise<boolean> | undefined;
 
   /** The store over a results container of the account (`blobs`), which also holds the jobs' itemsBlobs. */
   static onBlobs(blobs: BlobServiceClient, containerName: string, index?: JobIndex): JobStore {
@@ -113,9 +95,7 @@ export class JobStore {
         throw err;
       }
     };
-    const stampOf = (): StoreStamp => ({ v: 1, startRecords: true, createdAt: new Date().toISOString() });
-    const stamp = { name: JobStore.stampBlob, value: stampOf };
-    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName), stamp), containerName, externalSize, index);
+    return new JobStore(new BlobDocuments(blobs.getContainerClient(containerName)), containerName, externalSize, index);
   }
 
   constructor(
@@ -134,17 +114,11 @@ export class JobStore {
     this.#marks = index?.clientBuilds() === true ? new TableStartMarks(index) : new BlobStartMarks(docs);
   }
 
-  /** The results container's stamp (StoreStamp), written by the process that created the container. */
-  static readonly stampBlob = 'store.json';
-
   static recordBlob(jobId: string): string {
     return `records/${checkJobId(jobId)}.json`;
   }
   static cancelBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/cancel.json`;
-  }
-  static jobBlob(jobId: string): string {
-    return `jobs/${checkJobId(jobId)}/job.json`;
   }
   static resultBlob(jobId: string): string {
     return `jobs/${checkJobId(jobId)}/result.json`;
@@ -161,51 +135,7 @@ export class JobStore {
     return this.docs.ensureContainer(signal);
   }
 
-  /**
-   * Whether every job in this store has its start record: its container was created by this app
-   * since it records starts, and stamped then (`store.json`; BlobDocuments writes it as it creates
-   * the container). In such a store a job's start record is its id's claim and the only trace of a
-   * start, so the intake reads no Durable instance for a job without one, and a started run claims
-   * nothing (`claimJobId`). A container without the stamp (made by the deployment or by an earlier
-   * version, or whose stamp write failed) may hold jobs started before start records existed: those
-   * reads stay. Read once per process and remembered; a "no" is read again after a minute (the
-   * process that created the container may be writing its stamp), and a failed read answers "no".
-   */
-  async startRecordsOnly(): Promise<boolean> {
-    const known = this.#stamped;
-    if (known !== undefined && (known.value || Date.now() - known.at < STAMP_RECHECK_MS)) return known.value;
-    this.#stampRead ??= this.docs
-      .get<StoreStamp>(JobStore.stampBlob, AbortSignal.timeout(STAMP_READ_TIMEOUT_MS))
-      .then((stamp) => {
-        const value = stamp?.startRecords === true;
-        this.#stamped = { value, at: Date.now() };
-        return value;
-      })
-      .catch(() => false)
-      .finally(() => {
-        this.#stampRead = undefined;
-      });
-    return this.#stampRead;
-  }
-
   // --- records ---
-
-  /**
-   * Claims `jobs/<jobId>/` for one submission (create-once, by fingerprint): true when it is this
-   * submission's, false when an earlier, different job with this id left its results there (its
-   * Durable instance purged, or the task hub changed), which must never be reused as this job's.
-   * A run with a start record (`recorded`) in a store whose every job has one (`startRecordsOnly`)
-   * writes nothing: its start record, created once with its fingerprint before the run was started
-   * (the intake refused a different job under the id there), is the claim.
-   */
-  async claimJobId(jobId: string, fingerprint: string, signal?: AbortSignal, recorded = false): Promise<boolean> {
-    if (recorded && (await this.startRecordsOnly())) return true;
-    const name = JobStore.jobBlob(jobId);
-    const at = new Date().toISOString();
-    if ((await this.docs.put(name, { jobId, fingerprint, at }, { ifNoneMatch: true, signal })) === 'written') return true;
-    const owner = await this.docs.get<{ fingerprint?: string }>(name, signal);
-    return owner?.fingerprint === fingerprint;
-  }
 
   async readRecord(jobId: string, signal?: AbortSignal): Promise<JobRecord | undefined> {
     return this.docs.get<JobRecord>(JobStore.recordBlob(jobId), signal);
@@ -238,11 +168,6 @@ export class JobStore {
     const outcome = await this.docs.putVersioned(JobStore.recordBlob(record.jobId), record, options);
     if (typeof outcome === 'object') await this.index?.note(recordEntry(record), 'record');
     return outcome === 'conflict' ? 'exists' : outcome;
-  }
-
-  async replaceRecord(record: JobRecord, signal?: AbortSignal): Promise<void> {
-    await this.docs.put(JobStore.recordBlob(record.jobId), record, { metadata: recordMetadata(record), signal });
-    await this.index?.note(recordEntry(record), 'record');
   }
 
   /** Replaces the record only if it is still the version read (`ifMatch`): the new etag, or `conflict`. */
@@ -339,9 +264,10 @@ export class JobStore {
   }
 
   /**
-   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (the id claim, job.json,
-   * last, so a purge cut short is finished by the next one), its record and its start mark.
-   * Answers how many of the job's blobs it deleted (its start mark, a row or a blob, is not counted).
+   * Deletes everything stored for a job: its blobs under jobs/<jobId>/ (its start record, the id's
+   * claim, after the others, so a purge cut short leaves the id held until the next one finishes
+   * it), its record and its start marks.
+   * Answers how many of the job's blobs it deleted (its start marks, rows or blobs, are not counted).
    */
   async purgeJob(jobId: string, signal?: AbortSignal): Promise<number> {
     const prefix = `jobs/${checkJobId(jobId)}/`;
@@ -350,10 +276,15 @@ export class JobStore {
       this.index === undefined
         ? []
         : [(await this.readStart(jobId, signal))?.value.run.submittedAt, (await this.readRecord(jobId, signal))?.createdAt];
-    const claim = JobStore.jobBlob(jobId);
+    const claim = JobStore.startBlob(jobId);
     const names: string[] = [];
-    for await (const blob of this.docs.list(prefix, false, signal)) if (blob.name !== claim) names.push(blob.name);
-    names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId), claim);
+    let claimed = false;
+    for await (const blob of this.docs.list(prefix, false, signal)) {
+      if (blob.name === claim) claimed = true;
+      else names.push(blob.name);
+    }
+    if (claimed) names.push(claim);
+    names.push(JobStore.recordBlob(jobId), DeliveryBlobs.dueBlob(jobId));
     await this.#marks.clearJob(jobId, signal);
     let deleted = 0;
     for (const name of names) {

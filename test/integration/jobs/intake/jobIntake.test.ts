@@ -12,7 +12,6 @@ import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient 
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { JobService } from '../../../../shared/jobs/api/JobService';
-import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { type FirstWindow, INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
@@ -21,9 +20,8 @@ import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { fence } from '../../../../shared/jobs/run/fence';
-import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
-import { JobStore } from '../../../../shared/jobs/store/JobStore';
+import { type JobStore } from '../../../../shared/jobs/store/JobStore';
 import { eventShapeProblems } from '../../../../shared/observability/events';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
@@ -143,9 +141,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     assert.equal((await h.jobsQueue.getProperties()).approximateMessagesCount, 0);
   });
 
-  it('reads no instance for a job without a start record in a store made with start records; in an older store finds a job started before them', async () => {
+  it('reads no instance for a job without a start record', async () => {
     const c = appRoot().jobs;
-    assert.equal(await c.store.startRecordsOnly(), true, 'the app made its results container and stamped it');
     // Each status read of the job's instance, and whether the job had its start record by then.
     const asked: Array<{ id: string; recorded: boolean }> = [];
     const watching = (store: JobStore, jobId: string): OrchestrationClient => ({
@@ -155,26 +152,14 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return orchestrations.getStatus(instanceId);
       },
     });
-    const body = { jobId: 'stamped-store', workType: 'noop', items: [1, 2] };
+    const body = { jobId: 'no-instance-read', workType: 'noop', items: [1, 2] };
     await h.jobsQueue.sendMessage(encodeQueueMessage(body));
-    assert.equal((await intake().runPass(ctx(), watching(c.store, 'stamped-store'))).started, 1);
+    assert.equal((await intake().runPass(ctx(), watching(c.store, 'no-instance-read'))).started, 1);
     assert.deepEqual(asked.filter((a) => !a.recorded), [], 'read the instance of a job with no start record');
-
-    // A container that was there before the store (the deployment's, or an earlier version's) is not
-    // stamped: a job started before start records existed has an instance and no start record there.
-    const legacy = { ...body, jobId: 'started-long-ago' };
-    const { older, run } = await startedBeforeStartRecords('intake-older', legacy, 'queue');
-    assert.equal(await older.startRecordsOnly(), false);
-    await h.jobsQueue.sendMessage(encodeQueueMessage(legacy));
-    const report = await intake({ store: older }).runPass(ctx(), watching(older, run.jobId));
-    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
-    assert.equal(asked.filter((a) => !a.recorded).length, 1, 'the older store\'s intake read the instance');
-    assert.equal(await older.readStart(run.jobId), undefined, 'a job started before start records existed was started again');
   });
 
   it('creates a new submission\'s start record without reading it first; a start already there is read then, and the submission judged against it', async () => {
     const c = appRoot().jobs;
-    assert.equal(await c.store.startRecordsOnly(), true);
     const jobsQueue = await freshQueue('create-first');
     const jobId = `create-first-${randomUUID()}`;
     // Each read of this job's start record, and whether its start record was there by then.
@@ -217,7 +202,7 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await jobsQueue.delete();
   });
 
-  it('a POST with its own job id reads no instance in a store made with start records; in an older store finds a job started before them', async () => {
+  it('a POST with its own job id reads no instance while its start record is active', async () => {
     const c = appRoot().jobs;
     const jobsQueue = await freshQueue('post');
     const reads: string[] = [];
@@ -228,42 +213,33 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
         return orchestrations.getStatus(instanceId);
       },
     };
-    const service = (store: JobStore): JobService =>
-      new JobService({
-        jobsQueue,
-        store,
-        registry: workTypes,
-        inputContainers: new InputContainers([], [store.containerName]),
-        logger: memoryLogger('submit'),
-        statusPath: (jobId) => `/api/jobs/${jobId}`,
-      });
+    const service = new JobService({
+      jobsQueue,
+      store: c.store,
+      registry: workTypes,
+      inputContainers: new InputContainers([], [c.store.containerName]),
+      logger: memoryLogger('submit'),
+      statusPath: (jobId) => `/api/jobs/${jobId}`,
+    });
     const bytes = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value));
 
-    const body = { jobId: 'posted-stamped', workType: 'noop', items: [1, 2] };
-    const first = await service(c.store).submit(bytes(body), watching);
-    assert.deepEqual(first, { jobId: 'posted-stamped', location: '/api/jobs/posted-stamped', enqueued: true });
-    assert.deepEqual(reads, [], 'a POST in the stamped store read the job\'s instance');
+    const body = { jobId: 'posted-own-id', workType: 'noop', items: [1, 2] };
+    const first = await service.submit(bytes(body), watching);
+    assert.deepEqual(first, { jobId: 'posted-own-id', location: '/api/jobs/posted-own-id', enqueued: true });
+    assert.deepEqual(reads, [], 'a POST read the instance of a job without a start record');
     // Started (start record, then the run): the same POST again is answered from the start record alone.
     assert.equal((await intake({ jobsQueue }).runPass(ctx(), orchestrations)).started, 1);
-    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
-    await assert.rejects(service(c.store).submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
-    assert.deepEqual(reads, [], 'the stamped store\'s POSTs read no instance');
+    assert.deepEqual(await service.submit(bytes(body), watching), { ...first, enqueued: false });
+    await assert.rejects(service.submit(bytes({ ...body, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
+    assert.deepEqual(reads, [], 'the POSTs of a started job read no instance');
     // A start record no longer active (its start given up after its run began): the instance is read then.
-    const current = await c.store.readStart('posted-stamped');
+    const current = await c.store.readStart('posted-own-id');
     assert.ok(current !== undefined);
     assert.notEqual(await c.store.replaceStart({ ...current.value, state: 'rejected' }, current.etag), 'conflict');
-    assert.deepEqual(await service(c.store).submit(bytes(body), watching), { ...first, enqueued: false });
-    assert.deepEqual(reads.splice(0), [instanceIdFor('posted-stamped')], 'the instance read behind a start record no longer active');
-
-    // An older container (not stamped): a job started before start records existed has an instance
-    // and no start record; an identical POST finds it (nothing enqueued), a different one is refused.
-    const legacy = { ...body, jobId: 'posted-long-ago' };
-    const { older, run } = await startedBeforeStartRecords('post-older', legacy, 'http');
-    assert.deepEqual(await service(older).submit(bytes(legacy), watching), { jobId: run.jobId, location: `/api/jobs/${run.jobId}`, enqueued: false });
-    await assert.rejects(service(older).submit(bytes({ ...legacy, items: [3] }), watching), { code: 'DUPLICATE_JOB_ID' });
-    assert.deepEqual(reads, [instanceIdFor(run.jobId), instanceIdFor(run.jobId)], 'the older store\'s POSTs read the instance');
+    assert.deepEqual(await service.submit(bytes(body), watching), { ...first, enqueued: false });
+    assert.deepEqual(reads.splice(0), [instanceIdFor('posted-own-id')], 'the instance read behind a start record no longer active');
     const left = await jobsQueue.receiveMessages({ numberOfMessages: 32 });
-    assert.equal(left.receivedMessageItems.length, 0, 'nothing enqueued for a job that was there');
+    assert.equal(left.receivedMessageItems.length, 0, 'enqueued again for a job already started');
   });
 
   it('sends a small job\'s first window itself once the run is started, from the run\'s own items; leaves a bigger items blob to the plan', async () => {
@@ -803,50 +779,38 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   });
 
   it('on a tenth delivery, a stale leader leaves a start recorded by a newer leader alone instead of giving it up', async () => {
-    // In an older store the stale leader reads Durable for the job first (it may have been started
-    // before start records existed), and that read fails; a stamped store has no such read, and the
-    // start record alone sends the copy the way of an accepted job.
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const olderContainer = uniqueName('giveup-older');
-    await blobs.getContainerClient(olderContainer).create();
-    const stores: ReadonlyArray<readonly [JobStore, keyof ReturnType<typeof intakeCounts>]> = [
-      [JobStore.onBlobs(blobs, olderContainer), 'retryLater'],
-      [appRoot().jobs.store, 'alreadyStarted'],
-    ];
-    for (const [store, outcome] of stores) {
-      const older = !(await store.startRecordsOnly());
-      const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
-      // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
-      const first = await freshQueue('giveup-newer');
-      await first.sendMessage(text);
-      const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
-      assert.equal((await intake({ jobsQueue: first, store }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
-      assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
-      // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
-      // read that fails below is the submission's (a check due under a loaded run took it before).
-      await unmark('newer-start', store);
-      // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
-      const stale = await freshQueue('giveup-stale');
-      await stale.sendMessage(text);
-      for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
-        const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-        assert.ok(got !== undefined);
-        await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
-      }
-      let reads = 0;
-      const flaky: OrchestrationClient = {
-        ...orchestrations,
-        getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
-      };
-      const report = await intake({ jobsQueue: stale, store }).runPass(ctx(), flaky);
-      const expected = { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0, [outcome]: 1 };
-      assert.deepEqual(intakeCounts(report), expected, older ? 'older store' : 'stamped store');
-      const kept = await store.readStart('newer-start');
-      assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
-      assert.equal(kept?.value.epoch, 12);
-      if (!older) assert.ok((await store.listUnconfirmed()).some((m) => m.jobId === 'newer-start'), 'the copy marked the start for its checks again');
-      await Promise.all([first.delete(), stale.delete()]);
+    // The stale leader's read of Durable fails; the start record alone sends the copy the way of an accepted job.
+    const { store } = appRoot().jobs;
+    const text = encodeQueueMessage({ jobId: 'newer-start', workType: 'noop', items: [1] });
+    // The newer leader (epoch 12) records the start; its Durable start fails, so no instance exists yet.
+    const first = await freshQueue('giveup-newer');
+    await first.sendMessage(text);
+    const failingStart: OrchestrationClient = { ...orchestrations, start: () => Promise.reject(new Error('extension unreachable')) };
+    assert.equal((await intake({ jobsQueue: first, store }).runPass({ ...ctx(), epoch: 12 }, failingStart)).retryLater, 1);
+    assert.equal((await store.readStart('newer-start'))?.value.epoch, 12);
+    // Its mark goes, so no start check of the stale leader reads Durable beside the submission: the
+    // read that fails below is the submission's (a check due under a loaded run took it before).
+    await unmark('newer-start', store);
+    // A copy at its tenth delivery reaches a stale leader (epoch 11) whose first Durable read fails.
+    const stale = await freshQueue('giveup-stale');
+    await stale.sendMessage(text);
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await stale.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined);
+      await stale.updateMessage(got.messageId, got.popReceipt, undefined, 0);
     }
+    let reads = 0;
+    const flaky: OrchestrationClient = {
+      ...orchestrations,
+      getStatus: (id) => (++reads === 1 ? Promise.reject(new Error('storage hiccup')) : orchestrations.getStatus(id)),
+    };
+    const report = await intake({ jobsQueue: stale, store }).runPass(ctx(), flaky);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 1, rejected: 0, retryLater: 0 });
+    const kept = await store.readStart('newer-start');
+    assert.equal(kept?.value.state, 'active', 'the newer leader\'s start is not retired');
+    assert.equal(kept?.value.epoch, 12);
+    assert.ok((await store.listUnconfirmed()).some((m) => m.jobId === 'newer-start'), 'the copy marked the start for its checks again');
+    await Promise.all([first.delete(), stale.delete()]);
   });
 
   it('leaves a submission whose check throws unexpectedly for later, goes on with the pass, and records VALIDATION_FAILED on its tenth delivery', async () => {
@@ -869,10 +833,13 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // Its tenth delivery (the first pass left the original invisible, so a copy on a queue of its own).
     const again = await freshQueue('boom10');
     await again.sendMessage(bad);
-    const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined && got.messageText === bad);
-    const outcome = await intake({ jobsQueue: again, registry }).handleMessage({ ...got, dequeueCount: INTAKE.maxStartAttempts }, ctx(), orchestrations);
-    assert.equal(outcome, 'rejected');
+    for (let i = 0; i < INTAKE.maxStartAttempts - 1; i++) {
+      const got = (await again.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
+      assert.ok(got !== undefined && got.messageText === bad);
+      await again.updateMessage(got.messageId, got.popReceipt, undefined, 0);
+    }
+    const tenth = await intake({ jobsQueue: again, registry }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(tenth), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
     const view = await appRoot().jobs.service.get('explodes-1', orchestrations);
     assert.equal(view.status, 'rejected');
     assert.equal(view.error?.code, 'VALIDATION_FAILED');
@@ -897,12 +864,18 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   it('counts a started job as done when its pop receipt went stale before the delete (a slow batch)', async () => {
     const fresh = await freshQueue('gone');
     await fresh.sendMessage(encodeQueueMessage({ jobId: 'receipt-expired', workType: 'noop', items: [1] }));
-    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined);
-    // Someone else touched the message since (as a receive after our visibility lapsed would): our receipt is stale.
-    await fresh.updateMessage(got.messageId, got.popReceipt, undefined, 30);
-    const outcome = await intake({ jobsQueue: fresh }).handleMessage(got, ctx(), orchestrations);
-    assert.equal(outcome, 'started');
+    // Someone else touches the message after the pass received it and before its delete (as a receive
+    // after the pass's visibility lapsed would): the pass's receipt is stale by then.
+    const touched = Object.create(fresh) as QueueClient;
+    touched.deleteMessage = async (...args: Parameters<QueueClient['deleteMessage']>) => {
+      const [messageId, popReceipt] = args;
+      await fresh.updateMessage(messageId, popReceipt, undefined, 30);
+      return fresh.deleteMessage(...args);
+    };
+    const logger = memoryLogger('intake', 'info');
+    const report = await intake({ jobsQueue: touched, logger }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(report), { received: 1, started: 1, alreadyStarted: 0, rejected: 0, retryLater: 0 });
+    assert.ok(logger.lines.some((l) => l.event === 'intake.delete_missed'), 'the delete did not meet the stale receipt');
     assert.ok((await orchestrations.getStatus(instanceIdFor('receipt-expired'))) !== undefined);
     const rejected = await appRoot().jobs.service.get('receipt-expired', orchestrations);
     assert.notEqual(rejected.status, 'rejected');
@@ -922,17 +895,21 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const fresh = await freshQueue('crash');
     const text = encodeQueueMessage({ jobId: 'c-crash', workType: 'sum', items: ['x'] });
     await fresh.sendMessage(text);
-    // The first delete fails, as if the leader died between recording the rejection and deleting.
+    // The first delete fails, as if the leader died between recording the rejection and deleting; the
+    // message comes back once its visibility lapses (1 s here, not the intake's 60 s).
     let deletes = 0;
     const flakyDelete = Object.create(fresh) as QueueClient;
     flakyDelete.deleteMessage = (...args: Parameters<QueueClient['deleteMessage']>) => (deletes++ === 0 ? Promise.reject(new Error('connection reset')) : fresh.deleteMessage(...args));
-    const first = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 1 })).receivedMessageItems[0];
-    assert.ok(first !== undefined);
-    await assert.rejects(intake({ jobsQueue: flakyDelete }).handleMessage(first, ctx(), orchestrations), /connection reset/);
+    flakyDelete.receiveMessages = (options?: Parameters<QueueClient['receiveMessages']>[0]) => fresh.receiveMessages({ ...options, visibilityTimeout: 1 });
+    const logger = memoryLogger('intake');
+    const first = await intake({ jobsQueue: flakyDelete, logger }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(first), { received: 1, started: 0, alreadyStarted: 0, rejected: 0, retryLater: 0 });
+    const failed = logger.lines.filter((l) => l.event === 'intake.start_failed').map((l) => (l.error instanceof Error ? l.error.message : String(l.error)));
+    assert.deepEqual(failed, ['connection reset']);
     await new Promise((r) => setTimeout(r, 1_200));
-    const again = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.equal(again?.messageId, first.messageId);
-    assert.equal(await intake({ jobsQueue: flakyDelete }).handleMessage(again ?? assert.fail(), ctx(), orchestrations), 'rejected');
+    const again = await intake({ jobsQueue: flakyDelete }).runPass(ctx(), orchestrations);
+    assert.deepEqual(intakeCounts(again), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
+    assert.equal(deletes, 2);
     const poison = await h.poisonQueue.peekMessages({ numberOfMessages: 32 });
     assert.equal(poison.peekedMessageItems.filter((m) => m.messageText === text).length, 1);
     const view = await appRoot().jobs.service.get('c-crash', orchestrations);
@@ -945,21 +922,19 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const poison = await freshQueue('twocopies-poison');
     const text = encodeQueueMessage({ jobId: 'copied-once', workType: 'sum', items: ['not a number'] });
     await fresh.sendMessage(text);
-    const got = (await fresh.receiveMessages({ numberOfMessages: 1, visibilityTimeout: 30 })).receivedMessageItems[0];
-    assert.ok(got !== undefined);
     const { store } = appRoot().jobs;
     // This leader's copy lands late: meanwhile a newer leader handled the same message and recorded its own copy.
     const late = Object.create(poison) as QueueClient;
     late.sendMessage = async (...args: Parameters<QueueClient['sendMessage']>) => {
       const mine = await poison.sendMessage(...args);
-      const theirs = await poison.sendMessage(got.messageText, { messageTimeToLive: -1 });
-      const record = await store.readRecord('copied-once');
+      const theirs = await poison.sendMessage(text, { messageTimeToLive: -1 });
+      const record = await store.readRecordVersioned('copied-once');
       assert.ok(record !== undefined);
-      await store.replaceRecord({ ...record, poisonMessageId: theirs.messageId, epoch: 12 });
+      assert.notEqual(await store.replaceRecordIf({ ...record.value, poisonMessageId: theirs.messageId, epoch: 12 }, record.etag), 'conflict');
       return mine;
     };
     const logger = memoryLogger('intake');
-    assert.equal(await intake({ jobsQueue: fresh, poisonQueue: late, logger }).handleMessage(got, ctx(), orchestrations), 'rejected');
+    assert.equal((await intake({ jobsQueue: fresh, poisonQueue: late, logger }).runPass(ctx(), orchestrations)).rejected, 1);
     const copies = (await poison.peekMessages({ numberOfMessages: 32 })).peekedMessageItems;
     assert.equal(copies.filter((m) => m.messageText === text).length, 1, 'the stale leader\'s copy stayed');
     assert.equal((await store.readRecord('copied-once'))?.poisonMessageId, copies[0]?.messageId);
@@ -981,31 +956,6 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       if (Date.now() > deadline) assert.fail(`job ${jobId} still ${view.status}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-  }
-
-  /**
-   * A results container made before the store (not stamped: the deployment's, or an earlier
-   * version's) and, in it, a job started before start records existed: its run has an instance and
-   * the job no start record.
-   */
-  async function startedBeforeStartRecords(prefix: string, submission: object, via: JobRun['via']): Promise<{ older: JobStore; run: JobRun }> {
-    const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-    const container = uniqueName(prefix);
-    await blobs.getContainerClient(container).create();
-    const accepted = validateSubmission(submission, { registry: workTypes, generateJobId: () => 'unused', inputContainers: new InputContainers([], []) });
-    const run: JobRun = {
-      jobId: accepted.jobId,
-      workType: accepted.workType,
-      fingerprint: accepted.fingerprint,
-      options: accepted.options,
-      source: accepted.source,
-      epoch: 10,
-      holder: 'an-earlier-version',
-      submittedAt: new Date().toISOString(),
-      via,
-    };
-    await orchestrations.start(instanceIdFor(run.jobId), initialState(run));
-    return { older: JobStore.onBlobs(blobs, container), run };
   }
 
   async function freshQueue(prefix: string): Promise<QueueClient> {

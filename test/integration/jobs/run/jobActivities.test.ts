@@ -9,19 +9,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { BlobServiceClient } from '@azure/storage-blob';
-
 import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { LATE_CALL_MS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
 import { type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
-import { JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
+import { type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { type SumPartial, sumWorkType } from '../../../../shared/worktypes/sumWorkType';
 import { type Json, type WorkType } from '../../../../shared/worktypes/WorkType';
 import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
-import { azuriteConnectionString, uniqueName } from '../../../support/env';
+import { uniqueName } from '../../../support/env';
 import { jobPipeline, jobRun } from '../support/jobPipeline';
 
 describe('job activities (Azurite)', () => {
@@ -151,23 +149,13 @@ describe('job activities (Azurite)', () => {
     const resent = await p.drainMessages();
     assert.deepEqual(resent.map((m) => (decodeQueueMessage(m.messageText) as WorkItemMessage).items), [[10, 11, 12, 13, 14, 15, 16, 17, 18, 19], [20, 21, 22, 23, 24]]);
 
-    // A newer epoch, a cancel or an id holding another job's results: nothing staged, nothing sent; the plan decides.
+    // A newer epoch or a cancel: nothing staged, nothing sent; the plan decides.
     const fresh = (jobId: string): JobRun => ({ ...jobRun(jobId, 'sum', items, { chunkSize: 10 }), startId: `start-${jobId}` });
     assert.equal(await activities.prestage(fresh('pre-stale')), undefined, 'staged under a newer lease epoch');
     leaseEpoch = 3;
     await p.store.markCancelled('pre-cancelled', 'test');
     assert.equal(await activities.prestage(fresh('pre-cancelled')), undefined, 'staged a cancelled job');
-    // An id claimed by another job can only be found in a container made before stamps (an earlier
-    // version's): in this one, stamped as it was made, the start record is the claim and none is written.
-    assert.equal(await p.store.startRecordsOnly(), true);
-    assert.equal(await activities.prestage(fresh('pre-claimless')) !== undefined, true);
-    assert.equal(await claimOf(p.store, 'pre-claimless'), undefined, 'a started run in a stamped store wrote a claim');
-    const older = await olderStore('pre-older');
-    const onOlder = p.makeActivities({ leaseEpoch: () => Promise.resolve(leaseEpoch), store: older });
-    assert.equal(await older.claimJobId('pre-taken', 'another-fingerprint'), true);
-    assert.equal(await onOlder.prestage(fresh('pre-taken')), undefined, 'staged under an id holding another job');
-    assert.notEqual(await onOlder.prestage(fresh('pre-own')), undefined);
-    assert.equal((await claimOf(older, 'pre-own'))?.fingerprint, fresh('pre-own').fingerprint, 'the older store\'s claim was not written');
+    assert.notEqual(await activities.prestage(fresh('pre-own')), undefined, 'a start of the current epoch, not cancelled, was not staged');
     // Staged, then the leader was paused and a newer epoch leads by the time it would send: it sends nothing.
     const paused = fresh('pre-paused');
     const pausedStaged = await activities.prestage(paused);
@@ -235,15 +223,22 @@ describe('job activities (Azurite)', () => {
     assert.equal(await code('floats.json'), 'ITEM_REJECTED');
   });
 
-  it('refuses to plan a different job under an id whose results an earlier job left behind, and re-plans the same job', async () => {
+  it('refuses to plan a different job under an id whose start record holds another, and re-plans the same job', async () => {
     const p = await jobPipeline('reuse');
-    const first = jobRun('reused-id', 'sum', { kind: 'inline', items: [1, 2, 3] });
+    const first: JobRun = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [1, 2, 3] }), startId: 'start-first' };
+    const { jobId, fingerprint, epoch, holder } = first;
+    const start: StartRecord = { v: 1, jobId, fingerprint, state: 'active', startId: 'start-first', generation: 1, epoch, holder, at: new Date().toISOString(), run: first };
+    assert.notEqual(await p.store.createStart(start), 'exists');
     assert.equal((await p.plan(first)).ok, true);
     assert.equal((await p.plan(first)).ok, true, 'a retried plan of the same job goes on');
-    const other = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [7] }), fingerprint: 'e'.repeat(64) };
+    // The start record is the id's claim (the intake refuses a different submission under it:
+    // DUPLICATE_JOB_ID): a run of another job under the id stands down at its plan, dispatching nothing.
+    await p.drainMessages();
+    const other: JobRun = { ...jobRun('reused-id', 'sum', { kind: 'inline', items: [7] }), fingerprint: 'e'.repeat(64), startId: 'start-other' };
     const refused = await p.plan(other);
-    assert.equal(refused.ok, false);
-    assert.equal(!refused.ok && 'error' in refused ? refused.error.code : undefined, 'DUPLICATE_JOB_ID');
+    assert.ok(!refused.ok && 'standDown' in refused, JSON.stringify(refused));
+    assert.match(refused.standDown.superseded?.reason ?? '', /names start start-first/);
+    assert.equal((await p.drainMessages()).length, 0);
   });
 
   it('does not dispatch a job cancelled before planning', async () => {
@@ -474,24 +469,6 @@ describe('job activities (Azurite)', () => {
     assert.equal((summary.result as { distinctWords: number }).distinctWords, 1_500);
   });
 });
-
-/** A store over a container that was there before it (made by the deployment or an earlier version): not stamped. */
-async function olderStore(prefix: string): Promise<JobStore> {
-  const blobs = BlobServiceClient.fromConnectionString(azuriteConnectionString());
-  const name = uniqueName(prefix);
-  await blobs.getContainerClient(name).create();
-  const store = JobStore.onBlobs(blobs, name);
-  await store.ensureContainer();
-  assert.equal(await store.startRecordsOnly(), false);
-  return store;
-}
-
-/** The job id's claim (`jobs/<jobId>/job.json`), read straight from its blob. */
-async function claimOf(store: JobStore, jobId: string): Promise<{ fingerprint?: string } | undefined> {
-  const blob = BlobServiceClient.fromConnectionString(azuriteConnectionString()).getContainerClient(store.containerName).getBlobClient(`jobs/${jobId}/job.json`);
-  if (!(await blob.exists())) return undefined;
-  return JSON.parse((await blob.downloadToBuffer()).toString('utf8')) as { fingerprint?: string };
-}
 
 async function eventuallyClaim(p: Awaited<ReturnType<typeof jobPipeline>>, jobId: string): Promise<{ beatAt?: string }> {
   for (let i = 0; i < 100; i++) {

@@ -1,8 +1,8 @@
 /**
  * The job store's own rules (store/JobStore.ts) on the in-memory twin of its container: start records
  * created once and replaced only over the version read, the final summary created once, a pending
- * record dropped only while pending, a confirmed start's mark gone, a purge that deletes the id claim
- * last, and the blob names it refuses. The twin is held to the Azure container's behavior by
+ * record dropped only while pending, a confirmed start's mark gone, a purge that deletes the start
+ * record (the id's claim) after the job's other blobs, and the blob names it refuses. The twin is held to the Azure container's behavior by
  * test/integration/jobs/store/documents.test.ts; the Azurite tests of the pipeline use the real one.
  */
 import assert from 'node:assert/strict';
@@ -102,10 +102,8 @@ describe('JobStore on its container (in-memory twin)', () => {
     assert.deepEqual((await store.listRecords()).map((r) => [r.jobId, r.status, r.workType]), [['j3', 'pending', 'sum'], ['j5', 'rejected', 'sum']]);
   });
 
-  it('purges everything a job left, the id claim last, and nothing of another job', async () => {
+  it('purges everything a job left, its start record (the id\'s claim) after its other blobs, and nothing of another job', async () => {
     const { docs, store } = setup();
-    assert.equal(await store.claimJobId('j6', 'f'.repeat(64)), true);
-    assert.equal(await store.claimJobId('j6', 'e'.repeat(64)), false, 'another submission cannot take the id');
     await store.createStart(startOf(run('j6')));
     await store.markUnconfirmed('j6', 'start-1');
     await store.markUnconfirmed('j6', 'start-2');
@@ -113,16 +111,17 @@ describe('JobStore on its container (in-memory twin)', () => {
       jobId: 'j6', chunk: 0, status: 'ok', itemCount: 2, itemsFailed: 0, partial: 3, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: AT,
     });
     await store.writeFinal(summary('j6', 3));
-    await store.claimJobId('j7', 'f'.repeat(64));
+    await store.createStart(startOf(run('j7')));
     const deletes: string[] = [];
     const remove = docs.delete.bind(docs);
     docs.delete = (name: string) => {
       deletes.push(name);
       return remove(name);
     };
-    assert.equal(await store.purgeJob('j6'), 4, 'start, result, final and the id claim (the start mark goes too, uncounted)');
-    assert.equal(deletes.at(-1), JobStore.jobBlob('j6'), 'the id claim goes last: a purge cut short is finished by the next');
-    assert.deepEqual([...docs.blobs.keys()], [JobStore.jobBlob('j7')]);
+    assert.equal(await store.purgeJob('j6'), 3, 'start, result and final (its start marks go too, uncounted)');
+    const blobs = deletes.filter((name) => name.startsWith('jobs/'));
+    assert.equal(blobs.at(-1), JobStore.startBlob('j6'), 'the start record goes after the others: a purge cut short leaves the id held');
+    assert.deepEqual([...docs.blobs.keys()], [JobStore.startBlob('j7')]);
     assert.deepEqual(await store.listUnconfirmed(), []);
   });
 
