@@ -13,10 +13,10 @@
  */
 import { type Logger } from '../../observability/log';
 import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
-import { isSuperseded } from '../api/JobSummary';
 import { compareEntries, entryOf, type JobListEntry } from '../api/jobViews';
 import { JobError } from '../JobError';
 import { instanceIdFor, isBatchInstanceId } from '../jobIds';
+import { isSuperseded } from '../JobSummary';
 import { mapLimit } from '../pool';
 import { type Now, nowOf } from '../wallClock';
 import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';

@@ -43,9 +43,9 @@
  */
 import { type BlobServiceClient } from '@azure/storage-blob';
 
-import { isSuperseded, type JobSummary } from '../api/JobSummary';
 import { type BlobRef } from '../input/BlobRef';
 import { type JobRun } from '../JobRun';
+import { isSuperseded, type JobSummary } from '../JobSummary';
 import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
 import { CancelMarkers } from './CancelMarkers';
 import { ChunkBlobs } from './ChunkBlobs';
@@ -59,7 +59,6 @@ export type {
   ChunkClaimEntry,
   ChunkResult,
   ChunkResultEntry,
-  ItemError,
   JobListing,
   JobRecord,
   RecordStatus,
