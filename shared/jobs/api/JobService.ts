@@ -22,6 +22,7 @@ import { type InputContainers } from '../input/InputContainers';
 import { JobError } from '../JobError';
 import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
+import { validateSubmission } from '../JobSubmission';
 import { resultDocumentOf } from '../JobSummary';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
@@ -30,7 +31,6 @@ import { type JobRecord, type JobStore } from '../store/JobStore';
 import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { JobStatusReader } from './JobStatusReader';
-import { validateSubmission } from './JobSubmission';
 import { indexEntryOf, type JobView } from './jobViews';
 
 export interface JobServiceDeps {

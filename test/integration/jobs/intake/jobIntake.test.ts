@@ -12,13 +12,13 @@ import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient 
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { JobService } from '../../../../shared/jobs/api/JobService';
-import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
 import { type FirstWindow, INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
 import { type IntakeReport, JobIntake } from '../../../../shared/jobs/intake/JobIntake';
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { validateSubmission } from '../../../../shared/jobs/JobSubmission';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
