@@ -37,9 +37,9 @@ import { type DurableClient } from 'durable-functions';
 
 import { type JobComponents } from '../../app/jobComponents';
 import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
+import { INDEX_UPKEEP } from '../api/IndexUpkeep';
 import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
 import { type IntakeReport } from '../intake/JobIntake';
-import { INDEX_UPKEEP } from '../store/IndexUpkeep';
 import { type BatchState } from './batchOrchestration';
 import { Beside } from './beside';
 import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';

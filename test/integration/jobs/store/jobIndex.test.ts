@@ -13,12 +13,12 @@ import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { jobStatusPath } from '../../../../shared/app/jobComponents';
+import { INDEX_UPKEEP } from '../../../../shared/jobs/api/IndexUpkeep';
 import { JobList } from '../../../../shared/jobs/api/JobList';
 import { type JobListEntry, type JobStatus, type JobView } from '../../../../shared/jobs/api/jobViews';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { durableOrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
-import { INDEX_UPKEEP } from '../../../../shared/jobs/store/IndexUpkeep';
 import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex, type RowEntity } from '../../../../shared/jobs/store/JobIndex';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';

@@ -11,13 +11,13 @@
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 2 and 8.
  */
 import { type Logger } from '../../observability/log';
-import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
-import { indexEntryOf, type JobView } from '../api/jobViews';
 import { JobError } from '../JobError';
 import { mapLimit, mapWhile } from '../pool';
 import { jobsShownBy, type OrchestrationClient } from '../run/OrchestrationClient';
-import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry } from './JobIndex';
-import { type JobStore } from './JobStore';
+import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry } from '../store/JobIndex';
+import { type JobStore } from '../store/JobStore';
+import { type JobStatusDeps, JobStatusReader } from './JobStatusReader';
+import { indexEntryOf, type JobView } from './jobViews';
 
 /**
  * The leader's upkeep of the job index (jobCoordinationPass schedules it). Every `refreshEveryMs`
