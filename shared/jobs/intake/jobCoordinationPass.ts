@@ -24,14 +24,14 @@
  *
  * The pass waits for the stall check, the upkeep, the delivery retries and the retention sweep at
  * most WAIT_BESIDE_MS each, and for none past PASS_WAIT_MS from its start; one that runs longer goes
- * on beside the next passes, which start no second one meanwhile (run/beside.ts). With the intake's own
+ * on beside the next passes, which start no second one meanwhile (beside.ts). With the intake's own
  * bound (INTAKE.passBudgetMs + settleGraceMs), a pass lasts about 4 s at most under any burst.
  *
  * A pass that took submissions (or has some to retry), or whose stall check follows job runs not
  * seen finished, tells the runtime it was busy (`ctx.busy()`); an idle one lets the leader's pass interval grow to
  * LEADER_IDLE_PASS_INTERVAL_SECONDS, which is what an idle leader costs. Once nothing has shown
  * activity for a minute (no submission, start mark, open index row, delivery due or followed run:
- * run/QuietReads.ts), the start marks, the index refresh and the deliveries due are read at most every
+ * QuietReads.ts), the start marks, the index refresh and the deliveries due are read at most every
  * 5 minutes; an idle pass is then its jobs-queue receive alone.
  */
 import { type DurableClient } from 'durable-functions';
@@ -41,13 +41,13 @@ import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
 import { type Logger } from '../../observability/log';
 import { DELIVERY_SWEEP, type OutcomeDelivery } from '../delivery/OutcomeDelivery';
 import { type BatchState } from '../run/batchOrchestration';
-import { Beside } from '../run/beside';
 import { type CallClaims } from '../run/CallClaims';
 import { durableOrchestrationClient, type OrchestrationClient } from '../run/OrchestrationClient';
-import { QuietReads } from '../run/QuietReads';
 import { StalledJobs } from '../run/StalledJobs';
 import { type JobStore } from '../store/JobStore';
+import { Beside } from './beside';
 import { type IntakeReport, type JobIntake } from './JobIntake';
+import { QuietReads } from './QuietReads';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
 /**
