@@ -15,10 +15,10 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 
 import { loadSettings } from '../shared/config/settings';
-import { MAX_NESTING_DEPTH, nestingDepthExceeds } from '../shared/jobs/api/JobSubmission';
 import { stageInput } from '../shared/jobs/input/InputStager';
 import { BlobInputStore } from '../shared/jobs/input/InputStore';
 import { type JobRun } from '../shared/jobs/JobRun';
+import { MAX_NESTING_DEPTH, nestingDepthExceeds } from '../shared/jobs/JobSubmission';
 import { BlobLeaseStore } from '../shared/leader/BlobLeaseStore';
 import { LeaseElector } from '../shared/leader/LeaseElector';
 import { memoryLogger } from '../shared/observability/log';

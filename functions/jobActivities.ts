@@ -5,8 +5,8 @@
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 5, 7 and 8.
  */
 import { appRoot } from '../shared/app/appRoot';
-import { type JobSummary } from '../shared/jobs/api/JobSummary';
 import { type StepInput } from '../shared/jobs/dispatch/ChunkDispatcher';
+import { type JobSummary } from '../shared/jobs/JobSummary';
 import { type AggregateInput } from '../shared/jobs/run/aggregation';
 import { JOB_BATCH_PLAN } from '../shared/jobs/run/batchOrchestration';
 import { type DeliverInput, type PlanInput } from '../shared/jobs/run/JobActivities';

@@ -7,8 +7,8 @@
  * upload a job's items as a blob (GET /api/job-inputs: the blob endpoint and input containers).
  * Every route takes a function key (authLevel 'function'): results are data. Errors are JSON
  * `{ code, message }` with a stable code; an unexpected fault answers 500 INTERNAL without details
- * (they go to the log). The logic is in shared/jobs/api/JobService.ts (one job), JobList.ts (the list)
- * and shared/jobs/run/Retention.ts (a purge).
+ * (they go to the log). The logic is in shared/jobs/api/: JobService.ts (one job), JobList.ts (the list)
+ * and Retention.ts (a purge).
  * Only the routes that change something (submit, cancel, purge) hand their Durable client to the app's
  * root and so make this instance campaign (AppRoot.offer); a read never does.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 1 and 8.

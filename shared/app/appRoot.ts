@@ -17,7 +17,7 @@
 import { type DurableClient } from 'durable-functions';
 
 import { loadSettings, type Settings } from '../config/settings';
-import { jobCoordinationPass } from '../jobs/run/jobCoordinationPass';
+import { jobCoordinationPass } from '../jobs/intake/jobCoordinationPass';
 import { ClusterRecords } from '../leader/ClusterRecords';
 import { type CoordinatorRuntime, createCoordinatorRuntime, type RuntimeState } from '../leader/CoordinatorRuntime';
 import { cachedStatusSource } from '../leader/leaderStatus';

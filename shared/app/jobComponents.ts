@@ -7,8 +7,10 @@
  * and kept true by the leader's upkeep (IndexUpkeep).
  */
 import { type Settings } from '../config/settings';
+import { IndexUpkeep } from '../jobs/api/IndexUpkeep';
 import { JobList } from '../jobs/api/JobList';
 import { JobService } from '../jobs/api/JobService';
+import { Retention } from '../jobs/api/Retention';
 import { callbackSender } from '../jobs/delivery/CallbackSender';
 import { DeliveryTargets } from '../jobs/delivery/DeliveryTargets';
 import { OutcomeDelivery } from '../jobs/delivery/OutcomeDelivery';
@@ -25,8 +27,6 @@ import { encodeQueueMessage, LEASE_FREE_MESSAGE } from '../jobs/messageCodec';
 import { onceUntilSuccess } from '../jobs/onceUntilSuccess';
 import { BlobCallClaimStore, CallClaims } from '../jobs/run/CallClaims';
 import { JobActivities } from '../jobs/run/JobActivities';
-import { Retention } from '../jobs/run/Retention';
-import { IndexUpkeep } from '../jobs/store/IndexUpkeep';
 import { JobIndex } from '../jobs/store/JobIndex';
 import { JobStore } from '../jobs/store/JobStore';
 import { sharedRead } from '../jobs/store/sharedRead';

@@ -3,9 +3,9 @@
  * and stamped with the leader's epoch and the start's id. Plain JSON. What a run reports is in
  * JobSummary.ts, its instance ids in jobIds.ts, the messages its chunks travel in in messageCodec.ts.
  */
-import { type ItemSource } from './api/JobSubmission';
 import { type JobReply } from './delivery/DeliveryTargets';
 import { type JobOptions } from './jobLimits';
+import { type ItemSource } from './JobSubmission';
 
 export interface JobRun {
   readonly jobId: string;

@@ -15,8 +15,8 @@ import { JobError } from '../JobError';
 import { isValidJobId } from '../jobIds';
 import { mapLimit } from '../pool';
 import { type OrchestrationClient } from '../run/OrchestrationClient';
-import { jobIndexOf, putRow } from '../store/IndexUpkeep';
 import { indexKey, type IndexRow, type JobIndex, type StatusCounts } from '../store/JobIndex';
+import { jobIndexOf, putRow } from './IndexUpkeep';
 import { type JobStatusDeps, JobStatusReader } from './JobStatusReader';
 import { entryOf, indexEntryOf, JOB_STATUSES, type JobListEntry, type JobStatus, type JobView } from './jobViews';
 

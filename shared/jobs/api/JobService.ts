@@ -22,6 +22,8 @@ import { type InputContainers } from '../input/InputContainers';
 import { JobError } from '../JobError';
 import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
 import { JOB_LIMITS } from '../jobLimits';
+import { validateSubmission } from '../JobSubmission';
+import { resultDocumentOf } from '../JobSummary';
 import { decodeUtf8, encodeQueueMessage, parseJsonText } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { fingerprintOf, jobViewOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
@@ -29,8 +31,6 @@ import { type JobRecord, type JobStore } from '../store/JobStore';
 import { type SubmissionQueue } from '../SubmissionQueue';
 import { type Now, nowOf } from '../wallClock';
 import { JobStatusReader } from './JobStatusReader';
-import { validateSubmission } from './JobSubmission';
-import { resultDocumentOf } from './JobSummary';
 import { indexEntryOf, type JobView } from './jobViews';
 
 export interface JobServiceDeps {

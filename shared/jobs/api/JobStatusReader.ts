@@ -17,10 +17,10 @@ import { type DeliveryRecord, deliveryView, waitingView } from '../delivery/Outc
 import { startInstanceId } from '../intake/startSteps';
 import { JobError } from '../JobError';
 import { assertJobId, instanceIdFor, isBatchInstanceId } from '../jobIds';
+import { isSuperseded, type JobCustomStatus, type JobSummary } from '../JobSummary';
 import { type BatchCustomStatus, type BatchOutput } from '../run/batchOrchestration';
 import { jobViewOf, type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord } from '../store/JobStore';
-import { isSuperseded, type JobCustomStatus, type JobSummary } from './JobSummary';
 import { finishedLast, fromRecord, fromSnapshot, fromStart, type JobView } from './jobViews';
 
 export interface JobStatusDeps {

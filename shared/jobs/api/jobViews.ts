@@ -14,11 +14,11 @@ import { publicMessage } from '../../errors';
 import { type Json } from '../../worktypes/WorkType';
 import { type DeliveryView } from '../delivery/OutcomeDelivery';
 import { type JobErrorInfo } from '../JobError';
+import { type JobCustomStatus, type JobProgress, type JobSummary } from '../JobSummary';
 import { type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';
 import { ACTIVITY_MISSING } from '../run/registeredActivities';
 import { type IndexEntry } from '../store/JobIndex';
 import { type JobRecord, type StartRecord } from '../store/JobStore';
-import { type JobCustomStatus, type JobProgress, type JobSummary } from './JobSummary';
 
 export const JOB_STATUSES = ['pending', 'running', 'completed', 'completed_with_errors', 'failed', 'cancelled', 'rejected'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];

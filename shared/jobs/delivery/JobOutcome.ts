@@ -6,8 +6,8 @@
  * least once).
  */
 import { type Json } from '../../worktypes/WorkType';
-import { type JobProgress, type JobSummary } from '../api/JobSummary';
 import { type JobErrorInfo } from '../JobError';
+import { type JobProgress, type JobSummary } from '../JobSummary';
 import { encodeQueueMessage } from '../messageCodec';
 import { type JobRecord } from '../store/JobStore';
 import { type JobReply } from './DeliveryTargets';

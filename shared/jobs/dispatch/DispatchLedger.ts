@@ -17,7 +17,7 @@
  * second copy is skipped (its result exists) or its result discarded (results are created once).
  */
 import { type Json } from '../../worktypes/WorkType';
-import { type JobProgress } from '../api/JobSummary';
+import { type JobProgress } from '../JobSummary';
 
 export interface InFlightChunk {
   readonly chunk: number;

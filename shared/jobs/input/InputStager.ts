@@ -27,10 +27,10 @@ import { StringDecoder } from 'node:string_decoder';
 
 import { type AnyWorkType, type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { assertChunkCount, MAX_NESTING_DEPTH } from '../api/JobSubmission';
 import { JobError } from '../JobError';
 import { JOB_LIMITS, maxItemsAt } from '../jobLimits';
 import { type JobRun } from '../JobRun';
+import { assertChunkCount, MAX_NESTING_DEPTH } from '../JobSubmission';
 import { type InputManifest, type InputStore } from './InputStore';
 import { ItemRejections } from './ItemRejections';
 import { JsonArraySplitter, JsonSplitError } from './JsonArraySplitter';

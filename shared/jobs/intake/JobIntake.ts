@@ -44,7 +44,7 @@ export interface IntakeReport {
 
 /** What the leader's pass asks of one intake pass. */
 export interface IntakePassOptions {
-  /** false: leave the start marks unlisted this pass (the leader's quiet side reads, run/QuietReads.ts). */
+  /** false: leave the start marks unlisted this pass (the leader's quiet side reads, QuietReads.ts). */
   readonly listMarks?: boolean;
 }
 

@@ -13,12 +13,12 @@
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3.
  */
 import { type Logger } from '../../observability/log';
-import { type AcceptedJob } from '../api/JobSubmission';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { outcomeOfRejection } from '../delivery/JobOutcome';
 import { type OutcomeDelivery } from '../delivery/OutcomeDelivery';
 import { JobError, type JobErrorInfo } from '../JobError';
 import { instanceIdFor } from '../jobIds';
+import { type AcceptedJob } from '../JobSubmission';
 import { jobViewOf, type OrchestrationClient, runOf } from '../run/OrchestrationClient';
 import { type JobRecord, type JobStore, type StartRecord, type Versioned } from '../store/JobStore';
 import { type ReceivedSubmission, type SubmissionQueue } from '../SubmissionQueue';

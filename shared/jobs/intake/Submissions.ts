@@ -32,11 +32,11 @@
  */
 import { randomUUID } from 'node:crypto';
 
-import { type AcceptedJob, validateSubmission } from '../api/JobSubmission';
 import { replyOf } from '../delivery/DeliveryTargets';
 import { JobError } from '../JobError';
 import { isValidJobId } from '../jobIds';
 import { type JobRun } from '../JobRun';
+import { type AcceptedJob, validateSubmission } from '../JobSubmission';
 import { decodeQueueMessage } from '../messageCodec';
 import { type StagedCounts } from '../run/JobActivities';
 import { type OrchestrationClient } from '../run/OrchestrationClient';

@@ -18,8 +18,8 @@
  * (both work, results stay exact).
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3.
  */
-import { isSuperseded, type JobCustomStatus } from '../api/JobSummary';
 import { instanceIdFor } from '../jobIds';
+import { isSuperseded, type JobCustomStatus } from '../JobSummary';
 import { type StagedCounts } from '../run/JobActivities';
 import { initialState } from '../run/jobOrchestration';
 import { isFinished, type OrchestrationClient, type OrchestrationSnapshot, runOf } from '../run/OrchestrationClient';

@@ -27,8 +27,6 @@ import { publicMessage } from '../../errors';
 import { type Logger } from '../../observability/log';
 import { type Json } from '../../worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { assertChunkCount } from '../api/JobSubmission';
-import { type JobSummary } from '../api/JobSummary';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { OUTCOME_RESULT_INLINE_MAX_BYTES, outcomeOfSummary } from '../delivery/JobOutcome';
 import { type DeliveryView, type OutcomeDelivery } from '../delivery/OutcomeDelivery';
@@ -37,6 +35,8 @@ import { type DispatchLedger, emptyLedger, isLedgerDone } from '../dispatch/Disp
 import { type ChunkItemsSource } from '../dispatch/PipelineStore';
 import { JobError, type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
+import { assertChunkCount } from '../JobSubmission';
+import { type JobSummary } from '../JobSummary';
 import { type JobStore } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import { type AggregateInput, aggregateJob } from './aggregation';

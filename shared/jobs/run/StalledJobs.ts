@@ -59,8 +59,8 @@
  * stays Pending, and the intake starts the job again once it is stuck (`INTAKE.stuckPendingSeconds`).
  */
 import { type Logger } from '../../observability/log';
-import { type JobCustomStatus } from '../api/JobSummary';
 import { instanceIdFor, isBatchInstanceId, parseInstanceId } from '../jobIds';
+import { type JobCustomStatus } from '../JobSummary';
 import { mapWhile } from '../pool';
 import { type BatchCustomStatus } from './batchOrchestration';
 import { type ResumeRequest } from './jobOrchestration';

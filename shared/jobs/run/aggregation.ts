@@ -11,11 +11,11 @@
  */
 import { type Logger } from '../../observability/log';
 import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { type FinalStatus, INLINE_RESULT_BYTES, type JobProgress, type JobSummary, resultDocument } from '../api/JobSummary';
 import { type DispatchJob } from '../dispatch/ChunkDispatcher';
 import { JobError, type JobErrorInfo } from '../JobError';
+import { type FinalStatus, INLINE_RESULT_BYTES, type ItemError, type JobProgress, type JobSummary, resultDocument } from '../JobSummary';
 import { mapLimit } from '../pool';
-import { type ChunkResult, type ChunkResultEntry, type ItemError, type JobStore } from '../store/JobStore';
+import { type ChunkResult, type ChunkResultEntry, type JobStore } from '../store/JobStore';
 import { type Now } from '../wallClock';
 
 const READ_CONCURRENCY = 16;

@@ -27,9 +27,9 @@
 import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
-import { isSuperseded, type JobCustomStatus, type JobSummary } from '../api/JobSummary';
 import { instanceIdFor } from '../jobIds';
 import { type JobRun } from '../JobRun';
+import { isSuperseded, type JobCustomStatus, type JobSummary } from '../JobSummary';
 import { type AggregateInput } from './aggregation';
 import { type DeliverInput, dispatchJobOf, type PlanInput, type SharedPlanOutcome, type StagedCounts } from './JobActivities';
 import { initialState, JOB_ACTIVITIES, JOB_ORCHESTRATOR, type OrchestrationState, RESUME_EVENT } from './jobOrchestration';

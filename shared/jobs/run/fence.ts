@@ -6,8 +6,8 @@
  * already staged goes on, as the run's steps do (docs/jobs.md, "Fencing", says why).
  * Route: docs/architecture.md, "The lease epoch from the elector to the fence", step 6.
  */
-import { type JobSummary } from '../api/JobSummary';
 import { type JobRun } from '../JobRun';
+import { type JobSummary } from '../JobSummary';
 import { type JobStore } from '../store/JobStore';
 import { type Now } from '../wallClock';
 

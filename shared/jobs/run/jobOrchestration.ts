@@ -39,11 +39,11 @@ import * as df from 'durable-functions';
 import { type OrchestrationContext, type OrchestrationHandler, type Task } from 'durable-functions';
 
 import { publicMessage } from '../../errors';
-import { type FinalStatus, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from '../api/JobSummary';
 import { type StepInput } from '../dispatch/ChunkDispatcher';
 import { type DispatchLedger, isLedgerDone } from '../dispatch/DispatchLedger';
 import { type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
+import { type FinalStatus, isSuperseded, type JobCustomStatus, type JobProgress, type JobSummary } from '../JobSummary';
 import { type AggregateInput } from './aggregation';
 import {
   type DeliverInput,

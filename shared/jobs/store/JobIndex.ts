@@ -22,7 +22,7 @@
 import { odata, type TableClient, type TableEntityResult, type TransactionAction } from '@azure/data-tables';
 
 import { type Logger } from '../../observability/log';
-import { type JobProgress } from '../api/JobSummary';
+import { type JobProgress } from '../JobSummary';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type MarksTable } from './StartMarks';
 import { TableWrites } from './TableWrites';

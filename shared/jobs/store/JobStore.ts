@@ -40,9 +40,9 @@
  */
 import { type BlobServiceClient } from '@azure/storage-blob';
 
-import { isSuperseded, type JobSummary } from '../api/JobSummary';
 import { type BlobRef } from '../input/BlobRef';
 import { type JobRun } from '../JobRun';
+import { isSuperseded, type JobSummary } from '../JobSummary';
 import { BlobDocuments, checkJobId, isStatus, type JsonDocuments } from './BlobDocuments';
 import { CancelMarkers } from './CancelMarkers';
 import { ChunkBlobs } from './ChunkBlobs';
@@ -56,7 +56,6 @@ export type {
   ChunkClaimEntry,
   ChunkResult,
   ChunkResultEntry,
-  ItemError,
   JobListing,
   JobRecord,
   RecordStatus,

@@ -4,10 +4,10 @@
  * Route: docs/architecture.md, "A submission from POST to result blob".
  */
 import { type Json } from '../../worktypes/WorkType';
-import { type JobSummary } from '../api/JobSummary';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { type JobErrorInfo } from '../JobError';
 import { type JobRun } from '../JobRun';
+import { type ItemError, type JobSummary } from '../JobSummary';
 
 export type RecordStatus = 'pending' | 'rejected';
 
@@ -74,13 +74,6 @@ export interface StartRecord {
 export interface Versioned<T> {
   readonly value: T;
   readonly etag: string;
-}
-
-export interface ItemError {
-  /** Index of the item in the job. */
-  readonly index: number;
-  readonly code: string;
-  readonly message: string;
 }
 
 export interface ChunkResult {

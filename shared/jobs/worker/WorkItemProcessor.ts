@@ -27,10 +27,11 @@ import { type LandedResults } from '../dispatch/LandedResults';
 import { type ChunkStore } from '../dispatch/PipelineStore';
 import { type InputBlobs } from '../input/InputContainers';
 import { JobError } from '../JobError';
+import { type ItemError as RecordedItemError } from '../JobSummary';
 import { isWakeMessage, parseWorkItemDelivery, parseWorkItemMessage, type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
 import { CancelMarkers } from '../store/CancelMarkers';
-import { type ChunkResult, type ItemError as RecordedItemError } from '../store/JobStore';
+import { type ChunkResult } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 
 export interface WorkerDeps {

@@ -1,6 +1,6 @@
 /**
  * The whole app on the development host, nothing called by hand: the leader timer wins the lease
- * and runs the coordination pass (shared/jobs/run/jobCoordinationPass.ts), which starts the orchestrations;
+ * and runs the coordination pass (shared/jobs/intake/jobCoordinationPass.ts), which starts the orchestrations;
  * the queue trigger works the chunks. A sum over 10,000 integers submitted by HTTP and one
  * submitted as a plain queue message both complete with the exact result.
  */

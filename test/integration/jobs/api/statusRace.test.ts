@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { type JobView } from '../../../../shared/jobs/api/jobViews';
-import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
+import { jobCoordinationPass } from '../../../../shared/jobs/intake/jobCoordinationPass';
 import { type StorageProxy } from '../../../support/storageProxy';
 import { eventually, type JobsHost, startProxiedJobsHost } from '../support/jobsHost';
 

@@ -6,11 +6,11 @@
  */
 import { type BlobServiceClient } from '@azure/storage-blob';
 
-import { assertChunkCount, MAX_NESTING_DEPTH, nestingDepthExceeds } from '../../../../shared/jobs/api/JobSubmission';
 import { tooManyInBlob } from '../../../../shared/jobs/input/InputStager';
 import { JobError } from '../../../../shared/jobs/JobError';
 import { JOB_LIMITS, maxItemsAt } from '../../../../shared/jobs/jobLimits';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { assertChunkCount, MAX_NESTING_DEPTH, nestingDepthExceeds } from '../../../../shared/jobs/JobSubmission';
 import { isStatus } from '../../../../shared/jobs/store/JobStore';
 import { type Json } from '../../../../shared/worktypes/WorkType';
 import { type WorkTypeRegistry } from '../../../../shared/worktypes/WorkTypeRegistry';

@@ -9,10 +9,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { LATE_CALL_MS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { decodeQueueMessage,type WorkItemMessage } from '../../../../shared/jobs/messageCodec';
 import { type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
 import { type StartRecord } from '../../../../shared/jobs/store/JobStore';

@@ -19,8 +19,8 @@ import { getEventListeners, getMaxListeners, setMaxListeners } from 'node:events
 import { after, before, describe, it } from 'node:test';
 
 import { appRoot } from '../../../../shared/app/appRoot';
+import { jobCoordinationPass } from '../../../../shared/jobs/intake/jobCoordinationPass';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
-import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { BlobLeaseStore } from '../../../../shared/leader/BlobLeaseStore';
 import { CoordinatorRuntime } from '../../../../shared/leader/CoordinatorRuntime';
 import { memoryLogger } from '../../../../shared/observability/log';

@@ -1,7 +1,7 @@
 /**
  * The job index (shared/jobs/store/JobIndex.ts) against the run's Azurite, through the real TableClient:
  * its rows follow a job's status changes, the leader's upkeep puts a stale index right within its
- * bound (INDEX_UPKEEP, on a moved clock), and a list over 10,000 rows is correct: order, filters,
+ * bound (UPKEEP_SCHEDULE with INDEX_UPKEEP, on a moved clock), and a list over 10,000 rows is correct: order, filters,
  * counts, and continuations that neither repeat nor skip while new jobs arrive between pages.
  * No timing is asserted; the first page's latency is printed as a [diagnostic] line.
  */
@@ -13,12 +13,12 @@ import { BlobServiceClient } from '@azure/storage-blob';
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { jobStatusPath } from '../../../../shared/app/jobComponents';
+import { INDEX_UPKEEP } from '../../../../shared/jobs/api/IndexUpkeep';
 import { JobList } from '../../../../shared/jobs/api/JobList';
 import { type JobListEntry, type JobStatus, type JobView } from '../../../../shared/jobs/api/jobViews';
+import { jobCoordinationPass, UPKEEP_SCHEDULE } from '../../../../shared/jobs/intake/jobCoordinationPass';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
-import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { durableOrchestrationClient } from '../../../../shared/jobs/run/OrchestrationClient';
-import { INDEX_UPKEEP } from '../../../../shared/jobs/store/IndexUpkeep';
 import { INDEX_PARTITION, type IndexEntry, indexKey, JobIndex, type RowEntity } from '../../../../shared/jobs/store/JobIndex';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
@@ -124,7 +124,7 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.equal((await listed('')).counts, undefined, 'no counts unless asked');
   });
 
-  it(`puts a stale index right within the bound: pending/running rows within ${INDEX_UPKEEP.refreshEveryMs / 1000} s, missing rows within ${INDEX_UPKEEP.walkEveryMs / 60_000} min`, async () => {
+  it(`puts a stale index right within the bound: pending/running rows within ${UPKEEP_SCHEDULE.refreshEveryMs / 1000} s, missing rows within ${UPKEEP_SCHEDULE.walkEveryMs / 60_000} min`, async () => {
     for (const jobId of ['ix-wrong', 'ix-dropped']) {
       assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId, workType: 'noop', items: [1] }))).status, 202);
     }
@@ -152,17 +152,17 @@ describe('job index (Azure Table on Azurite)', () => {
     const ghostKey = indexKey(ghostAt, 'ix-ghost') ?? '';
     await table.createEntity({ partitionKey: INDEX_PARTITION, rowKey: ghostKey, jobId: 'ix-ghost', status: 'pending', workType: 'noop', createdAt: ghostAt, updatedAt: ghostAt, progress: '' });
 
-    now += INDEX_UPKEEP.refreshEveryMs - 1;
+    now += UPKEEP_SCHEDULE.refreshEveryMs - 1;
     await pass(ctx);
     assert.equal((await rowsOf('ix-wrong'))[0]?.status, 'running', 'not refreshed before its interval (the test would prove nothing otherwise)');
 
     now += 1;
     await pass(ctx);
-    assert.equal((await rowsOf('ix-wrong'))[0]?.status, 'completed', `a wrong running row is put right within ${INDEX_UPKEEP.refreshEveryMs} ms`);
+    assert.equal((await rowsOf('ix-wrong'))[0]?.status, 'completed', `a wrong running row is put right within ${UPKEEP_SCHEDULE.refreshEveryMs} ms`);
     assert.deepEqual(await rowsOf('ix-ghost'), [], 'a row of a job that does not exist goes');
     assert.deepEqual(await rowsOf('ix-dropped'), [], 'a missing row waits for the walk');
 
-    now = 1_000_000 + INDEX_UPKEEP.walkEveryMs;
+    now = 1_000_000 + UPKEEP_SCHEDULE.walkEveryMs;
     await pass(ctx);
     const restored = await rowsOf('ix-dropped');
     assert.equal(restored.length, 1, 'the walk restores a missing row');
@@ -210,7 +210,7 @@ describe('job index (Azure Table on Azurite)', () => {
     assert.deepEqual(await rowsOf('ix-wait-pending'), []);
   });
 
-  it('leaves the upkeep for later while passes take submissions, for at most INDEX_UPKEEP.maxDeferMs', async () => {
+  it('leaves the upkeep for later while passes take submissions, for at most UPKEEP_SCHEDULE.maxDeferMs', async () => {
     assert.equal((await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'ix-burst-stale', workType: 'noop', items: [1] }))).status, 202);
     await passUntilQueueEmpty();
     assert.equal((await finished('ix-burst-stale')).status, 'completed');
@@ -230,12 +230,12 @@ describe('job index (Azure Table on Azurite)', () => {
     };
     // Submissions wait on the jobs queue when the refresh is due: the pass takes them, the upkeep waits.
     await submit(0);
-    now += INDEX_UPKEEP.refreshEveryMs;
+    now += UPKEEP_SCHEDULE.refreshEveryMs;
     assert.ok(((await pass(ctx))?.received ?? 0) > 0);
     assert.equal((await rowsOf('ix-burst-stale'))[0]?.status, 'running', 'no upkeep in a pass that took submissions');
     // Still taking submissions, but the upkeep has waited maxDeferMs: it runs.
     await submit(3);
-    now += INDEX_UPKEEP.maxDeferMs;
+    now += UPKEEP_SCHEDULE.maxDeferMs;
     assert.ok(((await pass(ctx))?.received ?? 0) > 0);
     assert.equal((await rowsOf('ix-burst-stale'))[0]?.status, 'completed');
     await passUntilQueueEmpty();

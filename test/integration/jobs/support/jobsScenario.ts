@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 
 import { appRoot } from '../../../../shared/app/appRoot';
 import { type JobView } from '../../../../shared/jobs/api/jobViews';
+import { jobCoordinationPass } from '../../../../shared/jobs/intake/jobCoordinationPass';
 import { instanceIdFor } from '../../../../shared/jobs/jobIds';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
-import { jobCoordinationPass } from '../../../../shared/jobs/run/jobCoordinationPass';
 import { initialState } from '../../../../shared/jobs/run/jobOrchestration';
 import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
 import { eventually, type JobsHost } from './jobsHost';

@@ -10,9 +10,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { JobService } from '../../../../shared/jobs/api/JobService';
-import { validateSubmission } from '../../../../shared/jobs/api/JobSubmission';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { JobError } from '../../../../shared/jobs/JobError';
+import { validateSubmission } from '../../../../shared/jobs/JobSubmission';
 import { decodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { outcomeOfSummary, resultPath } from '../../../../shared/jobs/delivery/JobOutcome';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 
 describe('the outcome message', () => {
   it('points at the full result by absolute URL where the host name is known', () => {

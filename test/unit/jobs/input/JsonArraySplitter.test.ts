@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { StringDecoder } from 'node:string_decoder';
 import { describe, it } from 'node:test';
 
-import { nestingDepthExceeds } from '../../../../shared/jobs/api/JobSubmission';
 import { JsonArraySplitter, JsonSplitError, type JsonSplitErrorKind } from '../../../../shared/jobs/input/JsonArraySplitter';
+import { nestingDepthExceeds } from '../../../../shared/jobs/JobSubmission';
 
 type Verdict = { ok: true; elements: unknown[] } | { ok: false; kind: JsonSplitErrorKind };
 

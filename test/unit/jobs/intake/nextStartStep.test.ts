@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { INTAKE } from '../../../../shared/jobs/intake/intakeTerms';
 import { nextStartStep } from '../../../../shared/jobs/intake/startSteps';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { type OrchestrationSnapshot } from '../../../../shared/jobs/run/OrchestrationClient';
 import { type StartRecord } from '../../../../shared/jobs/store/JobStore';
 

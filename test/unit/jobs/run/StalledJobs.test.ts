@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobCustomStatus } from '../../../../shared/jobs/api/JobSummary';
+import { type JobCustomStatus } from '../../../../shared/jobs/JobSummary';
 import { type ResumeRequest } from '../../../../shared/jobs/run/jobOrchestration';
 import { type OrchestrationClient, type OrchestrationSnapshot } from '../../../../shared/jobs/run/OrchestrationClient';
 import { backoffMs, STALL_CHECK, StalledJobs } from '../../../../shared/jobs/run/StalledJobs';

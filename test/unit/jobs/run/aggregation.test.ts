@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary, resultDocumentOf } from '../../../../shared/jobs/api/JobSummary';
+import { type ItemError, type JobSummary, resultDocumentOf } from '../../../../shared/jobs/JobSummary';
 import { aggregateJob } from '../../../../shared/jobs/run/aggregation';
-import { type ChunkResultEntry, type ItemError } from '../../../../shared/jobs/store/jobDocuments';
+import { type ChunkResultEntry } from '../../../../shared/jobs/store/jobDocuments';
 import { JobStore } from '../../../../shared/jobs/store/JobStore';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { workTypes } from '../../../../shared/worktypes/WorkTypeRegistry';

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 
 import { type ActivityScript, completesAfter, runOrchestration } from 'devhost/testing';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { type AggregateInput } from '../../../../shared/jobs/run/aggregation';
 import {
   type BatchCustomStatus,

@@ -9,10 +9,10 @@ import { describe, it } from 'node:test';
 
 import { type ActivityCall, type ActivityScript, completesAfter, type OrchestrationRun, type RaisedEvent, runOrchestration } from 'devhost/testing';
 
-import { type JobCustomStatus, type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { type StepInput, type StepOutcome } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { type DispatchLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type JobCustomStatus, type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { type AggregateInput } from '../../../../shared/jobs/run/aggregation';
 import { type PlanInput, type PlanOutcome } from '../../../../shared/jobs/run/JobActivities';
 import {

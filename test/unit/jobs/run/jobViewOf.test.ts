@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { nextStartStep } from '../../../../shared/jobs/intake/startSteps';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { jobsShownBy, jobViewOf, type OrchestrationSnapshot, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
 import { type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { smallRun } from '../support/smallRun';

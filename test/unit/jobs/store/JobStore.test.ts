@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { type JobSummary } from '../../../../shared/jobs/api/JobSummary';
 import { type JobRun } from '../../../../shared/jobs/JobRun';
+import { type JobSummary } from '../../../../shared/jobs/JobSummary';
 import { READ_RESULTS_UP_TO } from '../../../../shared/jobs/store/ChunkBlobs';
 import { type JobRecord, JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { MemoryDocuments } from '../support/MemoryDocuments';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { QUIET, QuietReads } from '../../../../shared/jobs/run/QuietReads';
+import { QUIET, QuietReads } from '../../../../shared/jobs/intake/QuietReads';
 
 /** Every 15 s (the idle pass interval) from `from` to `to`: the passes at which `read` was allowed. */
 function passes(quiet: QuietReads, clock: { now: number }, from: number, to: number, read: string): number[] {

@@ -2,9 +2,8 @@
  * What a job's run reports: the orchestration's small output summary (final status, counts, the
  * result inline when small) and the custom status it publishes while it runs. Plain JSON.
  */
-import { type Json } from '../../worktypes/WorkType';
-import { type JobErrorInfo } from '../JobError';
-import { type ItemError } from '../store/jobDocuments';
+import { type Json } from '../worktypes/WorkType';
+import { type JobErrorInfo } from './JobError';
 
 export type FinalStatus = 'completed' | 'completed_with_errors' | 'failed' | 'cancelled';
 
@@ -49,6 +48,14 @@ export function isSuperseded(output: unknown): boolean {
 }
 
 export const INLINE_RESULT_BYTES = 4096;
+
+/** An item's error, as a chunk's result records it (JobStore's ChunkResult) and the result document lists it. */
+export interface ItemError {
+  /** Index of the item in the job. */
+  readonly index: number;
+  readonly code: string;
+  readonly message: string;
+}
 
 /**
  * A job's full result, what `GET /api/jobs/{jobId}/result` serves: stored as `jobs/<jobId>/result.json`

@@ -4,8 +4,9 @@
  * still in progress and, beside that, reads the jobs queue in batches and starts one orchestration per valid
  * submission (instance id `job-<jobId>`, stamped with the epoch), records invalid ones as rejected
  * jobs with their original message in `<jobsQueue>-poison`, and deletes a message only after that
- * (intake/ has the guarantees: Submissions.ts, StartRepair.ts). Idempotent (an extra pass costs a read, never a duplicate); honours
- * `ctx.signal` between messages and reports `ctx.progress()` for the leader's watchdog. Followers never run it.
+ * (the guarantees are beside this file: Submissions.ts, StartRepair.ts). Idempotent (an extra pass
+ * costs a read, never a duplicate); honours `ctx.signal` between messages and reports
+ * `ctx.progress()` for the leader's watchdog. Followers never run it.
  *
  * The Durable client is the latest one a function handed over (shared/app/DurableClientHolder); a
  * pass before any handover logs `intake.no_durable_client` and does nothing.
@@ -14,12 +15,12 @@
  * a run whose control message is held by a dead instance would otherwise wait a minute); a failed
  * check is logged (`job.stall_check_failed`) and does not fail the pass.
  *
- * Then, side by side: the job index's upkeep (IndexUpkeep.repairIndex every
- * INDEX_UPKEEP.refreshEveryMs: the rows that say pending or running against their jobs;
- * IndexUpkeep.walkIndex every walkEveryMs: missing and left-over rows; a failure is logged,
+ * Then, side by side: the job index's upkeep (api/IndexUpkeep.ts: repairIndex every
+ * UPKEEP_SCHEDULE.refreshEveryMs, the rows that say pending or running against their jobs;
+ * walkIndex every walkEveryMs, missing and left-over rows; a failure is logged,
  * `index.upkeep_failed`), the retries of failed deliveries (`delivery.sweep_failed`), and, at most
  * once an hour, the retention sweep, which purges finished jobs older than JOB_RETENTION_DAYS
- * (Retention.purgeExpired; 100 per sweep, oldest first; `job.retention_failed`). None fails the pass.
+ * (api/Retention.ts, purgeExpired; 100 per sweep, oldest first; `job.retention_failed`). None fails the pass.
  *
  * The pass waits for the stall check, the upkeep, the delivery retries and the retention sweep at
  * most WAIT_BESIDE_MS each, and for none past PASS_WAIT_MS from its start; one that runs longer goes
@@ -35,18 +36,33 @@
  */
 import { type DurableClient } from 'durable-functions';
 
-import { type JobComponents } from '../../app/jobComponents';
+import { type Settings } from '../../config/settings';
 import { type CoordinationContext } from '../../leader/CoordinatorRuntime';
-import { DELIVERY_SWEEP } from '../delivery/OutcomeDelivery';
-import { type IntakeReport } from '../intake/JobIntake';
-import { INDEX_UPKEEP } from '../store/IndexUpkeep';
-import { type BatchState } from './batchOrchestration';
+import { type Logger } from '../../observability/log';
+import { DELIVERY_SWEEP, type OutcomeDelivery } from '../delivery/OutcomeDelivery';
+import { type BatchState } from '../run/batchOrchestration';
+import { type CallClaims } from '../run/CallClaims';
+import { durableOrchestrationClient, type OrchestrationClient } from '../run/OrchestrationClient';
+import { StalledJobs } from '../run/StalledJobs';
+import { type JobStore } from '../store/JobStore';
 import { Beside } from './beside';
-import { durableOrchestrationClient, type OrchestrationClient } from './OrchestrationClient';
+import { type IntakeReport, type JobIntake } from './JobIntake';
 import { QuietReads } from './QuietReads';
-import { StalledJobs } from './StalledJobs';
 
 export const RETENTION_SWEEP_INTERVAL_MS = 3_600_000;
+/**
+ * When the pass runs the index upkeep (IndexUpkeep; what one refresh or walk may do is its
+ * INDEX_UPKEEP): the refresh every `refreshEveryMs`, the walk every `walkEveryMs`. So a pending or
+ * running row disagrees with its job for at most `refreshEveryMs` plus one pass (while at most
+ * INDEX_UPKEEP.refreshMax jobs are pending or running), and a row is missing or left over for at
+ * most `walkEveryMs` plus one pass (docs/jobs.md, "The job index", states them for operators).
+ */
+export const UPKEEP_SCHEDULE = {
+  refreshEveryMs: 10_000,
+  /** The upkeep waits while passes take submissions, at most this long. */
+  maxDeferMs: 60_000,
+  walkEveryMs: 600_000,
+} as const;
 /** A pass this long logs `leader.pass_slow` with the time of each of its parts. */
 export const SLOW_PASS_MS = 5_000;
 /**
@@ -66,9 +82,35 @@ export const PASS_WAIT_MS = 4_000;
 
 export type JobCoordinationPass = (ctx: CoordinationContext) => Promise<IntakeReport | undefined>;
 
+/**
+ * The parts a pass runs, only as much of each as it uses (the app's JobComponents has them all). The
+ * index upkeep and the retention sweep live in api/ (IndexUpkeep, Retention: they read jobs as the
+ * status does), above this file, so they are named here by what the pass calls.
+ */
+export interface PassComponents {
+  readonly intake: Pick<JobIntake, 'runPass' | 'submissionWaitMs' | 'startUnconfirmed' | 'startLagMs'>;
+  readonly indexUpkeep: {
+    /** The refresh (IndexUpkeep.repairIndex); `open`: the rows that said pending or running. */
+    repairIndex(
+      orchestrations: OrchestrationClient,
+      options: { readonly signal?: AbortSignal; readonly queueWaitMs?: number },
+    ): Promise<{ readonly open: number }>;
+    /** The walk (IndexUpkeep.walkIndex). */
+    walkIndex(orchestrations: OrchestrationClient, options: { readonly signal?: AbortSignal }): Promise<unknown>;
+  };
+  readonly retention: {
+    /** The retention sweep (Retention.purgeExpired): answers the job ids it purged. */
+    purgeExpired(orchestrations: OrchestrationClient, retentionDays: number): Promise<readonly string[]>;
+  };
+  readonly logger: Logger;
+  readonly settings: { readonly jobs: Pick<Settings['jobs'], 'retentionDays'> };
+  readonly calls: Pick<CallClaims, 'held'>;
+  readonly store: Pick<JobStore, 'finalRecordedAt'>;
+  readonly delivery?: Pick<OutcomeDelivery, 'sweep' | 'lastDue'>;
+}
+
 export function jobCoordinationPass(
-  components: Pick<JobComponents, 'intake' | 'indexUpkeep' | 'retention' | 'logger' | 'settings' | 'calls' | 'store'> &
-    Partial<Pick<JobComponents, 'delivery'>>,
+  components: PassComponents,
   durableClient: () => DurableClient | undefined,
   /** The schedule's clock (tests move it); the work itself runs on real time. */
   clock: () => number = Date.now,
@@ -166,8 +208,8 @@ export function jobCoordinationPass(
     // Not while submissions are being taken: the upkeep's checks are status reads of several storage
     // reads each, and every job of an HTTP burst waits pending on the queue long enough to be checked
     // (1,000 POSTs: passes of 10-21 s, 312-414 s for the burst). It runs in a pass that took none, or
-    // once it has waited INDEX_UPKEEP.maxDeferMs, so a steady stream cannot hold it off for good.
-    const busy = report !== undefined && (report.received > 0 || startsWait) && clock() - upkeepAt < INDEX_UPKEEP.maxDeferMs;
+    // once it has waited UPKEEP_SCHEDULE.maxDeferMs, so a steady stream cannot hold it off for good.
+    const busy = report !== undefined && (report.received > 0 || startsWait) && clock() - upkeepAt < UPKEEP_SCHEDULE.maxDeferMs;
     const upkeepDue = !ctx.signal.aborted && !busy;
     if (upkeepDue) upkeepAt = clock();
     // Deliveries that failed (a reply queue, a callback) are tried again on their back-off schedule.
@@ -225,12 +267,12 @@ export function jobCoordinationPass(
 }
 
 /**
- * The index upkeep on its schedule: the refresh every INDEX_UPKEEP.refreshEveryMs, the walk every
+ * The index upkeep on its schedule: the refresh every UPKEEP_SCHEDULE.refreshEveryMs, the walk every
  * walkEveryMs (the first one a walk interval after this leader's first pass: a new leader does not
  * list every job at once). A failure waits for the next turn.
  */
 export function indexUpkeep(
-  components: Pick<JobComponents, 'indexUpkeep' | 'logger'>,
+  components: Pick<PassComponents, 'indexUpkeep' | 'logger'>,
   clock: () => number = Date.now,
   /** How long submissions wait on the jobs queue now (JobIntake.submissionWaitMs); absent: 0. */
   queueWaitMs?: () => number,
@@ -242,7 +284,7 @@ export function indexUpkeep(
   return async (orchestrations, ctx) => {
     const now = clock();
     lastWalk ??= now;
-    if (now - lastRefresh >= INDEX_UPKEEP.refreshEveryMs && (quiet?.allow('index refresh') ?? true)) {
+    if (now - lastRefresh >= UPKEEP_SCHEDULE.refreshEveryMs && (quiet?.allow('index refresh') ?? true)) {
       lastRefresh = now;
       try {
         const queueWait = queueWaitMs?.() ?? 0;
@@ -252,7 +294,7 @@ export function indexUpkeep(
         components.logger.warn('index.upkeep_failed', { kind: 'refresh', epoch: ctx.epoch, error: err });
       }
     }
-    if (!ctx.signal.aborted && now - lastWalk >= INDEX_UPKEEP.walkEveryMs) {
+    if (!ctx.signal.aborted && now - lastWalk >= UPKEEP_SCHEDULE.walkEveryMs) {
       lastWalk = now;
       try {
         await components.indexUpkeep.walkIndex(orchestrations, { signal: ctx.signal });

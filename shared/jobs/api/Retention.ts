@@ -12,14 +12,14 @@
  * Route: docs/architecture.md, "A submission from POST to result blob", step 2.
  */
 import { type Logger } from '../../observability/log';
-import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
-import { isSuperseded } from '../api/JobSummary';
-import { compareEntries, entryOf, type JobListEntry } from '../api/jobViews';
 import { JobError } from '../JobError';
 import { instanceIdFor, isBatchInstanceId } from '../jobIds';
+import { isSuperseded } from '../JobSummary';
 import { mapLimit } from '../pool';
+import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot } from '../run/OrchestrationClient';
 import { type Now, nowOf } from '../wallClock';
-import { isFinished, jobsShownBy, type OrchestrationClient, type OrchestrationSnapshot } from './OrchestrationClient';
+import { type JobStatusDeps, JobStatusReader } from './JobStatusReader';
+import { compareEntries, entryOf, type JobListEntry } from './jobViews';
 
 /** Recorded outcomes of running jobs a sweep's listing reads at once. */
 const SETTLED_READS = 16;

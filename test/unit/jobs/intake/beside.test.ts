@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { Beside } from '../../../../shared/jobs/run/beside';
+import { Beside } from '../../../../shared/jobs/intake/beside';
 
 function held(): { promise: Promise<void>; release: () => void } {
   let release = (): void => undefined;

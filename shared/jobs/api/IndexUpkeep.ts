@@ -4,32 +4,30 @@
  * exist with the rows. Both put a wrong row right, add a missing one and remove one whose job no
  * longer exists; the list (JobList) puts right the rows it reads live the same way (`putRow`).
  *
- * Guarantees: the bounds of INDEX_UPKEEP below (docs/jobs.md, "The job index", states them for
- * operators); a row is removed only after a status read answered JOB_NOT_FOUND for its job (or
- * moved to its job's new key), and a read that fails leaves the row for the next turn. Every write
- * is best effort: a failed delete is logged (`index.write_failed`), never thrown.
+ * Guarantees: the bounds of INDEX_UPKEEP below and of the pass's UPKEEP_SCHEDULE (docs/jobs.md,
+ * "The job index", states them for operators); a row is removed only after a status read answered
+ * JOB_NOT_FOUND for its job (or moved to its job's new key), and a read that fails leaves the row
+ * for the next turn. Every write is best effort: a failed delete is logged (`index.write_failed`),
+ * never thrown.
  * Route: docs/architecture.md, "A submission from POST to result blob", steps 2 and 8.
  */
 import { type Logger } from '../../observability/log';
-import { type JobStatusDeps, JobStatusReader } from '../api/JobStatusReader';
-import { indexEntryOf, type JobView } from '../api/jobViews';
 import { JobError } from '../JobError';
 import { mapLimit, mapWhile } from '../pool';
 import { jobsShownBy, type OrchestrationClient } from '../run/OrchestrationClient';
-import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry } from './JobIndex';
-import { type JobStore } from './JobStore';
+import { type IndexEntry, indexKey, type IndexRow, type JobIndex, sameEntry } from '../store/JobIndex';
+import { type JobStore } from '../store/JobStore';
+import { type JobStatusDeps, JobStatusReader } from './JobStatusReader';
+import { indexEntryOf, type JobView } from './jobViews';
 
 /**
- * The leader's upkeep of the job index (jobCoordinationPass schedules it). Every `refreshEveryMs`
- * the rows that say pending or running are checked against the job's real status (JobStatusReader.get),
- * up to `refreshMax` rows (and `refreshBudgetMs`) a time, carrying on after the last one checked; every `walkEveryMs` the
- * jobs that exist (records, Durable instances) are compared with the rows, and up to `walkMax`
- * missing or orphaned rows are put right. So a pending or running row disagrees with its job for at
- * most `refreshEveryMs` plus one pass (while at most `refreshMax` jobs are pending or running), and
- * a row missing or left over for at most `walkEveryMs` plus one pass.
+ * The leader's upkeep of the job index (jobCoordinationPass schedules it: its UPKEEP_SCHEDULE says
+ * how often). A refresh checks the rows that say pending or running against the job's real status
+ * (JobStatusReader.get), up to `refreshMax` rows (and `refreshBudgetMs`) a time, carrying on after
+ * the last one checked; a walk compares the jobs that exist (records, Durable instances) with the
+ * rows, and puts up to `walkMax` missing or orphaned rows right.
  */
 export const INDEX_UPKEEP = {
-  refreshEveryMs: 10_000,
   /** Rows of pending and running jobs read per refresh, and the most of them checked. */
   refreshScan: 1_000,
   refreshMax: 100,
@@ -41,9 +39,6 @@ export const INDEX_UPKEEP = {
    * burst's leader pass for up to 4.4 s (1,000 jobs, jobs-scale).
    */
   refreshBudgetMs: 1_500,
-  /** The upkeep waits while passes take submissions, at most this long (jobCoordinationPass). */
-  maxDeferMs: 60_000,
-  walkEveryMs: 600_000,
   walkMax: 200,
 } as const;
 /** Jobs the index repair reads at once. */
@@ -144,7 +139,7 @@ export class IndexUpkeep {
   }
 
   /**
-   * The leader's slow walk of the index (INDEX_UPKEEP.walkEveryMs): the jobs that exist (records
+   * The leader's slow walk of the index (every UPKEEP_SCHEDULE.walkEveryMs): the jobs that exist (records
    * and Durable instances, one listing of each) against the rows; a job without a row gets one, a
    * row of a job that no longer exists goes (each checked with `get` first), at most `max` of them.
    */

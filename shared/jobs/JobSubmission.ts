@@ -12,17 +12,17 @@
  */
 import Ajv2020, { type ErrorObject } from 'ajv/dist/2020';
 
-import schema from '../../../schemas/job.schema.json';
-import { type Json } from '../../worktypes/WorkType';
-import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
-import { type DeliveryTargets, hasReply, type JobReply, replyOf } from '../delivery/DeliveryTargets';
-import { type BlobRef, isBlobRef, parseBlobRef } from '../input/BlobRef';
-import { type InputContainers } from '../input/InputContainers';
-import { ItemRejections } from '../input/ItemRejections';
-import { JobError } from '../JobError';
-import { assertJobId } from '../jobIds';
-import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from '../jobLimits';
+import schema from '../../schemas/job.schema.json';
+import { type Json } from '../worktypes/WorkType';
+import { type WorkTypeRegistry } from '../worktypes/WorkTypeRegistry';
 import { canonicalJson, sha256Hex } from './canonicalJson';
+import { type DeliveryTargets, hasReply, type JobReply, replyOf } from './delivery/DeliveryTargets';
+import { type BlobRef, isBlobRef, parseBlobRef } from './input/BlobRef';
+import { type InputContainers } from './input/InputContainers';
+import { ItemRejections } from './input/ItemRejections';
+import { JobError } from './JobError';
+import { assertJobId } from './jobIds';
+import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS, type JobOptions } from './jobLimits';
 
 /** A submission as a client writes it (the schema's shape). */
 export interface JobSubmission {

@@ -8,11 +8,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 
-import { MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../../shared/jobs/api/JobSubmission';
-import { InputContainers, reservedContainers } from '../../../../shared/jobs/input/InputContainers';
-import { JobError, type JobErrorCode } from '../../../../shared/jobs/JobError';
-import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS } from '../../../../shared/jobs/jobLimits';
-import { builtInWorkTypes } from '../../../../shared/worktypes/WorkTypeRegistry';
+import { InputContainers, reservedContainers } from '../../../shared/jobs/input/InputContainers';
+import { JobError, type JobErrorCode } from '../../../shared/jobs/JobError';
+import { JOB_LIMITS, JOB_OPTION_BOUNDS, JOB_OPTION_DEFAULTS } from '../../../shared/jobs/jobLimits';
+import { MAX_NESTING_DEPTH, validateSubmission, type ValidationContext } from '../../../shared/jobs/JobSubmission';
+import { builtInWorkTypes } from '../../../shared/worktypes/WorkTypeRegistry';
 
 // The allow-list is wider than the settings would accept (job-*, azure-*), so the reserved containers
 // are refused by the second line of defence too.
@@ -119,7 +119,7 @@ describe('job contract', () => {
   });
 
   it('publishes the same defaults and bounds in the JSON Schema as the code enforces', () => {
-    const schema = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', '..', '..', 'schemas', 'job.schema.json'), 'utf8')) as {
+    const schema = JSON.parse(readFileSync(join(__dirname, '..', '..', '..', '..', 'schemas', 'job.schema.json'), 'utf8')) as {
       properties: { options: { properties: Record<string, { default: number; minimum: number; maximum: number }> }; items: { maxItems: number } };
     };
     const options = schema.properties.options.properties;
