@@ -68,8 +68,8 @@ export const SLOW_PASS_MS = 5_000;
 /**
  * A pass waits this long for its stall check (beside the intake), then for its index upkeep, delivery
  * retries and retention sweep (side by side), each a Beside: what runs longer goes on beside the next
- * passes, which start no second one meanwhile. About the intake's budget, so a pass lasts about 5 s
- * whatever the burst.
+ * passes, which start no second one meanwhile. About the intake's budget; with PASS_WAIT_MS a pass
+ * lasts about 4 s whatever the burst.
  */
 export const WAIT_BESIDE_MS = 2_500;
 /**
