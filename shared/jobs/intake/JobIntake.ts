@@ -18,6 +18,7 @@ import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type OrchestrationClient } from '../run/OrchestrationClient';
 import { type ReceivedSubmission } from '../SubmissionQueue';
 import { nowOf } from '../wallClock';
+import { waitAtMost } from './beside';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
 import { QueueReadability } from './QueueReadability';
 import { type Marks, StartRepair } from './StartRepair';
@@ -90,21 +91,8 @@ function byJobId(messages: readonly ReceivedSubmission[]): Group[] {
  * Waits for `work` (which must not reject) until `until` (performance.now() time) at most: whether
  * it ended. Infinity: until it ends.
  */
-async function waitUntil(work: Promise<unknown> | undefined, until: number): Promise<boolean> {
-  if (work === undefined) return true;
-  if (!Number.isFinite(until)) {
-    await work;
-    return true;
-  }
-  const left = until - performance.now();
-  if (left <= 0) return false;
-  let timer: NodeJS.Timeout | undefined;
-  const ended = await Promise.race([
-    work.then(() => true),
-    new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), left))),
-  ]);
-  clearTimeout(timer);
-  return ended;
+function waitUntil(work: Promise<unknown> | undefined, until: number): Promise<boolean> {
+  return work === undefined ? Promise.resolve(true) : waitAtMost(work, until - performance.now());
 }
 
 export class JobIntake {
@@ -386,11 +374,7 @@ export class JobIntake {
       if (!this.admits()) heldBack = true;
       if (this.#taking.size === 0 && receiving.size === 0 && waiting.length === 0 && (taking || drained)) break;
       // Room, a batch, or the budget's end, whichever comes first.
-      const changed = this.#changed;
-      let timer: NodeJS.Timeout | undefined;
-      const left = Math.max(0, INTAKE.passBudgetMs - (performance.now() - began));
-      await Promise.race([changed, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
-      clearTimeout(timer);
+      await waitAtMost(this.#changed, INTAKE.passBudgetMs - (performance.now() - began));
     }
     // A batch that lands as the budget runs out waits for the next pass too (see above for one that lands later still).
     const late = receiving.size > 0 && !(await waitUntil(Promise.all(receiving), settleBy));

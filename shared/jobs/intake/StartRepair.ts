@@ -310,8 +310,8 @@ export class StartRepair {
     const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
     const current = found.value.startId;
     if (step.kind === 'wait') {
-      // The start waited on keeps a mark of its own (a take-over cut short before it marked, or one
-      // whose own mark a plan of an earlier start could not tell apart: none now), the others go.
+      // The start waited on keeps a mark of its own (missing after a take-over cut short before it
+      // marked the new start), the others go.
       if (!startIds.includes(current)) await store.markUnconfirmed(jobId, current, ctx.signal);
       await clear(startIds.filter((id) => id !== current));
       // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
@@ -323,18 +323,12 @@ export class StartRepair {
       await clear(startIds);
       return { step: 'confirmed' };
     }
-    let start = found;
-    if (step.kind === 'take_over') {
-      const taken = await this.takeOver(found, step.reason, ctx);
-      // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
-      if (taken === undefined) return { step: 'waiting' };
-      start = taken;
-      // The new start's own mark, then the earlier ones go (a plan of an earlier start removes only its own).
-      await store.markUnconfirmed(jobId, taken.value.startId, ctx.signal);
-      await clear(startIds.filter((id) => id !== taken.value.startId));
-    } else if (!startIds.includes(current)) {
-      await store.markUnconfirmed(jobId, current, ctx.signal);
-    }
+    const start = await this.takeOver(found, step.reason, ctx);
+    // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
+    if (start === undefined) return { step: 'waiting' };
+    // The new start's own mark, then the earlier ones go (a plan of an earlier start removes only its own).
+    await store.markUnconfirmed(jobId, start.value.startId, ctx.signal);
+    await clear(startIds);
     this.started(jobId);
     await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
@@ -342,7 +336,7 @@ export class StartRepair {
       reason: step.reason,
       instanceId: startInstanceId(start.value),
       startId: start.value.startId,
-      previousStartId: step.kind === 'take_over' ? found.value.startId : undefined,
+      previousStartId: current,
       previousEpoch: found.value.epoch,
       epoch: ctx.epoch,
     });

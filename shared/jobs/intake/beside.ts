@@ -9,6 +9,25 @@
  */
 export type BesideOutcome = 'ended' | 'still_running';
 
+/**
+ * Waits for `work` (which must not reject) at most `ms` (Infinity: until it ends): whether it ended.
+ * The one bounded wait of the leader's pass: Beside's, the intake's for the starts under way and for
+ * room (JobIntake).
+ */
+export async function waitAtMost(work: Promise<unknown>, ms: number): Promise<boolean> {
+  if (!Number.isFinite(ms)) {
+    await work;
+    return true;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
+  try {
+    return await Promise.race([work.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export class Beside {
   #running: Promise<void> | undefined;
 
@@ -32,19 +51,6 @@ export class Beside {
       });
       this.#running = started;
     }
-    const running = this.#running;
-    if (!Number.isFinite(waitMs)) {
-      await running;
-      return 'ended';
-    }
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<BesideOutcome>((resolve) => {
-      timer = setTimeout(() => resolve('still_running'), Math.max(0, waitMs));
-    });
-    try {
-      return await Promise.race([running.then((): BesideOutcome => 'ended'), waited]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return (await waitAtMost(this.#running, waitMs)) ? 'ended' : 'still_running';
   }
 }

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { Beside } from '../../../../shared/jobs/intake/beside';
+import { Beside, waitAtMost } from '../../../../shared/jobs/intake/beside';
 
 function held(): { promise: Promise<void>; release: () => void } {
   let release = (): void => undefined;
@@ -60,5 +60,19 @@ describe('Beside (work a leader pass waits for only so long)', () => {
     setTimeout(() => gate.release(), 30);
     assert.equal(await running, 'ended');
     assert.equal(ended, true);
+  });
+});
+
+describe('waitAtMost (the pass\'s one bounded wait)', () => {
+  it('answers whether the work ended within the wait, waits without bound for Infinity, and not at all for a wait already over', async () => {
+    const slow = held();
+    const began = performance.now();
+    assert.equal(await waitAtMost(slow.promise, 50), false);
+    assert.ok(performance.now() - began >= 45, 'it waited its time');
+    assert.equal(await waitAtMost(Promise.resolve(), 50), true);
+    assert.equal(await waitAtMost(slow.promise, -10), false, 'a deadline already past');
+    const unbounded = waitAtMost(slow.promise, Number.POSITIVE_INFINITY);
+    setTimeout(slow.release, 20);
+    assert.equal(await unbounded, true);
   });
 });
