@@ -13,6 +13,7 @@
  * the leader's watchdog; a new term does not overlap the last one's starts.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 3; "The lease epoch from the elector to the fence", step 5.
  */
+import { QueueReadability } from '../../storage/QueueReadability';
 import { decodeQueueMessage } from '../messageCodec';
 import { onceUntilSuccess } from '../onceUntilSuccess';
 import { type OrchestrationClient } from '../run/OrchestrationClient';
@@ -20,7 +21,6 @@ import { type ReceivedSubmission } from '../SubmissionQueue';
 import { nowOf } from '../wallClock';
 import { waitAtMost } from './beside';
 import { INTAKE, type IntakeContext, type IntakeDeps, type IntakeOutcome, isAbort } from './intakeTerms';
-import { QueueReadability } from './QueueReadability';
 import { type Marks, StartRepair } from './StartRepair';
 import { Submissions } from './Submissions';
 
@@ -96,7 +96,7 @@ function waitUntil(work: Promise<unknown> | undefined, until: number): Promise<b
 }
 
 export class JobIntake {
-  /** Notices a jobs queue that Azurite answers with nothing while it holds messages (QueueReadability). */
+  /** Notices a jobs queue that answers no receive while it holds messages (Azurite only: storage/QueueReadability.ts). */
   private readonly readability: QueueReadability;
 
   /** The start checks and their state (the marks' listing, lags and back-offs). */

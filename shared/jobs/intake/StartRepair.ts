@@ -124,9 +124,8 @@ export class StartRepair {
   /**
    * A plan of this process got the job's start past its fence and removed its mark (JobActivities):
    * the start is no longer under way. True when it was counted (room opened). Without this a start
-   * counted until the next listing of the marks (2 s), so the bound held more starts than were on
-   * their way, and each held start keeps a message in Durable's queues, which on Azurite makes every
-   * queue request of the account dearer. A plan run by another instance is seen at the listing.
+   * counted until the next listing of the marks (2 s), so the bound held back more submissions than
+   * the starts on their way called for. A plan run by another instance is seen at the listing.
    */
   confirmedHere(jobId: string): boolean {
     const at = this.now().getTime();
@@ -164,8 +163,8 @@ export class StartRepair {
   }
 
   /**
-   * The marked starts, listed at most every `INTAKE.checkEveryMs` (a listing walks every blob of the
-   * container on Azurite: not on every one of a burst's back-to-back passes); undefined when not due.
+   * The marked starts, listed at most every `INTAKE.checkEveryMs` (a listing is a query of every mark:
+   * not on every one of a burst's back-to-back passes); undefined when not due.
    * Before any submission is taken: the admission bound counts them.
    */
   async listMarks(ctx: IntakeContext): Promise<Marks | undefined> {

@@ -49,15 +49,15 @@ export type IntakeOutcome = 'started' | 'already_started' | 'rejected' | 'retry_
 
 export const INTAKE = {
   /**
-   * Submissions received at once. On Azurite a receive costs in proportion to the messages the
-   * account's queues hold, and a burst parks them all on the jobs queue: fewer, larger receives.
+   * Submissions received at once: the most one receive returns, so a burst waiting on the jobs queue
+   * is taken off it in the fewest requests.
    */
   batchSize: 32,
   maxBatchesPerPass: 8,
   /**
    * Receives out at once behind a full batch (a burst parked on the jobs queue; otherwise one). One
    * receive at a time took a 1,000-message burst off the queue at about 35 a second, under a second
-   * for each receive of 32 while Azurite is saturated; the acceptance of each (two writes and a read,
+   * for each receive of 32 while storage is saturated; the acceptance of each (two writes and a read,
    * then the delete) is a quarter of a second.
    */
   receivesInFlight: 3,

@@ -4,7 +4,7 @@
  * stored (`result.json`), the final summary recorded once (a run that finished first wins, and its
  * summary is answered). A result of at most 4 KiB without errors is kept in the summary alone (it
  * holds all the document would: `resultDocumentOf`): one blob write and one stored blob a job fewer,
- * which on Azurite is what a burst of small jobs is bound by. Safe to run again: it reads the same
+ * and a burst of small jobs is bound by its storage requests. Safe to run again: it reads the same
  * results and writes the same document. A 10,000-chunk fold yields to the event loop every 50
  * chunks, so it does not hold the leader's renewals.
  * Route: docs/architecture.md, "A submission from POST to result blob", step 7.

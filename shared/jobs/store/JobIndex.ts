@@ -10,8 +10,7 @@
  *
  * Why a table: a page is one query that the service answers in RowKey order from where the last one
  * ended. Durable's instance query has no order by creation time and answers whole instances (inputs
- * included); a blob listing returns names in name order only, and Azurite walks every blob of the
- * container for a prefix listing (as it walks every message of a queue for a receive).
+ * included); a blob listing returns names in name order only.
  *
  * Guarantees: writes are made where a job's status changes (JobStore, JobService, JobList) and are best
  * effort: `note`/`forget` never throw, a failure is logged (`index.write_failed`) and the leader's

@@ -1,24 +1,29 @@
 /**
- * Notices a jobs queue that holds messages no receive returns, and tells the operator what to do.
+ * Only for Azurite: notices a jobs queue that holds messages no receive returns, and tells the
+ * operator what to do. On Azure it never fires (Azure refuses such a message at send); it is here
+ * for the developer whose local run on Azurite would otherwise wait silently.
  *
- * Azurite accepts a message whose text holds a raw control character (Azure refuses it at send),
- * and from then on answers every receive of that queue with nothing: every submission behind it,
- * HTTP ones included (they travel through the same queue), waits silently. The intake cannot read
- * or delete the bad message, so it says so: when the queue has held messages while every receive
- * came back empty for longer than a dead leader can hold one (the intake's visibility timeout, plus
- * a margin), it logs `intake.queue_unreadable` (level error, code JOBS_QUEUE_UNREADABLE) with the
- * queue, the message count and the fix, and repeats it every 5 minutes while the state lasts.
+ * Azurite accepts a message whose text holds a raw control character, and from then on answers
+ * every receive of that queue with nothing: every submission behind it, HTTP ones included (they
+ * travel through the same queue), waits silently. The intake cannot read or delete the bad message,
+ * so it says so: when the queue has held messages while every receive came back empty for longer
+ * than a dead leader can hold one (the intake's visibility timeout, plus a margin), it logs
+ * `intake.queue_unreadable` (level error, code JOBS_QUEUE_UNREADABLE) with the queue, the message
+ * count and the fix, and repeats it every 5 minutes while the state lasts.
  *
  * Cost: one queue properties read per minute, and only while receives come back empty (so all day
- * on an idle leader); nothing when the queue is busy. Every minute, not every 30 s: Azure refuses such
- * a message at send, so on Azure the check only costs, and a minute late it is still a hint for the
- * developer whose submissions wait on Azurite (reported after about 2 minutes instead of 90 s).
+ * on an idle leader); nothing when the queue is busy. Every minute, not every 30 s: on Azure the
+ * check only costs, and a minute late it is still a hint (reported after about 2 minutes instead of 90 s).
  * Not guaranteed: telling a bad message from messages held invisible on purpose for longer than
  * the margin (nothing in this app does that to the jobs queue).
  */
-import { type Logger } from '../../observability/log';
-import { type SubmissionQueue } from '../SubmissionQueue';
-import { type Now } from '../wallClock';
+import { type Logger } from '../observability/log';
+
+/** The queue, by what the check reads of it (the SDK's QueueClient is one). */
+export interface ReadableQueue {
+  readonly name: string;
+  getProperties(options?: { readonly abortSignal?: AbortSignal | undefined }): Promise<{ readonly approximateMessagesCount?: number }>;
+}
 
 export const QUEUE_READABILITY = {
   /** Check the queue's message count at most this often while receives come back empty. */
@@ -34,9 +39,9 @@ export class QueueReadability {
 
   constructor(
     private readonly deps: {
-      readonly queue: SubmissionQueue;
+      readonly queue: ReadableQueue;
       readonly logger: Logger;
-      readonly now: Now;
+      readonly now: () => Date;
       /** How long a received message may legitimately stay invisible (the intake's visibility timeout). */
       readonly heldSeconds: number;
     },
