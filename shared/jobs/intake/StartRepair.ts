@@ -42,7 +42,8 @@ export interface StartRepairDeps {
 /**
  * The marks of one listing, one entry a job: the starts of it that are marked (the current one, and
  * any an earlier start or delivery left) and when the newest was first seen here, on this process's
- * clock: when its intake marked it, else the first listing that showed it.
+ * clock: when its intake marked it, else the first listing that showed it (a mark a term's first
+ * listing finds counts as seen `INTAKE.checkAfterMs` before it: see `#seen`).
  */
 export type Marks = ReadonlyArray<{ readonly jobId: string; readonly startIds: readonly string[]; readonly markedAt: number }>;
 
@@ -59,8 +60,9 @@ export class StartRepair {
    */
   #marksSeen = new Map<string, number>();
   #marksSeenAt = 0;
-  /** When each mark listed (`<jobId>.<startId>`) was first seen here. */
+  /** When each mark listed (`<jobId>.<startId>`) was first seen here, and the term of the last listing. */
   #firstSeen = new Map<string, number>();
+  #listedTerm: number | undefined;
   /**
    * Starts on their way to their plans (`maxStartsUnderWay`): the fresh marks of the last listing,
    * and the starts made since; each goes from here when a plan of this process says it got past its
@@ -171,7 +173,7 @@ export class StartRepair {
     const at = this.now().getTime();
     if (at - this.#checkedAt < INTAKE.checkEveryMs) return undefined;
     this.#checkedAt = at;
-    const marked = this.#seen(await this.deps.store.listUnconfirmed(ctx.signal), at);
+    const marked = this.#seen(await this.deps.store.listUnconfirmed(ctx.signal), at, ctx.epoch);
     ctx.progress();
     const fresh = marked.filter((m) => this.now().getTime() - m.markedAt < INTAKE.underWayFreshMs && !this.#confirmedHere.has(m.jobId));
     this.#underWayListed = new Set(fresh.map((m) => m.jobId));
@@ -187,15 +189,19 @@ export class StartRepair {
   /**
    * The listing's marks, a job each, timed on this process's clock (a mark carries no time: the
    * storage service's clock is not this one): when this intake marked the job, else when a listing
-   * first showed the mark. (A new leader so checks the starts its predecessor left `checkAfterMs`
-   * after its first listing: a start that lost its leader is one whose mark stays.)
+   * first showed the mark. A mark a term's first listing finds is what the leader before left (it
+   * may have stopped between its start's record and its Durable start): it counts as seen
+   * `checkAfterMs` ago, so it is checked at once, before a start the old leader may still land
+   * (a paused one) runs under its older epoch.
    */
-  #seen(listed: readonly StartMark[], at: number): Marks {
+  #seen(listed: readonly StartMark[], at: number, epoch: number): Marks {
+    const newTerm = this.#listedTerm !== epoch;
+    this.#listedTerm = epoch;
     const firstSeen = new Map<string, number>();
     const byJob = new Map<string, { startIds: string[]; markedAt: number }>();
     for (const { jobId, startId } of listed) {
       const key = `${jobId}.${startId}`;
-      const seenAt = this.#firstSeen.get(key) ?? this.#markedHere.get(jobId) ?? at;
+      const seenAt = this.#firstSeen.get(key) ?? this.#markedHere.get(jobId) ?? (newTerm ? at - INTAKE.checkAfterMs : at);
       firstSeen.set(key, seenAt);
       const job = byJob.get(jobId);
       if (job === undefined) byJob.set(jobId, { startIds: [startId], markedAt: seenAt });

@@ -191,7 +191,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     // A different submission under the same job id: refused as a duplicate, the job left as it was.
     const logger = memoryLogger('intake');
     await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [3] }));
-    const report = await intake({ jobsQueue, store, logger }).runPass(ctx(), orchestrations);
+    // (Its marks left unlisted: a new intake's first listing would check this job's mark at once, a read of its own.)
+    const report = await intake({ jobsQueue, store, logger }).runPass(ctx(), orchestrations, { listMarks: false });
     assert.deepEqual(intakeCounts(report), { received: 1, started: 0, alreadyStarted: 0, rejected: 1, retryLater: 0 });
     assert.deepEqual(reads, [true, true]);
     const rejected = logger.lines.filter((l) => l.event === 'intake.rejected');
@@ -434,10 +435,10 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const c = appRoot().jobs;
     const run = await recordStart(jobId);
     await clearMarks();
-    await c.store.markUnconfirmed(jobId, run.startId ?? assert.fail('a start id'));
-    // A mark's age is the intake's own: from the listing that first shows it, the first pass's (t0).
+    // A mark's age is the intake's own: from the listing that first shows it (t0). A listing of this
+    // term comes first (at -2 s), so the mark is not one the term found at its start (checked at once).
     const t0 = Date.now();
-    let offset = 0;
+    let offset = -INTAKE.checkEveryMs;
     const now = (): Date => new Date(t0 + offset);
     const checkedAt: number[] = [];
     const pendingForever: OrchestrationClient = {
@@ -450,6 +451,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       },
     };
     const pass = intake({ jobsQueue: await freshQueue('backoff'), now });
+    await pass.runPass(ctx(), pendingForever);
+    await c.store.markUnconfirmed(jobId, run.startId);
     for (offset = 0; offset <= untilS * 1000; offset += 1_000) await pass.runPass(ctx(), pendingForever);
     return checkedAt;
   }
@@ -460,10 +463,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const run = await recordStart('lag-pending');
     // The other start: on its way (freshly Pending whenever checked) until its plan removes its mark.
     const other = await recordStart('lag-confirmed');
-    await Promise.all([c.store.markUnconfirmed('lag-pending', run.startId ?? ''), c.store.markUnconfirmed('lag-confirmed', other.startId ?? '')]);
-    // First seen by the first pass's listing (t0): a mark's age is the intake's own.
+    // Marked after this term's first listing (at -2 s), first seen by the listing at 0 s (t0).
     const t0 = Date.now();
-    let offset = 0;
+    let offset = -INTAKE.checkEveryMs;
     const now = (): Date => new Date(t0 + offset);
     const checkedAt: number[] = [];
     const pendingSinceT0: OrchestrationClient = {
@@ -480,6 +482,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       },
     };
     const pass = intake({ jobsQueue: await freshQueue('lag'), now });
+    await pass.runPass(ctx(), pendingSinceT0);
+    await Promise.all([c.store.markUnconfirmed('lag-pending', run.startId), c.store.markUnconfirmed('lag-confirmed', other.startId)]);
     const generation = async (): Promise<number | undefined> => (await c.store.readStart('lag-pending'))?.value.generation;
     for (offset = 0; offset <= 33_000; offset += 1_000) {
       // The other start's plan confirms it at 19 s: listed (fresh) from 0 s, last seen at 18 s.
@@ -502,12 +506,15 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     await clearMarks();
     const jobsQueue = await freshQueue('admit');
     const ids = [`admit-${randomUUID()}`, `admit-${randomUUID()}`];
-    for (const jobId of ids) await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
-    const underWay = await fillAdmissionBound('admit');
     let offset = 0;
     const now = (): Date => new Date(Date.now() + offset);
     const logger = memoryLogger('intake', 'info');
     const pass = intake({ jobsQueue, now, logger });
+    // This term's first listing comes before the starts under way (a term checks the marks it finds at once).
+    await pass.runPass(ctx(), orchestrations);
+    const underWay = await fillAdmissionBound('admit');
+    for (const jobId of ids) await jobsQueue.sendMessage(encodeQueueMessage({ jobId, workType: 'noop', items: [1] }));
+    offset += INTAKE.checkEveryMs;
     const first = await pass.runPass(ctx(), orchestrations);
     assert.equal(first.received, 0, 'none received while the starts under way fill the bound');
     assert.equal(first.heldBack, true, 'the report says the bound held submissions back (the leader stays busy)');
