@@ -104,6 +104,7 @@ export const inputStagingBench: Bench = {
       holder: 'bench',
       submittedAt: new Date().toISOString(),
       via: 'queue',
+      startId: `start-${j}`,
     });
 
     const measure = async (label: string, work: () => Promise<unknown>): Promise<Phase> => {

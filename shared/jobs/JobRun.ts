@@ -18,11 +18,8 @@ export interface JobRun {
   readonly holder: string;
   readonly submittedAt: string;
   readonly via: 'http' | 'queue';
-  /**
-   * This start's id, named by the job's start record (JobStore `start.json`): the run does work only
-   * while the record names it. Absent in runs started before start records existed.
-   */
-  readonly startId?: string;
+  /** This start's id, named by the job's start record (JobStore `start.json`): the run does work only while the record names it. */
+  readonly startId: string;
   /** Where the outcome goes when the job ends (the submission's `replyTo`, `correlationId`, `callbackUrl`). */
   readonly reply?: JobReply;
   /** Set by the intake when the outcome is to be delivered (a reply, or the outcome stream): the run ends with the deliver activity. */

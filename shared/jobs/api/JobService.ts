@@ -236,12 +236,14 @@ export class JobService {
     assertJobId(jobId);
     // The recorded outcome decides: a small result without errors is kept in the summary alone
     // (aggregation.ts), and a result blob a run that lost the race to record its summary wrote
-    // beside it is not the job's. No summary: the blob (a job recorded before summaries were).
+    // beside it is not the job's. No summary: no result yet (the blob is written before it).
+    const notYet = (): JobError => new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
     const summary = await this.deps.store.readFinal(jobId);
-    const built = summary === undefined ? undefined : resultDocumentOf(summary);
+    if (summary === undefined) throw notYet();
+    const built = resultDocumentOf(summary);
     if (built !== undefined) return JSON.stringify(built);
     const text = await this.deps.store.readJobResultText(jobId);
-    if (text === undefined) throw new JobError('JOB_NOT_FOUND', `Job "${jobId}" has no stored result (yet).`);
+    if (text === undefined) throw notYet();
     return text;
   }
 }

@@ -105,7 +105,7 @@ export async function stageInput(
       chunkSize,
       chunkCount,
       segments,
-      ...(run.startId === undefined ? {} : { startId: run.startId }),
+      startId: run.startId,
       ...(options.firstWindowAt === undefined ? {} : { firstWindowAt: options.firstWindowAt }),
     };
     await deps.store.writeManifest(manifest, signal);
@@ -121,7 +121,6 @@ export async function stageInput(
  * or undefined: a plan retried after its instance died goes on from there instead of staging again.
  */
 export async function stagedInput(store: InputStore, run: JobRun, signal?: AbortSignal): Promise<InputManifest | undefined> {
-  if (run.startId === undefined) return undefined;
   const manifest = await store.readManifest(run.jobId, signal);
   return manifest?.startId === run.startId && manifest.chunkSize === run.options.chunkSize ? manifest : undefined;
 }

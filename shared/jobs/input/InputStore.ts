@@ -30,8 +30,8 @@ export interface InputManifest {
   readonly chunkSize: number;
   readonly chunkCount: number;
   readonly segments: ReadonlyArray<{ readonly firstChunk: number; readonly chunks: number }>;
-  /** The start (JobRun.startId) whose plan staged it, when the run has one. */
-  readonly startId?: string;
+  /** The start (JobRun.startId) whose plan staged it. */
+  readonly startId: string;
   /**
    * Set when the leader that took the submission staged it and sends the job's first window itself
    * (JobActivities.prestage): the time (ISO) the plan counts that window as sent.
@@ -95,7 +95,7 @@ export function parseManifest(value: unknown, jobId: string, blobName: string): 
     nat(m.chunkSize) &&
     m.chunkSize > 0 &&
     nat(m.chunkCount) &&
-    (m.startId === undefined || typeof m.startId === 'string') &&
+    typeof m.startId === 'string' &&
     (m.firstWindowAt === undefined || (typeof m.firstWindowAt === 'string' && Number.isFinite(Date.parse(m.firstWindowAt)))) &&
     Array.isArray(m.segments) &&
     (m.segments as unknown[]).every((s) => {

@@ -279,7 +279,6 @@ export class JobActivities {
 
   /** Best effort: a start left marked is still checked by the intake, which confirms it from the run's status; this spares that check. */
   private async confirmStart(run: JobRun): Promise<void> {
-    if (run.startId === undefined) return;
     try {
       await this.deps.store.confirmStart(run);
       this.deps.startConfirmed?.(run.jobId);
@@ -300,7 +299,7 @@ export class JobActivities {
    * plan then does it all itself and reports the outcome, as for any job.
    */
   async prestage(run: JobRun, signal?: AbortSignal, mayStage = true): Promise<StagedCounts | undefined> {
-    if (this.deps.registry.get(run.workType) === undefined || run.startId === undefined) return undefined;
+    if (this.deps.registry.get(run.workType) === undefined) return undefined;
     const source = run.source;
     const chunkSize = run.options.chunkSize;
     const inlineChunks = source.kind === 'inline' ? Math.ceil(source.items.length / chunkSize) : undefined;

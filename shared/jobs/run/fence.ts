@@ -40,11 +40,11 @@ export async function fence(
   readEpoch = true,
   fresh = false,
 ): Promise<JobSummary | undefined> {
-  // A fresh call of a run with a start id reads the final summary only after its start record says it must.
-  const finalAfterStart = fresh && run.startId !== undefined;
+  // A fresh call reads the final summary only after its start record says it must.
+  const finalAfterStart = fresh;
   const [early, startRead, leaseEpoch, resumed] = await Promise.all([
     finalAfterStart ? undefined : deps.store.readFinal(run.jobId),
-    run.startId === undefined ? undefined : deps.store.readStart(run.jobId),
+    deps.store.readStart(run.jobId),
     readEpoch ? deps.leaseEpoch?.() : undefined,
     resumedRead,
   ]);
@@ -52,8 +52,6 @@ export async function fence(
   const firstStart = start !== undefined && start.startId === run.startId && start.state === 'active' && start.generation === 1;
   const final = early ?? (finalAfterStart && !firstStart ? await deps.store.readFinal(run.jobId) : undefined);
   if (final !== undefined) return final;
-  // Runs started before start records existed carry no start id; nothing to compare with.
-  if (run.startId === undefined) return undefined;
   const superseded = (reason: string): JobSummary => ({
     jobId: run.jobId,
     workType: run.workType,

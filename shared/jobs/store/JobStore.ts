@@ -242,7 +242,7 @@ export class JobStore {
    * plan finishes goes from pending to its final row, one write fewer.
    */
   async confirmStart(run: JobRun, signal?: AbortSignal): Promise<void> {
-    if (run.startId !== undefined) await this.clearUnconfirmed(run.jobId, run.startId, signal);
+    await this.clearUnconfirmed(run.jobId, run.startId, signal);
   }
 
   /** The index row of a job whose run goes on past its plan: running (best effort, as every index write). */

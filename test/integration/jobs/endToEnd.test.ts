@@ -309,6 +309,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
       holder: 'e2e',
       submittedAt: new Date().toISOString(),
       via: 'queue',
+      startId: 'start-1',
     };
     // Started as the pass starts a job, with few enough steps per execution to need several executions.
     await h.client.startNew('jobOrchestrator', { instanceId: instanceIdFor(run.jobId), input: initialState(run, 2) });

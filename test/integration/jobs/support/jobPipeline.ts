@@ -121,5 +121,6 @@ export function jobRun(jobId: string, workType: string, items: JobRun['source'],
     holder: 'test-leader',
     submittedAt: new Date().toISOString(),
     via: 'queue',
+    startId: 'start-1',
   };
 }

@@ -105,6 +105,7 @@ export function jobsScenario(host: () => JobsHost): JobsScenario {
       holder: 'e2e',
       submittedAt: new Date().toISOString(),
       via: 'queue',
+      startId: 'start-1',
     };
     const instanceId = instanceIdFor(run.jobId);
     await host().client.startNew('jobOrchestrator', { instanceId, input: initialState(run) });

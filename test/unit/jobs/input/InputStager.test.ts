@@ -30,6 +30,7 @@ function run(jobId: string, workType: string, source: JobRun['source'], chunkSiz
     holder: 'test',
     submittedAt: new Date(0).toISOString(),
     via: 'queue',
+    startId: 'start-1',
   };
 }
 

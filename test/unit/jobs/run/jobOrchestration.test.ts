@@ -40,6 +40,7 @@ function run(options: Partial<JobRun['options']> = {}): JobRun {
     holder: 'instance-a',
     submittedAt: START.toISOString(),
     via: 'queue',
+    startId: 'start-1',
   };
 }
 
