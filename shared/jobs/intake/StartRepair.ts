@@ -69,7 +69,8 @@ export class StartRepair {
    * fence (`confirmedHere`), or at the next listing that no longer shows its mark.
    */
   #underWayListed = new Set<string>();
-  readonly #startedSince = new Set<string>();
+  /** Starts made here since the last listing began (job id -> when: one made while a listing ran may be missing from it). */
+  readonly #startedSince = new Map<string, number>();
   /** Starts a plan of this process confirmed (job id -> when): left out of a listing that began before the confirmation. */
   readonly #confirmedHere = new Map<string, number>();
   /** The job ids the last listing showed marked, and the starts this intake marked since (`startUnconfirmed`). */
@@ -115,12 +116,14 @@ export class StartRepair {
 
   /** Starts on their way to their plans: the fresh marks of the last listing and the starts made since (`maxStartsUnderWay`). */
   underWay(): number {
-    return this.#underWayListed.size + this.#startedSince.size;
+    let n = this.#underWayListed.size;
+    for (const jobId of this.#startedSince.keys()) if (!this.#underWayListed.has(jobId)) n += 1;
+    return n;
   }
 
   /** A start this intake is making now (counted toward `underWay` until its plan confirms it, or the next listing). */
   started(jobId: string): void {
-    this.#startedSince.add(jobId);
+    this.#startedSince.set(jobId, this.now().getTime());
   }
 
   /**
@@ -182,7 +185,8 @@ export class StartRepair {
     this.#marksListed = new Set(marked.map((m) => m.jobId));
     // Marks made before this listing began are in it (or already gone: their plans began); later ones are kept.
     for (const [jobId, markedAt] of this.#markedHere) if (markedAt < at) this.#markedHere.delete(jobId);
-    this.#startedSince.clear();
+    // Starts made before this listing began have their marks in it (or gone: their plans began); later ones are kept.
+    for (const [jobId, startedAt] of this.#startedSince) if (startedAt < at) this.#startedSince.delete(jobId);
     return marked;
   }
 
@@ -290,7 +294,9 @@ export class StartRepair {
   /**
    * Judges the job's current start (the one its start record names), whichever of its starts the
    * marks name, and leaves the marks saying what is left to check: none once it is past planning, its
-   * own while it waits (the others go: an earlier start's, or a delivery's that found the id taken).
+   * own while it waits. Another start's mark goes once it is spent (`#spent`): an earlier start's at
+   * once, one no start record names yet (a take-over in flight marks its new start before its record
+   * names it; a duplicate delivery's whose create found the id taken) only once it is old.
    */
   private async advance(
     jobId: string,
@@ -305,7 +311,13 @@ export class StartRepair {
     // mark is the intake's, and stays.
     if (this.#inFlight.has(jobId)) return { step: 'waiting' };
     const clear = (ids: readonly string[]): Promise<unknown> => Promise.all(ids.map((id) => store.clearUnconfirmed(jobId, id, ctx.signal)));
-    if (found === undefined || found.value.state !== 'active') {
+    // No record: a mark that may have landed before its record (written side by side), kept until old.
+    if (found === undefined) {
+      const spent = startIds.filter((id) => this.#markAgeMs(jobId, id) >= INTAKE.underWayFreshMs);
+      await clear(spent);
+      return { step: spent.length === startIds.length ? 'retired' : 'waiting' };
+    }
+    if (found.value.state !== 'active') {
       await clear(startIds);
       return { step: 'retired' };
     }
@@ -314,26 +326,25 @@ export class StartRepair {
     const instance = jobViewOf(await orchestrations.getStatus(startInstanceId(found.value)), jobId);
     const step = nextStartStep(instance, found.value, ctx.epoch, this.now(), stuckAfterMs);
     const current = found.value.startId;
+    const others = this.#spent(jobId, found.value, startIds);
     if (step.kind === 'wait') {
-      // The start waited on keeps a mark of its own (missing after a take-over cut short before it
-      // marked the new start), the others go.
+      // The start waited on keeps a mark of its own (one the plan of an earlier start could not remove).
       if (!startIds.includes(current)) await store.markUnconfirmed(jobId, current, ctx.signal);
-      await clear(startIds.filter((id) => id !== current));
+      await clear(others);
       // A Pending instance counts as stuck this long after it was created (`nextStartStep`).
       const pending = instance?.runtimeStatus === 'Pending';
       const stuckAt = pending ? instance.createdTime.getTime() + stuckAfterMs + 1 : undefined;
       return { step: 'waiting', ...(stuckAt === undefined ? {} : { stuckAt }) };
     }
     if (step.kind === 'confirmed') {
-      await clear(startIds);
+      await clear([...startIds.filter((id) => id === current), ...others]);
       return { step: 'confirmed' };
     }
     const start = await this.takeOver(found, step.reason, ctx);
     // Someone changed the record first (a newer leader, or this one's last pass): judged again next pass.
     if (start === undefined) return { step: 'waiting' };
-    // The new start's own mark, then the earlier ones go (a plan of an earlier start removes only its own).
-    await store.markUnconfirmed(jobId, start.value.startId, ctx.signal);
-    await clear(startIds);
+    // The new start was marked before its record named it (`takeOver`); the earlier ones' marks go.
+    await clear([...startIds.filter((id) => id === current), ...others]);
     this.started(jobId);
     await startRecorded(start.value, orchestrations);
     logger.warn('intake.start_repaired', {
@@ -348,7 +359,27 @@ export class StartRepair {
     return { step: 'restarted' };
   }
 
-  /** A new start id under this epoch and the next instance generation, written only over the version read. */
+  /**
+   * The marks of the job's starts other than `start`'s that no start needs: an earlier start's (the
+   * record lists it), or one no record named that has been seen here for a minute.
+   */
+  #spent(jobId: string, start: StartRecord, startIds: readonly string[]): string[] {
+    const earlier = new Set((start.previous ?? []).map((p) => p.startId));
+    return startIds.filter((id) => id !== start.startId && (earlier.has(id) || this.#markAgeMs(jobId, id) >= INTAKE.underWayFreshMs));
+  }
+
+  /** How long this process has known a start's mark (0 when it has not listed it). */
+  #markAgeMs(jobId: string, startId: string): number {
+    const seenAt = this.#firstSeen.get(`${jobId}.${startId}`);
+    return seenAt === undefined ? 0 : this.now().getTime() - seenAt;
+  }
+
+  /**
+   * A new start id under this epoch and the next instance generation, written only over the version
+   * read. The new start is marked first: a leader that stops between the two leaves a mark, so the
+   * next one checks the job (a mark of an earlier start may be gone already: its plan, past its fence
+   * just before the take-over, removes it). A write that loses removes the mark again.
+   */
   private async takeOver(
     found: Versioned<StartRecord>,
     reason: string,
@@ -370,7 +401,10 @@ export class StartRepair {
       previous: [...(old.previous ?? []), { startId: old.startId, generation: old.generation, epoch: old.epoch, at: old.at }]
         .slice(-MAX_PREVIOUS_STARTS),
     };
+    await this.deps.store.markUnconfirmed(old.jobId, startId, ctx.signal);
     const written = await this.deps.store.replaceStart(record, found.etag, ctx.signal);
-    return written === 'conflict' ? undefined : { value: record, etag: written.etag };
+    if (written !== 'conflict') return { value: record, etag: written.etag };
+    await this.deps.store.clearUnconfirmed(old.jobId, startId, ctx.signal);
+    return undefined;
   }
 }

@@ -15,7 +15,7 @@ export type BesideOutcome = 'ended' | 'still_running';
  * room (JobIntake).
  */
 export async function waitAtMost(work: Promise<unknown>, ms: number): Promise<boolean> {
-  if (!Number.isFinite(ms)) {
+  if (ms === Number.POSITIVE_INFINITY) {
     await work;
     return true;
   }

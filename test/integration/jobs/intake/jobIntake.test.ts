@@ -21,7 +21,7 @@ import { type JobRun } from '../../../../shared/jobs/JobRun';
 import { encodeQueueMessage } from '../../../../shared/jobs/messageCodec';
 import { fence } from '../../../../shared/jobs/run/fence';
 import { durableOrchestrationClient, type OrchestrationClient, runOf } from '../../../../shared/jobs/run/OrchestrationClient';
-import { type JobStore } from '../../../../shared/jobs/store/JobStore';
+import { type JobStore, type StartRecord } from '../../../../shared/jobs/store/JobStore';
 import { eventShapeProblems } from '../../../../shared/observability/events';
 import { memoryLogger } from '../../../../shared/observability/log';
 import { noopWorkType } from '../../../../shared/worktypes/noopWorkType';
@@ -647,7 +647,21 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
       },
     };
     const logger = memoryLogger('intake', 'info');
-    const pass = intake({ jobsQueue: await freshQueue('held-take-over'), logger });
+    // What is marked at the moment the take-over writes the record that names its new start.
+    let markedAtTakeOver: string[] | undefined;
+    const store = new Proxy(c.store, {
+      get(target, key) {
+        if (key === 'replaceStart') {
+          return async (record: StartRecord, ifMatch: string, signal?: AbortSignal) => {
+            if (record.jobId === jobId) markedAtTakeOver = (await target.listUnconfirmed()).filter((m) => m.jobId === jobId).map((m) => m.startId);
+            return target.replaceStart(record, ifMatch, signal);
+          };
+        }
+        const value: unknown = Reflect.get(target, key, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const pass = intake({ jobsQueue: await freshQueue('held-take-over'), logger, store });
     for (let i = 0; i < 5 && (await c.store.readStart(jobId))?.value.generation === 1; i++) {
       await pass.runPass({ ...ctx(), epoch: 12 }, pending);
       await new Promise((resolve) => setTimeout(resolve, INTAKE.checkEveryMs));
@@ -655,6 +669,9 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const taken = (await c.store.readStart(jobId))?.value;
     assert.equal(taken?.generation, 2, 'taken over');
     assert.notEqual(taken.startId, first);
+    // Marked before its record named it: a leader that stops between the two leaves the job marked,
+    // even once the held plan has removed the earlier start's mark.
+    assert.ok(markedAtTakeOver?.includes(taken.startId), `marked at the take-over's write: ${JSON.stringify(markedAtTakeOver)}`);
     const repaired = logger.lines.filter((l) => l.event === 'intake.start_repaired' && l.jobId === jobId);
     assert.deepEqual(repaired.map((l) => [l.reason, l.previousStartId, l.startId]), [['Pending under an older epoch', first, taken.startId]]);
     for (const line of repaired) assert.deepEqual(eventShapeProblems(line), [], 'the catalogued shape (OPERATOR_EVENTS)');
