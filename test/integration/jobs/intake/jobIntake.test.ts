@@ -164,17 +164,11 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const jobId = `create-first-${randomUUID()}`;
     // Each read of this job's start record, and whether its start record was there by then.
     const reads: boolean[] = [];
-    const store = new Proxy(c.store, {
-      get(target, key) {
-        if (key === 'readStart') {
-          return async (id: string, signal?: AbortSignal) => {
-            const found = await target.readStart(id, signal);
-            if (id === jobId) reads.push(found !== undefined);
-            return found;
-          };
-        }
-        const value: unknown = Reflect.get(target, key, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const store = storeWith({
+      readStart: async (id: string, signal?: AbortSignal) => {
+        const found = await c.store.readStart(id, signal);
+        if (id === jobId) reads.push(found !== undefined);
+        return found;
       },
     });
     const pass = intake({ jobsQueue, store });
@@ -574,26 +568,18 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const gate = new Promise<void>((resolve) => (release = resolve));
     let held = false;
     const cleared: string[] = [];
-    const store = new Proxy(c.store, {
-      get(target, key) {
-        if (key === 'readStart') {
-          return async (id: string, signal?: AbortSignal) => {
-            const found = await target.readStart(id, signal);
-            if (id === jobId && !held) {
-              held = true;
-              await gate;
-            }
-            return found;
-          };
+    const store = storeWith({
+      readStart: async (id: string, signal?: AbortSignal) => {
+        const found = await c.store.readStart(id, signal);
+        if (id === jobId && !held) {
+          held = true;
+          await gate;
         }
-        if (key === 'clearUnconfirmed') {
-          return (id: string, startId: string, signal?: AbortSignal) => {
-            cleared.push(id);
-            return target.clearUnconfirmed(id, startId, signal);
-          };
-        }
-        const value: unknown = Reflect.get(target, key, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        return found;
+      },
+      clearUnconfirmed: (id: string, startId: string, signal?: AbortSignal) => {
+        cleared.push(id);
+        return c.store.clearUnconfirmed(id, startId, signal);
       },
     });
     // The intake's Durable start of the job is slow: it is still being made when the check answers.
@@ -649,16 +635,10 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
     const logger = memoryLogger('intake', 'info');
     // What is marked at the moment the take-over writes the record that names its new start.
     let markedAtTakeOver: string[] | undefined;
-    const store = new Proxy(c.store, {
-      get(target, key) {
-        if (key === 'replaceStart') {
-          return async (record: StartRecord, ifMatch: string, signal?: AbortSignal) => {
-            if (record.jobId === jobId) markedAtTakeOver = (await target.listUnconfirmed()).filter((m) => m.jobId === jobId).map((m) => m.startId);
-            return target.replaceStart(record, ifMatch, signal);
-          };
-        }
-        const value: unknown = Reflect.get(target, key, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const store = storeWith({
+      replaceStart: async (record: StartRecord, ifMatch: string, signal?: AbortSignal) => {
+        if (record.jobId === jobId) markedAtTakeOver = (await c.store.listUnconfirmed()).filter((m) => m.jobId === jobId).map((m) => m.startId);
+        return c.store.replaceStart(record, ifMatch, signal);
       },
     });
     const pass = intake({ jobsQueue: await freshQueue('held-take-over'), logger, store });
@@ -743,6 +723,19 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   async function clearMarks(): Promise<void> {
     const c = appRoot().jobs;
     for (const m of await c.store.listUnconfirmed()) await c.store.clearUnconfirmed(m.jobId, m.startId);
+  }
+
+  /** The app's store with some of its methods replaced (a read held or counted); the rest are its own. */
+  function storeWith(overrides: Partial<Pick<JobStore, 'readStart' | 'clearUnconfirmed' | 'replaceStart'>>): JobStore {
+    const target = appRoot().jobs.store;
+    return new Proxy(target, {
+      get(t, key) {
+        const replaced: unknown = Reflect.get(overrides, key);
+        if (replaced !== undefined) return replaced;
+        const value: unknown = Reflect.get(t, key, t);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(t) : value;
+      },
+    });
   }
 
   /** Clears every mark of the job, whichever start made it. */
