@@ -81,9 +81,8 @@ describe('CoordinatorRuntime', () => {
     await rt.stop();
   });
 
-  it('a follower that had an offer takes over from a crashed leader without ticks', async () => {
-    const clock = new ManualClock();
-    const store = new MemoryLeaseStore(clock);
+  /** A leader (its first tick won the lease) and a follower that had an offer and lost, on one store. */
+  async function leaderAndFollower(clock: ManualClock, store: MemoryLeaseStore): Promise<{ leader: CoordinatorRuntime; follower: CoordinatorRuntime }> {
     const leader = runtime(clock, store, () => Promise.resolve(), 'leader');
     const ticked = tickWith(leader, 'l');
     await clock.advance(0);
@@ -93,6 +92,13 @@ describe('CoordinatorRuntime', () => {
     offerWith(follower, 'f');
     await clock.advance(0);
     assert.equal(follower.state().role, 'follower');
+    return { leader, follower };
+  }
+
+  it('a follower that had an offer takes over from a crashed leader without ticks', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryLeaseStore(clock);
+    const { leader, follower } = await leaderAndFollower(clock, store);
     // The crash: every request carrying the leader's lease id fails from now on (renewals stop, no release).
     const crashed = store.holderLeaseId;
     assert.ok(crashed !== undefined);
@@ -106,16 +112,10 @@ describe('CoordinatorRuntime', () => {
   it('an offer that says the lease is free makes a follower attempt at once, not at its next campaign period', async () => {
     const clock = new ManualClock();
     const store = new MemoryLeaseStore(clock);
-    const leader = runtime(clock, store, () => Promise.resolve(), 'leader');
-    const ticked = tickWith(leader, 'l');
-    await clock.advance(0);
-    await ticked;
-    const follower = runtime(clock, store, () => Promise.resolve(), 'follower');
     const plain = runtime(clock, store, () => Promise.resolve(), 'plain');
-    offerWith(follower, 'f');
+    const { leader, follower } = await leaderAndFollower(clock, store);
     offerWith(plain, 'p');
     await clock.advance(0);
-    assert.equal(follower.state().role, 'follower');
     // Both followers now wait out their campaign period (random() = 0: the full retry period).
     await clock.advance(100);
     await leader.stop();
