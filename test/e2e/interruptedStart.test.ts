@@ -11,7 +11,8 @@
  * The leader killed before the submission's queue message is deleted is in interruptedStartDelete.test.ts.
  * A start message whose send fails without a kill is in startSendFailed.test.ts (one file per
  * minute or two of processes, so each stays well inside the runner's per-file time limit).
- * The tests print how long the repairs took (diagnostics), for the figures in docs/jobs.md ("How it holds up").
+ * The tests print how long the repairs took (diagnostics), for the figures in docs/figures.md ("Measurements
+ * behind docs/jobs.md", which keeps those docs/jobs.md carried).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
