@@ -86,9 +86,10 @@ export const DEFAULTS = {
   retentionDays: 30,
   /**
    * Chunks of one job queued or running at once: enough to keep an instance or two busy with a queue
-   * behind them while the step refills (each runs up to 12 messages at a time with host.json's
-   * batchSize 8 + newBatchThreshold 4, of up to `chunksPerMessage` chunks each: 48 chunks; at 64 one
-   * instance's worker found the queue empty between refills and backed off), few enough that other
+   * behind them while the step refills (each runs up to 24 messages at a time with host.json's
+   * batchSize 16 + newBatchThreshold 8, of up to `chunksPerMessage` chunks each: 96 chunks; at 64,
+   * with 12 messages at a time, one instance's worker found the queue empty between refills and
+   * backed off), few enough that other
    * jobs' chunks get through between a big job's.
    */
   dispatchWindow: 128,

@@ -1,6 +1,6 @@
 /**
  * A worker SIGKILLed while it holds chunks, on real host processes (the extensions host unless E2E_HOST=devhost) with the real app and
- * the project's own host.json (batchSize 8, the host's 10-minute receive visibility), against Azurite.
+ * the project's own host.json (batchSize 16, the host's 10-minute receive visibility), against Azurite.
  * The victim reaches storage through a proxy that holds its request at the chosen step, and dies
  * while it is held:
  * - after claiming, before writing a result: its claims go silent and the chunks are sent again (the

@@ -14,8 +14,8 @@ import { proxiedScenarios } from './support/realApp';
 
 describe('a worker killed holding more chunks than the shipped batch allows (host.json queues.batchSize 32)', () => {
   const scenarios = proxiedScenarios({ batchSize: 32, newBatchThreshold: 16 });
-  // With the shipped batchSize 8 and newBatchThreshold 4 an instance has at most 12 messages (48
-  // chunks) at once: holding 64 result writes is only reachable with the larger batch.
+  // With the shipped batchSize 16 and newBatchThreshold 8 an instance has at most 24 messages (96
+  // chunks) at once; the larger batch lets the victim hold 64 result writes with room to spare.
   const HELD = 64;
 
   it(`after it received its batches, before finishing any of ${HELD} chunks: every one is sent again and the job completes within the bound`, async () => {

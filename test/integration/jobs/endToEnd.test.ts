@@ -217,10 +217,10 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
   });
 
   it('does not re-dispatch or expire chunks that wait in a backlog past the deadline: the deadline runs from a worker\'s claim', async () => {
-    // 60 chunks of 2.5 s each (long enough for their workers to claim them, after 2 s) on one host
-    // taking at most 12 messages at a time (host.json batchSize 8 + newBatchThreshold 4), one chunk to
+    // 96 chunks of 2.5 s each (long enough for their workers to claim them, after 2 s) on one host
+    // taking at most 24 messages at a time (host.json batchSize 16 + newBatchThreshold 8), one chunk to
     // a message (each item, a chunk, is 30 KB of JSON: two do not fit the 48 KiB a message holds): the
-    // last chunks wait in the queue at least 10 s, past the 5 s deadline, and a single attempt leaves
+    // last chunks wait in the queue at least 7.5 s, past the 5 s deadline, and a single attempt leaves
     // no room for a mistaken expiry to be repaired.
     workTypes.register({
       name: 'e2e-backlog',
@@ -236,7 +236,7 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     });
     const inputs = blobs().getContainerClient(uniqueName('e2e-inputs'));
     await inputs.createIfNotExists();
-    const text = JSON.stringify(Array.from({ length: 60 }, () => 'x'.repeat(30 * 1024)));
+    const text = JSON.stringify(Array.from({ length: 96 }, () => 'x'.repeat(30 * 1024)));
     await inputs.getBlockBlobClient('backlog.json').upload(text, Buffer.byteLength(text));
     const submission = { jobId: 'backlog-job', workType: 'e2e-backlog', itemsBlob: `${inputs.containerName}/backlog.json`, options: { chunkSize: 1, deadlineSeconds: 5, attempts: 1 } };
     const posted = await h.request('POST', '/api/jobs', JSON.stringify(submission));
@@ -244,10 +244,10 @@ describe('jobs end to end (development host, Durable backend, Azurite)', () => {
     await passUntilQueueEmpty();
     const view = await finished('backlog-job', 90_000);
     assert.equal(view.status, 'completed', JSON.stringify(view));
-    assert.deepEqual(view.result, { n: 60 });
-    assert.deepEqual(view.progress?.chunks, { total: 60, done: 60, failed: 0 });
+    assert.deepEqual(view.result, { n: 96 });
+    assert.deepEqual(view.progress?.chunks, { total: 96, done: 96, failed: 0 });
     const listing = await appRoot().jobs.store.chunks.listJob('backlog-job');
-    assert.equal(listing.claims.length, 60, 'one claim per chunk, all of its first dispatch');
+    assert.equal(listing.claims.length, 96, 'one claim per chunk, all of its first dispatch');
     assert.ok(listing.claims.every((c) => c.dispatch === 1));
     const claimed = listing.claims.map((c) => Date.parse(c.claimedAt));
     const spread = (Math.max(...claimed) - Math.min(...claimed)) / 1000;

@@ -212,14 +212,14 @@ describe('the command line against a running app (development host, Azurite)', (
   });
 
   it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
-    // 480 chunks of 1.6 s, 48 at a time (12 messages of 4 chunks): about 16 s if not cancelled. The
+    // 960 chunks of 1.6 s, 96 at a time (24 messages of 4 chunks): about 16 s if not cancelled. The
     // status moves when the plan or a step answers: about every 2 s while chunks remain to send, but a
     // call that has sent every chunk waits up to 5 s for the last results. The first window (128
     // chunks, sent by the leader's intake) runs while the run's start message may be deferred (the
     // start race, docs/deploy.md: 2-4 s), so with 200 chunks the plan could send all the rest at once
     // and the status went from planning to done with one partial line at most (about one run in
-    // five). With 480 the plan sends at most a window more, and the next step still has chunks to send.
-    const items = Array.from({ length: 480 }, () => 1_600);
+    // five). With 960 the plan sends at most a window more, and the next step still has chunks to send.
+    const items = Array.from({ length: 960 }, () => 1_600);
     const submitted = await run(['submit', file('slow.json', JSON.stringify(items)), '--work-type', 'slow', '--chunk-size', '1', '--job-id', 'cli-slow']);
     assert.equal(submitted.code, EXIT.ok, submitted.stderr);
     assert.equal(submitted.stdout.trim(), 'cli-slow');
@@ -228,7 +228,7 @@ describe('the command line against a running app (development host, Azurite)', (
     // Not a terminal: one line per change of progress.
     const moving = await eventually(
       () => {
-        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/480 items/.test(l) && !l.includes('480/480'));
+        const partial = watcher.stderr().split('\n').filter((l) => /\] [1-9]\d*\/960 items/.test(l) && !l.includes('960/960'));
         return Promise.resolve(partial.length >= 2 ? partial : undefined);
       },
       90_000,

@@ -108,10 +108,10 @@ describe('the OpenAPI description matches the running app', () => {
     assert.equal((await call('GET', '/job-inputs')).status, 200);
     assert.equal((await call('GET', '/job-inputs', undefined, null)).status, 401);
     assert.equal((await call('DELETE', '/jobs/nope')).status, 404);
-    // Long enough to be running when the cancel comes: 300 chunks of 2 s, 48 at a time (12 messages
+    // Long enough to be running when the cancel comes: 600 chunks of 2 s, 96 at a time (24 messages
     // of 4 chunks), take some 14 s; 100 of 0.5 s took 1.5 s, and the job could end between the read
     // that saw it running and the cancel.
-    const slowItems = Array.from({ length: 300 }, () => 2_000);
+    const slowItems = Array.from({ length: 600 }, () => 2_000);
     assert.equal((await call('POST', '/jobs', JSON.stringify({ jobId: 'oas-slow', workType: 'slow', items: slowItems, options: { chunkSize: 1 } }))).status, 202);
     await eventually(async () => (((await call('GET', '/jobs/oas-slow')).json as { status: string }).status === 'running' ? true : undefined), 60_000, 'the slow job to run');
     assert.equal((await call('DELETE', '/jobs/oas-slow')).status, 202);
