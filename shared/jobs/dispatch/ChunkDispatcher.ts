@@ -31,7 +31,7 @@ import { type Json } from '../../worktypes/WorkType';
 import { JOB_LIMITS, type JobOptions } from '../jobLimits';
 import { packInEnvelopes, type WorkItemMessage } from '../messageCodec';
 import { mapLimit } from '../pool';
-import { type ChunkResult } from '../store/JobStore';
+import { type ChunkResult, type ChunkResultEntry } from '../store/JobStore';
 import { type Now, nowOf } from '../wallClock';
 import {
   type ChunkObservation,
@@ -253,7 +253,7 @@ export class ChunkDispatcher {
       for (;;) {
         const landedBefore = watch?.count() ?? 0;
         const at = this.now();
-        const outcome = await this.pass({ ...input, ledger, at: at.toISOString() }, undefined, items);
+        const outcome = await this.pass({ ...input, ledger, at: at.toISOString() }, undefined, items, false, watch?.results());
         ledger = outcome.ledger;
         total.sent += outcome.sent;
         total.resent += outcome.resent;
@@ -315,15 +315,25 @@ export class ChunkDispatcher {
     items: ChunkItemsSource = this.deps.items,
     /** The caller read the cancel marker just now and nothing is in flight yet (a job's first window): nothing to observe. */
     firstWindow = false,
+    /** Results of the job created in this process (LandedResults): taken as they are, not read. */
+    known: readonly ChunkResultEntry[] = [],
   ): Promise<StepOutcome> {
     const { job } = input;
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
     const at = Date.parse(input.at);
     const withClaims = claimsMatter(input.ledger, at, job.options, this.deps.policy);
-    const seen =
-      firstWindow && inFlight.length === 0
+    const flying = new Set(inFlight);
+    const landedHere = known.filter((e) => flying.has(e.chunk));
+    const here = new Set(landedHere.map((e) => e.chunk));
+    const unknown = inFlight.filter((c) => !here.has(c));
+    // Every chunk in flight landed here and none is left to send: nothing to read, not even the
+    // cancel marker (a cancel now changes nothing: the job is done).
+    const allKnown = landedHere.length > 0 && unknown.length === 0 && input.ledger.next >= input.chunkCount;
+    const read =
+      (firstWindow && inFlight.length === 0) || allKnown
         ? { cancelled: false, results: [], claims: [] }
-        : await this.deps.chunks.observeChunks(job.jobId, inFlight, withClaims, signal);
+        : await this.deps.chunks.observeChunks(job.jobId, unknown, withClaims, signal);
+    const seen = { ...read, results: [...read.results.filter((r) => !here.has(r.chunk)), ...landedHere] };
     const decision = decideStep(input.ledger, seen, at, { chunkCount: input.chunkCount, ...job.options }, this.deps.policy);
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 

@@ -73,14 +73,7 @@ export class ChunkBlobs implements ChunkStore {
 
   /** The conditional create: 'exists' means another writer won and this result was discarded. */
   async writeChunkResult(result: ChunkResult, signal?: AbortSignal): Promise<'written' | 'exists'> {
-    const metadata: Record<string, string> = {
-      status: result.status,
-      items: String(result.itemCount),
-      itemsfailed: String(result.itemsFailed),
-    };
-    if (result.error !== undefined) metadata.errorcode = result.error.code;
-    const partial = Buffer.from(JSON.stringify(result.partial), 'utf8').toString('base64url');
-    if (partial.length <= MAX_METADATA_PARTIAL) metadata.partial = partial;
+    const metadata = resultMetadata(result);
     return this.docs.put(ChunkBlobs.resultBlob(result.jobId, result.chunk), result, { ifNoneMatch: true, metadata, signal });
   }
 
@@ -179,6 +172,26 @@ export class ChunkBlobs implements ChunkStore {
     }
     return cancelled;
   }
+}
+
+/** A result's blob metadata: what a listing or a metadata read of it answers (`resultEntry`). */
+function resultMetadata(result: ChunkResult): Record<string, string> {
+  const metadata: Record<string, string> = {
+    status: result.status,
+    items: String(result.itemCount),
+    itemsfailed: String(result.itemsFailed),
+  };
+  if (result.error !== undefined) metadata.errorcode = result.error.code;
+  const partial = Buffer.from(JSON.stringify(result.partial), 'utf8').toString('base64url');
+  if (partial.length <= MAX_METADATA_PARTIAL) metadata.partial = partial;
+  return metadata;
+}
+
+/** What a read of a result's metadata answers once `writeChunkResult` created it: the same entry, without the read. */
+export function resultEntryOf(result: ChunkResult): ChunkResultEntry {
+  const entry = resultEntry(`results/${pad(result.chunk)}.json`, resultMetadata(result));
+  if (entry === undefined) throw new Error(`No result entry for chunk ${result.chunk}`);
+  return entry;
 }
 
 function claimEntry(rest: string, meta: Record<string, string>): ChunkClaimEntry | undefined {

@@ -175,7 +175,7 @@ export class WorkItemProcessor {
       logger.info('workitem.duplicate_discarded', log);
       return 'duplicate';
     }
-    this.deps.landed?.landed(message.jobId);
+    this.deps.landed?.landed(result);
     // One line per chunk at info: the "slowest chunks" query in docs/operations.md reads durationMs.
     const durationMs = Math.round(performance.now() - startedAt);
     if (result.status === 'failed') {

@@ -1,32 +1,41 @@
 /**
  * LandedResults (results written in this process wake a step of their job waiting here) and the
  * step's use of it: a step that has sent every chunk looks again as soon as the results it waits for
- * have landed in this process, and at its own poll otherwise.
+ * have landed in this process, and at its own poll otherwise; and it reads none of the results that
+ * landed here.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ChunkDispatcher, DISPATCH_DEFAULTS } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
+import { ChunkDispatcher, DISPATCH_DEFAULTS, type StepOutcome } from '../../../../shared/jobs/dispatch/ChunkDispatcher';
 import { emptyLedger } from '../../../../shared/jobs/dispatch/DispatchLedger';
 import { LandedResults } from '../../../../shared/jobs/dispatch/LandedResults';
+import { resultEntryOf } from '../../../../shared/jobs/store/ChunkBlobs';
+import { type ChunkResult } from '../../../../shared/jobs/store/JobStore';
 import { createLogger } from '../../../../shared/observability/log';
 import { MemoryPipeline } from '../support/MemoryPipeline';
+
+/** A chunk's result as a worker writes it. */
+function result(jobId: string, chunk: number, partial: ChunkResult['partial'] = 1): ChunkResult {
+  return { jobId, chunk, status: 'ok', itemCount: 1, itemsFailed: 0, partial, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' };
+}
 
 describe('LandedResults', () => {
   it('counts a job\'s results from when a watch begins, and wakes a wait once its target is reached', async () => {
     const landed = new LandedResults();
-    landed.landed('a'); // nobody watches: dropped
+    landed.landed(result('a', 0)); // nobody watches: dropped
     const watch = landed.watch('a');
     assert.equal(watch.count(), 0);
     const started = performance.now();
     const waited = watch.until(2, 5_000);
-    landed.landed('b');
-    landed.landed('a');
+    landed.landed(result('b', 0));
+    landed.landed(result('a', 1));
     assert.equal(watch.count(), 1);
-    landed.landed('a');
+    landed.landed(result('a', 2));
     await waited;
     assert.ok(performance.now() - started < 1_000, 'woken, not timed out');
     assert.equal(watch.count(), 2);
+    assert.deepEqual(watch.results().map((e) => e.chunk), [1, 2]);
     await watch.until(2, 5_000); // already reached: at once
     watch.close();
   });
@@ -43,23 +52,40 @@ describe('LandedResults', () => {
     const landed = new LandedResults();
     const one = landed.watch('a');
     const two = landed.watch('a');
-    landed.landed('a');
+    landed.landed(result('a', 0));
     one.close();
-    landed.landed('a');
+    landed.landed(result('a', 1));
     assert.equal(two.count(), 2);
     two.close();
-    landed.landed('a');
+    landed.landed(result('a', 2));
     assert.equal(landed.watch('a').count(), 0);
+  });
+
+  it('gives each result the entry a read of its stored metadata answers (a partial too big for metadata left out, as there)', () => {
+    const landed = new LandedResults();
+    const watch = landed.watch('a');
+    const small = result('a', 3, { sum: 7 });
+    const big = { ...result('a', 4, { text: 'x'.repeat(8 * 1024) }), status: 'failed' as const, itemsFailed: 1, error: { code: 'CHUNK_FAILED', message: 'no' } };
+    landed.landed(small);
+    landed.landed(big);
+    assert.deepEqual(watch.results(), [
+      { chunk: 3, status: 'ok', itemCount: 1, itemsFailed: 0, partial: { sum: 7 } },
+      { chunk: 4, status: 'failed', itemCount: 1, itemsFailed: 1, errorCode: 'CHUNK_FAILED' },
+    ]);
+    assert.deepEqual(watch.results(), [resultEntryOf(small), resultEntryOf(big)]);
+    watch.close();
   });
 });
 
 describe('ChunkDispatcher.step with LandedResults (real time)', () => {
   const job = { jobId: 'lr', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } };
 
-  async function run(signal: boolean): Promise<{ sawAtMs: number; done: number }> {
+  /** The job's one chunk is done 40 ms into the step, by a worker of this process (`signal`) or of another. */
+  async function run(signal: boolean): Promise<{ endedAtMs: number; done: number; readAfterWrite: number; landed: StepOutcome['landed'] }> {
     const store = new MemoryPipeline(() => Date.now());
     const landed = new LandedResults();
-    let sawAt = 0;
+    // Chunks whose result the step read (metadata or listing) once it was stored.
+    let readAfterWrite = 0;
     const dispatcher = new ChunkDispatcher({
       chunks: {
         chunkResultExists: (j, c) => store.chunkResultExists(j, c),
@@ -70,9 +96,8 @@ describe('ChunkDispatcher.step with LandedResults (real time)', () => {
         writeChunkItems: (j, c, i) => store.writeChunkItems(j, c, i),
         readChunkItems: (n) => store.readChunkItems(n),
         observeChunks: async (j, c, w) => {
-          const seen = await store.observeChunks(j, c, w);
-          if (store.results.has('lr/0') && sawAt === 0) sawAt = performance.now();
-          return seen;
+          if (store.results.has('lr/0')) readAfterWrite += c.length;
+          return store.observeChunks(j, c, w);
         },
       },
       queue: store,
@@ -85,28 +110,31 @@ describe('ChunkDispatcher.step with LandedResults (real time)', () => {
     store.stage('lr', [1], 1);
     const first = await dispatcher.pass({ job, chunkCount: 1, itemCount: 1, ledger: emptyLedger(1, 1), at: new Date().toISOString() });
     const began = performance.now();
-    // The job's one chunk is done 40 ms into the step, by a worker of this process (or of another).
     const worker = new Promise<void>((resolve) =>
       setTimeout(() => {
         void store
-          .writeChunkResult({ jobId: 'lr', chunk: 0, status: 'ok', itemCount: 1, itemsFailed: 0, partial: 1, itemErrors: [], attempt: 1, dispatch: 1, writtenBy: 'w', writtenAt: '' })
+          .writeChunkResult(result('lr', 0))
           .then(() => {
-            if (signal) landed.landed('lr');
+            if (signal) landed.landed(result('lr', 0));
             resolve();
           });
       }, 40),
     );
     const out = await dispatcher.step({ job, chunkCount: 1, itemCount: 1, ledger: first.ledger, at: new Date().toISOString() });
+    const endedAtMs = performance.now() - began;
     await worker;
-    return { sawAtMs: sawAt - began, done: out.ledger.progress.chunks.done };
+    return { endedAtMs, done: out.ledger.progress.chunks.done, readAfterWrite, landed: out.landed };
   }
 
-  it('sees a result written in this process as soon as it lands, and one written elsewhere at its next poll (250 ms)', async () => {
+  it('ends as soon as a result written in this process lands, without reading it; one written elsewhere is read at its next poll (250 ms)', async () => {
     const here = await run(true);
     assert.equal(here.done, 1);
-    assert.ok(here.sawAtMs < 200, `the step saw the result ${Math.round(here.sawAtMs)} ms in (its quiet poll is 250 ms)`);
+    assert.ok(here.endedAtMs < 200, `the step ended ${Math.round(here.endedAtMs)} ms in (its quiet poll is 250 ms)`);
+    assert.equal(here.readAfterWrite, 0, 'the result that landed here was not read');
+    assert.deepEqual(here.landed, [resultEntryOf(result('lr', 0))], 'the aggregation gets the entry a read of its metadata answers');
     const elsewhere = await run(false);
     assert.equal(elsewhere.done, 1);
-    assert.ok(elsewhere.sawAtMs >= 245, `no signal: seen at the poll, ${Math.round(elsewhere.sawAtMs)} ms in`);
+    assert.ok(elsewhere.endedAtMs >= 245, `no signal: seen at the poll, ${Math.round(elsewhere.endedAtMs)} ms in`);
+    assert.equal(elsewhere.readAfterWrite, 1, 'read once, at the poll that found it');
   });
 });
