@@ -135,11 +135,11 @@ describe('structured events for Application Insights, from a real host process',
   it('emits every lifecycle event with its fields, on the stream whose host severity matches its level', async () => {
     await accepted({ jobId: 'obs-sum', workType: 'sum', items: [1, 2, 3, 4, 5], options: { chunkSize: 2 } });
     await accepted({ jobId: 'obs-boom', workType: 'explode', items: ['a', 'boom', 'b'], options: { chunkSize: 1, attempts: 1 } });
-    // Long enough (240 chunks of 6 s, 48 at a time: at least 30 s) that it is still running when its
+    // Long enough (480 chunks of 6 s, up to 96 at a time: at least 30 s) that it is still running when its
     // first progress shows, which it does although it may start in a shared run with the two above and
     // go on alone (a CI run saw no progress until it had completed: the status showed the shared run's).
     // Cancelled before those two are waited for: their chunks may queue behind its 6 s ones.
-    const slowItems = Array.from({ length: 240 }, () => 6_000);
+    const slowItems = Array.from({ length: 480 }, () => 6_000);
     await accepted({ jobId: 'obs-slow', workType: 'slow', items: slowItems, options: { chunkSize: 1 } });
     const jobs = new QueueClient(conn, env.JOBS_QUEUE ?? '');
     await jobs.sendMessage(encodeQueueMessage({ jobId: 'obs-unknown', workType: 'no-such-type', items: [1] }));

@@ -1,6 +1,6 @@
 /**
- * A worker SIGKILLed while it holds more chunks than the shipped batch allows (host.json queues.batchSize
- * 32), on real host processes with the real app, against Azurite (the other cases: workerKilled.test.ts).
+ * A worker SIGKILLed while it holds 64 chunks taken with a larger batch than shipped (host.json
+ * queues.batchSize 32, shipped 16), on real host processes with the real app, against Azurite (the other cases: workerKilled.test.ts).
  * Recovery is per chunk, so a worker that took more messages at once and died before finishing any of
  * 64 chunks costs the same bound as one that held a few: every chunk is sent again and written by the
  * survivor, and the job completes exactly within L + 30 s of the kill.
@@ -12,7 +12,7 @@ import { startStorageProxy } from '../support/storageProxy';
 import { assertRedoneBySurvivor, type Killed, killWorkerAt, resultPut, survivorsJobId } from './support/killWorker';
 import { proxiedScenarios } from './support/realApp';
 
-describe('a worker killed holding more chunks than the shipped batch allows (host.json queues.batchSize 32)', () => {
+describe('a worker killed holding 64 chunks taken with a larger batch than shipped (host.json queues.batchSize 32)', () => {
   const scenarios = proxiedScenarios({ batchSize: 32, newBatchThreshold: 16 });
   // With the shipped batchSize 16 and newBatchThreshold 8 an instance has at most 24 messages (96
   // chunks) at once; the larger batch lets the victim hold 64 result writes with room to spare.

@@ -137,11 +137,18 @@ export interface StepOutcome {
   /** Results this step counted. */
   readonly finished: number;
   /**
-   * The results the last pass saw (of the chunks it had in flight, and maybe their neighbours): the
+   * The results the passes saw (of the chunks they had in flight, and maybe their neighbours): the
    * aggregation that follows a done ledger folds them without listing the job again when they cover
    * every chunk. Never returned to the orchestration (JobActivities drops it).
    */
   readonly landed?: ChunkObservation['results'];
+}
+
+/** The results two passes (or a pass and a step) saw, one entry a chunk. */
+export function landedOf(...seen: ReadonlyArray<StepOutcome['landed']>): ChunkResultEntry[] {
+  const byChunk = new Map<number, ChunkResultEntry>();
+  for (const entries of seen) for (const e of entries ?? []) byChunk.set(e.chunk, e);
+  return [...byChunk.values()];
 }
 
 /** Whether a pass (or a step's passes together) saw a result, sent a chunk or expired one. */
@@ -249,6 +256,11 @@ export class ChunkDispatcher {
     // which only makes the next pass come sooner).
     let previousAt = started - wait.busyPollMs;
     const watch = this.deps.landed?.watch(input.job.jobId);
+    // Every result the step's passes saw, for the aggregation that may follow (a pass reads only what
+    // is in flight), when the job fits one window (a bigger one's are listed by the aggregation anyway,
+    // and are not held here); else the last pass's.
+    const gather = input.chunkCount <= this.deps.policy.window;
+    const seenAll = new Map<number, ChunkResultEntry>();
     try {
       for (;;) {
         const landedBefore = watch?.count() ?? 0;
@@ -259,8 +271,9 @@ export class ChunkDispatcher {
         total.resent += outcome.resent;
         total.expired += outcome.expired;
         total.finished += outcome.finished;
-        const landed = outcome.landed === undefined ? {} : { landed: outcome.landed };
-        const result = { ledger, cancelled: outcome.cancelled, ...total, ...landed };
+        if (!gather) seenAll.clear();
+        for (const e of outcome.landed ?? []) seenAll.set(e.chunk, e);
+        const result = { ledger, cancelled: outcome.cancelled, ...total, landed: [...seenAll.values()] };
         if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
         const allSent = ledger.next >= input.chunkCount;
         const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
@@ -322,18 +335,16 @@ export class ChunkDispatcher {
     const inFlight = input.ledger.inFlight.map((c) => c.chunk);
     const at = Date.parse(input.at);
     const withClaims = claimsMatter(input.ledger, at, job.options, this.deps.policy);
+    // Of the chunks in flight, those whose result landed here (one entry a chunk) are not read; the
+    // cancel marker still is (cached: CancelMarkers), even when every one of them landed here.
     const flying = new Set(inFlight);
-    const landedHere = known.filter((e) => flying.has(e.chunk));
-    const here = new Set(landedHere.map((e) => e.chunk));
-    const unknown = inFlight.filter((c) => !here.has(c));
-    // Every chunk in flight landed here and none is left to send: nothing to read, not even the
-    // cancel marker (a cancel now changes nothing: the job is done).
-    const allKnown = landedHere.length > 0 && unknown.length === 0 && input.ledger.next >= input.chunkCount;
+    const landedHere = new Map(known.filter((e) => flying.has(e.chunk)).map((e) => [e.chunk, e]));
+    const unknown = inFlight.filter((c) => !landedHere.has(c));
     const read =
-      (firstWindow && inFlight.length === 0) || allKnown
+      firstWindow && inFlight.length === 0
         ? { cancelled: false, results: [], claims: [] }
         : await this.deps.chunks.observeChunks(job.jobId, unknown, withClaims, signal);
-    const seen = { ...read, results: [...read.results.filter((r) => !here.has(r.chunk)), ...landedHere] };
+    const seen = { ...read, results: [...read.results.filter((r) => !landedHere.has(r.chunk)), ...landedHere.values()] };
     const decision = decideStep(input.ledger, seen, at, { chunkCount: input.chunkCount, ...job.options }, this.deps.policy);
     if (seen.cancelled) return { ledger: decision.ledger, cancelled: true, sent: 0, resent: 0, expired: 0, finished: decision.finished };
 

@@ -30,7 +30,7 @@ import { type WorkTypeRegistry } from '../../worktypes/WorkTypeRegistry';
 import { type JobReply } from '../delivery/DeliveryTargets';
 import { OUTCOME_RESULT_INLINE_MAX_BYTES, outcomeOfSummary } from '../delivery/JobOutcome';
 import { type DeliveryView, type OutcomeDelivery } from '../delivery/OutcomeDelivery';
-import { type ChunkDispatcher, type DispatchJob, STEP_WAIT, type StepInput, type StepOutcome } from '../dispatch/ChunkDispatcher';
+import { type ChunkDispatcher, type DispatchJob, landedOf, STEP_WAIT, type StepInput, type StepOutcome } from '../dispatch/ChunkDispatcher';
 import { type DispatchLedger, emptyLedger, isLedgerDone } from '../dispatch/DispatchLedger';
 import { type ChunkItemsSource } from '../dispatch/PipelineStore';
 import { JobError, type JobErrorInfo } from '../JobError';
@@ -264,7 +264,8 @@ export class JobActivities {
           { ...STEP_WAIT, maxWaitMs: waitMs, busyReturnMs: Math.min(waitMs, PLAN_BUSY_RETURN_MS) },
           unstaged,
         );
-    const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited);
+    // What the first pass saw counts too: the aggregation lists nothing when the passes saw every result.
+    const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited === first ? first : { ...waited, landed: landedOf(first.landed, waited.landed) });
     // The steps that follow read chunks from the staged input: an unstaged job still running is staged now.
     if (done.summary === undefined && !waited.cancelled) await this.stageUnstaged(run, resumed);
     return {

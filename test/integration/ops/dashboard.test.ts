@@ -68,7 +68,7 @@ describe('the live page in a real browser (chromium, development host, Azurite)'
     const refused = await browser.context.request.get(`${h.baseUrl}/api/dashboard`);
     assert.equal(refused.status(), 401);
 
-    // 480 chunks of 2 s, 96 at a time (24 messages of 4 chunks): long enough for several progress polls (1 s, growing).
+    // 480 chunks of 2 s, up to 96 at a time (24 messages of 4 chunks): long enough for several progress polls (1 s, growing).
     const items = Array.from({ length: 480 }, () => 2_000);
     const submitted = await h.request('POST', '/api/jobs', JSON.stringify({ jobId: 'watch-me', workType: 'slow', items, options: { chunkSize: 1 } }));
     assert.equal(submitted.status, 202, submitted.text);

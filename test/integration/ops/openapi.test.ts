@@ -108,7 +108,7 @@ describe('the OpenAPI description matches the running app', () => {
     assert.equal((await call('GET', '/job-inputs')).status, 200);
     assert.equal((await call('GET', '/job-inputs', undefined, null)).status, 401);
     assert.equal((await call('DELETE', '/jobs/nope')).status, 404);
-    // Long enough to be running when the cancel comes: 600 chunks of 2 s, 96 at a time (24 messages
+    // Long enough to be running when the cancel comes: 600 chunks of 2 s, up to 96 at a time (24 messages
     // of 4 chunks), take some 14 s; 100 of 0.5 s took 1.5 s, and the job could end between the read
     // that saw it running and the cancel.
     const slowItems = Array.from({ length: 600 }, () => 2_000);

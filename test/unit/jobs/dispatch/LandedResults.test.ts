@@ -80,11 +80,23 @@ describe('LandedResults', () => {
 describe('ChunkDispatcher.step with LandedResults (real time)', () => {
   const job = { jobId: 'lr', workType: 'sum', epoch: 1, options: { chunkSize: 1, attempts: 3, deadlineSeconds: 300 } };
 
-  /** The job's one chunk is done 40 ms into the step, by a worker of this process (`signal`) or of another. */
-  async function run(signal: boolean): Promise<{ endedAtMs: number; done: number; readAfterWrite: number; landed: StepOutcome['landed'] }> {
+  interface Run {
+    readonly endedAtMs: number;
+    readonly done: number;
+    readonly cancelled: boolean;
+    /** Chunks whose result the step read (metadata or listing) once it was stored. */
+    readonly readAfterWrite: number;
+    readonly landed: StepOutcome['landed'];
+  }
+
+  /**
+   * A job of `chunks` chunks, all sent; each is done 40 ms into the step (chunk i at 40 + 360 i ms: one poll, 250 ms, between two) by
+   * a worker of this process when `here(i)`, else of another; `cancelAt`: the job is cancelled just
+   * before that chunk is done.
+   */
+  async function run(chunks: number, here: (chunk: number) => boolean, cancelAt?: number): Promise<Run> {
     const store = new MemoryPipeline(() => Date.now());
     const landed = new LandedResults();
-    // Chunks whose result the step read (metadata or listing) once it was stored.
     let readAfterWrite = 0;
     const dispatcher = new ChunkDispatcher({
       chunks: {
@@ -96,7 +108,7 @@ describe('ChunkDispatcher.step with LandedResults (real time)', () => {
         writeChunkItems: (j, c, i) => store.writeChunkItems(j, c, i),
         readChunkItems: (n) => store.readChunkItems(n),
         observeChunks: async (j, c, w) => {
-          if (store.results.has('lr/0')) readAfterWrite += c.length;
+          readAfterWrite += c.filter((chunk) => store.results.has(`lr/${chunk}`)).length;
           return store.observeChunks(j, c, w);
         },
       },
@@ -107,34 +119,52 @@ describe('ChunkDispatcher.step with LandedResults (real time)', () => {
       instanceId: 'test',
       landed,
     });
-    store.stage('lr', [1], 1);
-    const first = await dispatcher.pass({ job, chunkCount: 1, itemCount: 1, ledger: emptyLedger(1, 1), at: new Date().toISOString() });
+    store.stage('lr', Array.from({ length: chunks }, () => 1), 1);
+    const at = (): string => new Date().toISOString();
+    const first = await dispatcher.pass({ job, chunkCount: chunks, itemCount: chunks, ledger: emptyLedger(chunks, chunks), at: at() });
     const began = performance.now();
-    const worker = new Promise<void>((resolve) =>
-      setTimeout(() => {
-        void store
-          .writeChunkResult(result('lr', 0))
-          .then(() => {
-            if (signal) landed.landed(result('lr', 0));
-            resolve();
-          });
-      }, 40),
+    const workers = Array.from(
+      { length: chunks },
+      (_, chunk) =>
+        new Promise<void>((resolve) =>
+          setTimeout(() => {
+            if (chunk === cancelAt) store.cancelled.add('lr');
+            void store.writeChunkResult(result('lr', chunk)).then(() => {
+              if (here(chunk)) landed.landed(result('lr', chunk));
+              resolve();
+            });
+          }, 40 + 360 * chunk),
+        ),
     );
-    const out = await dispatcher.step({ job, chunkCount: 1, itemCount: 1, ledger: first.ledger, at: new Date().toISOString() });
+    const out = await dispatcher.step({ job, chunkCount: chunks, itemCount: chunks, ledger: first.ledger, at: at() });
     const endedAtMs = performance.now() - began;
-    await worker;
-    return { endedAtMs, done: out.ledger.progress.chunks.done, readAfterWrite, landed: out.landed };
+    await Promise.all(workers);
+    return { endedAtMs, done: out.ledger.progress.chunks.done, cancelled: out.cancelled, readAfterWrite, landed: out.landed };
   }
 
   it('ends as soon as a result written in this process lands, without reading it; one written elsewhere is read at its next poll (250 ms)', async () => {
-    const here = await run(true);
+    const here = await run(1, () => true);
     assert.equal(here.done, 1);
     assert.ok(here.endedAtMs < 200, `the step ended ${Math.round(here.endedAtMs)} ms in (its quiet poll is 250 ms)`);
     assert.equal(here.readAfterWrite, 0, 'the result that landed here was not read');
     assert.deepEqual(here.landed, [resultEntryOf(result('lr', 0))], 'the aggregation gets the entry a read of its metadata answers');
-    const elsewhere = await run(false);
+    const elsewhere = await run(1, () => false);
     assert.equal(elsewhere.done, 1);
     assert.ok(elsewhere.endedAtMs >= 245, `no signal: seen at the poll, ${Math.round(elsewhere.endedAtMs)} ms in`);
     assert.equal(elsewhere.readAfterWrite, 1, 'read once, at the poll that found it');
+  });
+
+  it('still sees a cancel when every result it waits for landed here', async () => {
+    const out = await run(1, () => true, 0);
+    assert.equal(out.cancelled, true, 'the cancel marker is read although the result was not');
+    assert.equal(out.readAfterWrite, 0);
+  });
+
+  it('hands the aggregation every result its passes saw, read or landed here, not only the last pass\'s', async () => {
+    // Chunk 0 is written elsewhere (read by the poll at 250 ms), chunk 1 here at 400 ms (not read).
+    const out = await run(2, (chunk) => chunk === 1);
+    assert.equal(out.done, 2);
+    assert.deepEqual(out.landed?.map((e) => e.chunk).sort(), [0, 1]);
+    assert.equal(out.readAfterWrite, 1, 'chunk 0 read once, chunk 1 not at all');
   });
 });
