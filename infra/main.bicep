@@ -120,7 +120,7 @@ param jobRetentionDays int = 30
 @description('JOB_DISPATCH_WINDOW: chunks of one job queued or running at once (fair share between jobs, shallow queues).')
 @minValue(1)
 @maxValue(1000)
-param jobDispatchWindow int = 128
+param jobDispatchWindow int = 256
 
 @description('JOB_CHUNKS_PER_MESSAGE: chunks sent together travel up to this many to a work-items message (fewer queue transactions); 1 spreads a job over more instances.')
 @minValue(1)

@@ -87,12 +87,12 @@ export const DEFAULTS = {
   /**
    * Chunks of one job queued or running at once: enough to keep an instance or two busy with a queue
    * behind them while the step refills (each runs up to 24 messages at a time with host.json's
-   * batchSize 16 + newBatchThreshold 8, of up to `chunksPerMessage` chunks each: 96 chunks; at 64,
-   * with 12 messages at a time, one instance's worker found the queue empty between refills and
-   * backed off), few enough that other
-   * jobs' chunks get through between a big job's.
+   * batchSize 16 + newBatchThreshold 8, of up to `chunksPerMessage` chunks each: 96 chunks; a window
+   * of 256 is 64 messages, 40 queued behind one instance's 24: a 500,000-item job on one instance
+   * took 8.6-9.8 s against 12.1-13.6 s at 128, docs/figures.md), few enough that other jobs' chunks
+   * get through between a big job's.
    */
-  dispatchWindow: 128,
+  dispatchWindow: 256,
   /**
    * Chunks sent together travel up to this many to a queue message (ChunkDispatcher CHUNKS_PER_MESSAGE):
    * a quarter of the queue transactions per chunk; 1 spreads a job's window over more instances

@@ -265,7 +265,8 @@ export class JobActivities {
           unstaged,
         );
     // What the first pass saw counts too: the aggregation lists nothing when the passes saw every result.
-    const done = await this.aggregateIfDone(job, chunkCount, itemCount, waited === first ? first : { ...waited, landed: landedOf(first.landed, waited.landed) });
+    const seen = waited === first ? first : { ...waited, landed: landedOf(first.landed, waited.landed) };
+    const done = await this.aggregateIfDone(job, chunkCount, itemCount, seen);
     // The steps that follow read chunks from the staged input: an unstaged job still running is staged now.
     if (done.summary === undefined && !waited.cancelled) await this.stageUnstaged(run, resumed);
     return {

@@ -132,7 +132,7 @@ export async function killWorkerAt(
   await options.beforeSubmit?.(s, leader, victim);
   if (options.runOwnedBy !== undefined) await ownsRunOf(s, options.runOwnedBy === 'victim' ? victim : leader, jobId);
   const hold = proxy.hold((r) => holdAt(s, r));
-  // By default 4,000 items in 400 chunks: more than three windows (128), both instances busy for a few seconds.
+  // By default 4,000 items in 400 chunks: more than a window (256), both instances busy for a few seconds.
   const chunks = options.chunks ?? 400;
   const chunkSize = options.chunkSize ?? 10;
   const items = Array.from({ length: chunks * chunkSize }, (_, i) => i * 3 + 1);

@@ -214,7 +214,7 @@ describe('the command line against a running app (development host, Azurite)', (
   it('watches a running job move, cancels it (watch exits 12), refuses a second cancel, resubmits it', async () => {
     // 960 chunks of 1.6 s, up to 96 at a time (24 messages of 4 chunks): about 16 s if not cancelled. The
     // status moves when the plan or a step answers: about every 2 s while chunks remain to send, but a
-    // call that has sent every chunk waits up to 5 s for the last results. The first window (128
+    // call that has sent every chunk waits up to 5 s for the last results. The first window (256
     // chunks, sent by the leader's intake) runs while the run's start message may be deferred (the
     // start race, docs/deploy.md: 2-4 s), so with 200 chunks the plan could send all the rest at once
     // and the status went from planning to done with one partial line at most (about one run in

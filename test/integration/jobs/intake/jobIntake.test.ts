@@ -11,6 +11,7 @@ import { BlobServiceClient } from '@azure/storage-blob';
 import { type QueueClient, type QueueReceiveMessageResponse, QueueServiceClient } from '@azure/storage-queue';
 
 import { appRoot } from '../../../../shared/app/appRoot';
+import { DEFAULTS } from '../../../../shared/config/settings';
 import { JobService } from '../../../../shared/jobs/api/JobService';
 import { InputContainers } from '../../../../shared/jobs/input/InputContainers';
 import { BlobInputStore } from '../../../../shared/jobs/input/InputStore';
@@ -385,8 +386,8 @@ describe('job intake pass (development host, Durable backend, Azurite)', () => {
   it('stages inputs at intake for at most firstWindowBudgetMs per pass: the rest of a burst is staged by its plans; a job that needs no staging is prepared whatever the budget', async () => {
     const c = appRoot().jobs;
     const fresh = await freshQueue('budget');
-    // 130 one-item chunks: more than the first window (128), so staged; then jobs that fit it, left unstaged.
-    const wide = Array.from({ length: 130 }, (_, i) => i);
+    // One-item chunks, more than the first window (JOB_DISPATCH_WINDOW's default), so staged; then jobs that fit it, left unstaged.
+    const wide = Array.from({ length: DEFAULTS.dispatchWindow + 2 }, (_, i) => i);
     for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-${i}`, workType: 'noop', items: wide, options: { chunkSize: 1 } }));
     for (let i = 0; i < 8; i++) await fresh.sendMessage(encodeQueueMessage({ jobId: `budget-small-${i}`, workType: 'noop', items: [i] }));
     const staging: string[] = [];
