@@ -96,7 +96,7 @@ export const DEFAULTS = {
   /**
    * Chunks sent together travel up to this many to a queue message (ChunkDispatcher CHUNKS_PER_MESSAGE):
    * a quarter of the queue transactions per chunk; 1 spreads a job's window over more instances
-   * (a window of 128 chunks is 32 messages at 4).
+   * (a window of 256 chunks is 64 messages at 4).
    */
   chunksPerMessage: 4,
   /** NCRONTAB, six fields (with seconds), UTC: every 5 seconds. */

@@ -181,7 +181,7 @@ const SEND_CONCURRENCY = 16;
  * (the result write stays one per chunk, and so do claims, re-sends and exactly-once). On Azurite
  * the work phase of a job is bound by storage transactions: 200 chunks took ~4 per chunk, the bare
  * queue 2. A worker handles an envelope's parts at once, each as if it had come alone, so a window of
- * 128 chunks is 32 messages, a worker instance's 24 at a time with 8 queued behind them. JOB_CHUNKS_PER_MESSAGE's
+ * 256 chunks is 64 messages, a worker instance's 24 at a time with 40 queued behind them. JOB_CHUNKS_PER_MESSAGE's
  * default (settings.ts keeps every default).
  */
 export const CHUNKS_PER_MESSAGE = DEFAULTS.chunksPerMessage;
