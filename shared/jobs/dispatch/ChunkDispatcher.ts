@@ -260,7 +260,7 @@ export class ChunkDispatcher {
     // is in flight), when the job fits one window (a bigger one's are listed by the aggregation anyway,
     // and are not held here); else the last pass's.
     const gather = input.chunkCount <= this.deps.policy.window;
-    const seenAll = new Map<number, ChunkResultEntry>();
+    let landed: StepOutcome['landed'] = [];
     try {
       for (;;) {
         const landedBefore = watch?.count() ?? 0;
@@ -271,9 +271,8 @@ export class ChunkDispatcher {
         total.resent += outcome.resent;
         total.expired += outcome.expired;
         total.finished += outcome.finished;
-        if (!gather) seenAll.clear();
-        for (const e of outcome.landed ?? []) seenAll.set(e.chunk, e);
-        const result = { ledger, cancelled: outcome.cancelled, ...total, landed: [...seenAll.values()] };
+        landed = gather ? landedOf(landed, outcome.landed) : outcome.landed;
+        const result = { ledger, cancelled: outcome.cancelled, ...total, ...(landed === undefined ? {} : { landed }) };
         if (outcome.cancelled || isLedgerDone(ledger) || late) return result;
         const allSent = ledger.next >= input.chunkCount;
         const next = nextPollMs(wait, this.deps.policy.window, outcome, at.getTime() - previousAt, quietMs, allSent);
